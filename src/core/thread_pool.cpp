@@ -1,0 +1,93 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+
+namespace sieve {
+
+int default_thread_count() {
+    if (const char* env = std::getenv("SIEVE_NUM_THREADS")) {
+        int n = 0;
+        const char* end = env + std::strlen(env);
+        auto [ptr, ec] = std::from_chars(env, end, n);
+        if (ec == std::errc() && ptr == end && n > 0 && n <= 4096) return n;
+    }
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : default_thread_count()) {
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard lock(mutex_);
+        stop_ = true;
+    }
+    start_cv_.notify_all();
+    for (auto& w : workers_) w.join();
+}
+
+namespace {
+// Chunk c of `chunks` equal parts of [0, n).
+std::pair<int64_t, int64_t> chunk_range(int64_t n, int chunks, int c) {
+    return {n * c / chunks, n * (c + 1) / chunks};
+}
+}  // namespace
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
+    if (n <= 0) return;
+    min_chunk = std::max<int64_t>(1, min_chunk);
+    const int chunks = static_cast<int>(std::min<int64_t>(n_threads_, (n + min_chunk - 1) / min_chunk));
+    if (chunks <= 1) {
+        fn(0, n);
+        return;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        job_ = &fn;
+        job_n_ = n;
+        job_chunks_ = chunks;
+        pending_ = chunks - 1;
+        ++generation_;
+    }
+    start_cv_.notify_all();
+    const auto [b, e] = chunk_range(n, chunks, 0);
+    fn(b, e);
+    std::unique_lock lock(mutex_);
+    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+}
+
+void ThreadPool::worker_loop(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+        const std::function<void(int64_t, int64_t)>* job;
+        int64_t n;
+        int chunks;
+        {
+            std::unique_lock lock(mutex_);
+            start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+            if (stop_) return;
+            seen = generation_;
+            job = job_;
+            n = job_n_;
+            chunks = job_chunks_;
+        }
+        if (index < chunks) {
+            const auto [b, e] = chunk_range(n, chunks, index);
+            (*job)(b, e);
+            std::lock_guard lock(mutex_);
+            if (--pending_ == 0) done_cv_.notify_one();
+        }
+    }
+}
+
+ThreadPool& ThreadPool::global() {
+    static ThreadPool pool;
+    return pool;
+}
+
+}  // namespace sieve

@@ -1,0 +1,49 @@
+// A persistent thread pool for data-parallel loops. The calling thread takes part in the work,
+// so a pool of n threads starts n − 1 workers. Thread count: the explicit argument, else the
+// SIEVE_NUM_THREADS environment variable, else the number of online cores.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sieve {
+
+int default_thread_count();  // SIEVE_NUM_THREADS if set and valid, else hardware cores
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads = 0);  // 0 = default_thread_count()
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // Calls fn(begin, end) over a partition of [0, n) into contiguous chunks of at least
+    // `min_chunk` items, one chunk per thread at most; returns when all chunks are done.
+    // Not reentrant: fn must not call parallel_for on the same pool.
+    void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1);
+
+    // The process-wide pool that ops use when the caller passes none.
+    static ThreadPool& global();
+
+private:
+    void worker_loop(int index);
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    std::mutex mutex_;
+    std::condition_variable start_cv_, done_cv_;
+    const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+    int64_t job_n_ = 0;
+    int job_chunks_ = 0;
+    uint64_t generation_ = 0;
+    int pending_ = 0;
+    bool stop_ = false;
+};
+
+}  // namespace sieve

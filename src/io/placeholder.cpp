@@ -1,0 +1,1 @@
+// Removed once io has sources.

@@ -1,0 +1,1 @@
+// Removed once ops has sources.

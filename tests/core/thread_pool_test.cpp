@@ -1,0 +1,44 @@
+#include "core/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+namespace sieve {
+namespace {
+
+TEST(ThreadPool, CoversRangeExactlyOnce) {
+    ThreadPool pool(4);
+    EXPECT_EQ(pool.size(), 4);
+    for (int64_t n : {1, 3, 4, 5, 100, 1001}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hits[i]++;
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+    }
+}
+
+TEST(ThreadPool, RespectsMinChunkAndRunsManyJobs) {
+    ThreadPool pool(3);
+    std::atomic<int> calls{0};
+    pool.parallel_for(10, [&](int64_t, int64_t) { calls++; }, 100);
+    EXPECT_EQ(calls.load(), 1);
+    std::atomic<int64_t> sum{0};
+    for (int rep = 0; rep < 500; ++rep)
+        pool.parallel_for(64, [&](int64_t b, int64_t e) { sum += e - b; });
+    EXPECT_EQ(sum.load(), 500 * 64);
+    pool.parallel_for(0, [&](int64_t, int64_t) { FAIL(); });
+}
+
+TEST(ThreadPool, EnvironmentSetsDefault) {
+    setenv("SIEVE_NUM_THREADS", "3", 1);
+    EXPECT_EQ(default_thread_count(), 3);
+    setenv("SIEVE_NUM_THREADS", "zero", 1);
+    EXPECT_GE(default_thread_count(), 1);
+    unsetenv("SIEVE_NUM_THREADS");
+}
+
+}  // namespace
+}  // namespace sieve
