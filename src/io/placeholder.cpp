@@ -1,1 +1,0 @@
-// Removed once io has sources.

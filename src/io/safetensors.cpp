@@ -1,0 +1,1 @@
+// safetensors: see safetensors.h

@@ -1,0 +1,1 @@
+// weights: see weights.h

@@ -1,0 +1,1 @@
+// ops contracts; see the headers in this directory

@@ -1,1 +1,0 @@
-// Removed once ops has sources.
