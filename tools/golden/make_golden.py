@@ -1,0 +1,803 @@
+#!/usr/bin/env python3
+"""Generate sieve golden fixtures (format `sieve-golden/1`, specs/golden_format.md).
+
+For each family this script builds a small random-weight model with transformers, saves it with
+`save_pretrained` into `<out>/<family>/ckpt/`, runs every request alone as one full-sequence forward
+(batch 1, no padding, eager attention, fp32, use_cache=False, deterministic CPU run) and writes
+`<out>/<family>/golden.safetensors` with, per request r and attention layer L (the model's own layer
+index):
+
+  req{r}.positions        I64 [T]          0..T-1
+  req{r}.layer{L}.input   F32 [T, hidden]  what the attention module received (forward hook)
+  req{r}.layer{L}.output  F32 [T, hidden]  what the attention module returned as its output
+  req{r}.layer{L}.topk    I32 [T, K]       the indices the layer attended with (layers with an indexer, and
+                                           hy_v4 shared layers), valid entries ascending, then -1
+
+Usage:  python tools/golden/make_golden.py --family all --out tests/data [--seed 19]
+
+Only the Python packages in tools/golden/requirements.txt are needed (see tools/golden/README.md).
+Nothing in sieve's C++ build runs this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+FORMAT = "sieve-golden/1"
+# Seed 19 gives, in every fixture, no top-k row whose boundary gap is below 1.9e-4 x max|score| (no ties).
+DEFAULT_SEED = 19
+# A top-k row is a "tie row" when the gap between the k-th and (k+1)-th best valid scores is at most
+# this fraction of the row's largest |score| (specs/golden_format.md, "Exact score ties").
+TIE_REL = 1e-5
+
+
+def reference_string() -> str:
+    import transformers
+
+    return f"transformers {transformers.__version__}, torch {torch.__version__.split('+')[0]}"
+
+
+def set_determinism() -> None:
+    # One thread: CPU reductions then have one fixed order, so a re-run reproduces the tensors bit for bit.
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Weight initialisation
+# ----------------------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def init_weights(model: torch.nn.Module, gen: torch.Generator, gain: float = 1.0) -> None:
+    """Overwrite the weights that matter for attention with values large enough that attention is not uniform
+    and indexer scores are not ties.
+
+    * nn.Linear / stacked expert weights: N(0, gain / sqrt(fan_in)), so every projection keeps O(1) activations.
+    * embeddings: N(0, 1).
+    * RMSNorm-style weights that multiply (w * x): 1 + N(0, 0.1); Gemma-style (1 + w) weights: N(0, 0.1);
+      LayerNorm: weight 1 + N(0, 0.1), bias N(0, 0.1).
+    * attention sinks: N(0, 1) (non-zero on purpose); DeepSeek-V4 compressor `position_bias` (ape): N(0, 0.5).
+    Everything else keeps transformers' own initialisation (hyper-connections, routers, GatedDeltaNet decay
+    parameters, vision tower), which is deterministic under torch.manual_seed.
+    """
+
+    def normal_(t: torch.Tensor, mean: float, std: float) -> None:
+        t.copy_(torch.randn(t.shape, generator=gen, dtype=torch.float32) * std + mean)
+
+    gemma_norms = {"Qwen4ExpTextRMSNorm"}
+    for mod_name, mod in model.named_modules():
+        cls = type(mod).__name__
+        if isinstance(mod, torch.nn.Linear):
+            normal_(mod.weight, 0.0, gain / math.sqrt(mod.in_features))
+            if mod.bias is not None:
+                normal_(mod.bias, 0.0, 0.1)
+        elif isinstance(mod, torch.nn.Embedding):
+            normal_(mod.weight, 0.0, 1.0)
+        elif isinstance(mod, torch.nn.LayerNorm):
+            if mod.weight is not None:
+                normal_(mod.weight, 1.0, 0.1)
+            if mod.bias is not None:
+                normal_(mod.bias, 0.0, 0.1)
+        elif cls in gemma_norms:
+            normal_(mod.weight, 0.0, 0.1)
+        elif cls.endswith("RMSNorm") and isinstance(getattr(mod, "weight", None), torch.nn.Parameter):
+            normal_(mod.weight, 1.0, 0.1)
+        elif cls.endswith("Experts"):
+            for pname in ("gate_up_proj", "down_proj"):
+                p = getattr(mod, pname, None)
+                if isinstance(p, torch.nn.Parameter) and p.dim() == 3:
+                    normal_(p, 0.0, gain / math.sqrt(p.shape[-1]))
+        for pname, p in mod.named_parameters(recurse=False):
+            if pname == "sinks":
+                normal_(p, 0.0, 1.0)
+            elif pname == "position_bias":
+                normal_(p, 0.0, 0.5)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Families
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Family:
+    name: str  # the checkpoint's model_type, also the fixture directory name
+    build: Callable[[], torch.nn.Module]  # builds the randomly initialised model (before init_weights)
+    requests: list[int]  # request lengths
+    vocab_limit: int  # token ids are drawn from [0, vocab_limit)
+    # model -> {layer index: attention module}
+    attention_modules: Callable[[torch.nn.Module], dict[int, torch.nn.Module]]
+    # how the top-k is captured: "v4_indexer", "dsa_indexer", "hy_attention", "qsa_indexer"
+    topk_kind: str
+    # model -> {layer index: module whose forward runs the top-k}
+    indexer_modules: Callable[[torch.nn.Module], dict[int, torch.nn.Module]]
+    note: str
+    # context manager factory that patches the reference (hy_v4); applied to the freshly built or loaded model
+    patch: Callable[[torch.nn.Module], contextlib.AbstractContextManager] = lambda m: contextlib.nullcontext()
+    loader_class: str = ""  # transformers class name used to reload the saved checkpoint
+
+
+COMMON_NOTE = (
+    "fp32 weights and compute, eager attention, CPU, one thread; each request run alone as one full-sequence "
+    "forward (batch 1, no padding, use_cache=False). input/output = the attention module's hidden-state input "
+    "and its returned attention output, captured with forward hooks. topk rows: valid entries in ascending "
+    "order, then -1 (the reference emits score order; entries the reference marks invalid or that lie outside "
+    "the causal range are written as -1)."
+)
+
+
+def _eager(config):
+    config._attn_implementation = "eager"
+    return config
+
+
+# --- DeepSeek-V4 ------------------------------------------------------------------------------------------
+
+
+def _build_deepseek_v4():
+    from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+
+    cfg = DeepseekV4Config(
+        vocab_size=64,
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=32,
+        partial_rotary_factor=8 / 32,  # qk_rope_head_dim = 8 (release: 64 of 512)
+        q_lora_rank=32,
+        o_groups=2,
+        o_lora_rank=16,
+        layer_types=["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
+        compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 16},
+        sliding_window=8,
+        index_n_heads=8,
+        index_head_dim=16,
+        index_topk=8,
+        rope_theta=10000.0,
+        compress_rope_theta=160000.0,
+        # release YaRN parameters; transformers folds them into rope_parameters.compress (attention_factor 1.0)
+        rope_parameters={
+            "rope_type": "yarn",
+            "factor": 16.0,
+            "original_max_position_embeddings": 65536,
+            "beta_fast": 32,
+            "beta_slow": 1,
+        },
+        max_position_embeddings=1048576,
+        rms_norm_eps=1e-2,  # exaggerated so that a wrong eps is visible above the 1e-4 tolerance
+        mlp_layer_types=["moe"] * 3,
+        n_routed_experts=2,
+        n_shared_experts=1,
+        num_experts_per_tok=1,
+        moe_intermediate_size=8,
+        hc_mult=2,
+        hc_sinkhorn_iters=3,
+        num_nextn_predict_layers=0,
+        tie_word_embeddings=False,
+    )
+    return DeepseekV4ForCausalLM(_eager(cfg))
+
+
+DEEPSEEK_V4 = Family(
+    name="deepseek_v4",
+    build=_build_deepseek_v4,
+    # 5: p=0..2 no compressed entry, p=3 first CSA entry, p=4 after it (also short-context fallback range);
+    # 37: p=7 first entry with the overlap half, window (8) full from p=7 and sliding from p=8, first HCA
+    #     entry (ratio 16) at p=15, 37//4 = 9 > index_topk = 8: past the short-context fallback threshold
+    #     (max_seq_len <= 35), rows p=35,36 select 8 of 9; 37 % 4 = 1, 37 % 16 = 5 leave open blocks;
+    # 150: 37 CSA entries (top-8 of up to 37), 9 HCA entries, 150 % 4 = 2, 150 % 16 = 6.
+    requests=[5, 37, 150],
+    vocab_limit=64,
+    attention_modules=lambda m: {i: layer.self_attn for i, layer in enumerate(m.model.layers)},
+    topk_kind="v4_indexer",
+    indexer_modules=lambda m: {
+        i: layer.self_attn.compressor.indexer
+        for i, layer in enumerate(m.model.layers)
+        if layer.self_attn.layer_type == "compressed_sparse_attention"
+    },
+    note=(
+        "deepseek_v4: no patch; transformers' DeepseekV4 matches the spec's exact profile (deepseek_v4.md "
+        "§3.10). topk = DeepseekV4Indexer output on CSA layers, in compressed-entry ids (entry k pools tokens "
+        "4k-4..4k+3), K = min(index_topk, T//4); SWA-only and HCA layers have no topk. "
+    ),
+    loader_class="DeepseekV4ForCausalLM",
+)
+
+
+# --- DeepSeek-V3.2 ----------------------------------------------------------------------------------------
+
+
+def _build_deepseek_v32():
+    from transformers import DeepseekV32Config, DeepseekV32ForCausalLM
+
+    cfg = DeepseekV32Config(
+        vocab_size=64,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,  # transformers' DeepseekV32 needs kv heads == heads
+        q_lora_rank=32,
+        kv_lora_rank=32,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=8,
+        v_head_dim=16,
+        index_n_heads=8,
+        index_head_dim=16,
+        index_topk=16,
+        # the release's YaRN parameters (HF config.json of DeepSeek-V3.2): the frequency ramp is active for
+        # rope dims 8 (low=1, high=3) and the softmax scale gets mscale^2 (mscale_all_dim = 1).
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 40.0,
+            "original_max_position_embeddings": 4096,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+        },
+        max_position_embeddings=163840,
+        rms_norm_eps=1e-2,  # not used by q_a/kv_a/k_norm in transformers (fixed 1e-6); exaggerated on purpose
+        first_k_dense_replace=2,
+        mlp_layer_types=["dense", "dense"],
+        intermediate_size=8,
+        moe_intermediate_size=16,
+        n_routed_experts=4,
+        n_group=1,
+        topk_group=1,
+        num_experts_per_tok=1,
+        tie_word_embeddings=False,
+    )
+    return DeepseekV32ForCausalLM(_eager(cfg))
+
+
+DEEPSEEK_V32 = Family(
+    name="deepseek_v32",
+    build=_build_deepseek_v32,
+    # 12 <= index_topk (16): sparse == dense; 17: only the last row (p=16) selects 16 of 17;
+    # 90: rows p >= 16 select 16 of p+1.
+    requests=[12, 17, 90],
+    vocab_limit=64,
+    attention_modules=lambda m: {i: layer.self_attn for i, layer in enumerate(m.model.layers)},
+    topk_kind="dsa_indexer",
+    indexer_modules=lambda m: {i: layer.self_attn.indexer for i, layer in enumerate(m.model.layers)},
+    note=(
+        "deepseek_v32: no patch (dsa_mla.md Decisions: follow transformers' DeepseekV32): interleaved RoPE on "
+        "the MLA rope slice, NeoX RoPE on the first qk_rope_head_dim dims of each indexer head, latent norms and "
+        "k_norm eps 1e-6 fixed (config rms_norm_eps = 1e-2 is NOT used there), YaRN ramp + attention factor "
+        "from rope_parameters, softmax scale qk_head_dim^-0.5 * mscale^2. topk = DeepseekV32Indexer output in "
+        "token positions, K = min(index_topk, T). "
+    ),
+    loader_class="DeepseekV32ForCausalLM",
+)
+
+
+# --- Hy4 (hy_v4) ------------------------------------------------------------------------------------------
+
+
+def _hy_rope_interleaved(q, k, cos, sin, unsqueeze_dim=1):
+    """Interleaved (GPT-J) RoPE: pair (2i, 2i+1) rotated by p * theta^(-2i/Dr), written back in place.
+
+    `cos`/`sin` come from HYV4RotaryEmbedding as cat(freqs, freqs) over Dr dims; the first half holds the angle
+    of pair i.
+    """
+    half = cos.shape[-1] // 2
+    c = cos[..., :half].repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+    s = sin[..., :half].repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+
+    def rot(x):
+        x1 = x[..., 0::2]
+        x2 = x[..., 1::2]
+        return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+    return q * c + rot(q) * s, k * c + rot(k) * s
+
+
+@contextlib.contextmanager
+def _hy_patch(model):
+    """Patch transformers' HYV4 reference to the checkpoint conventions of dsa_mla.md ("Decisions for sieve",
+    HY V4): interleaved RoPE in the MLA and indexer rope slices; q_a/kv_a RMSNorm eps = rms_norm_eps;
+    indexer k_norm (LayerNorm) eps = 1e-6."""
+    from transformers.models.hy_v4 import modeling_hy_v4 as mod
+
+    eps = model.config.rms_norm_eps
+    saved_rope = mod.apply_rotary_pos_emb
+    saved_eps = []
+    for layer in model.model.layers:
+        attn = layer.self_attn
+        saved_eps.append((attn.q_a_layernorm, "variance_epsilon", attn.q_a_layernorm.variance_epsilon))
+        saved_eps.append((attn.kv_a_layernorm, "variance_epsilon", attn.kv_a_layernorm.variance_epsilon))
+        attn.q_a_layernorm.variance_epsilon = eps
+        attn.kv_a_layernorm.variance_epsilon = eps
+        if attn.indexer is not None:
+            saved_eps.append((attn.indexer.k_norm, "eps", attn.indexer.k_norm.eps))
+            attn.indexer.k_norm.eps = 1e-6
+    mod.apply_rotary_pos_emb = _hy_rope_interleaved
+    try:
+        yield
+    finally:
+        mod.apply_rotary_pos_emb = saved_rope
+        for obj, attr, val in saved_eps:
+            setattr(obj, attr, val)
+
+
+def _build_hy_v4():
+    from transformers import HYV4Config, HYV4ForCausalLM
+
+    cfg = HYV4Config(
+        vocab_size=64,
+        hidden_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        q_lora_rank=32,
+        kv_lora_rank=32,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=8,
+        v_head_dim=16,
+        index_n_heads=8,
+        index_head_dim=16,
+        index_topk=16,
+        # full, shared, full, shared: layer 1 reuses layer 0's top-k, layer 3 reuses layer 2's (not layer 0's)
+        indexer_types=["full", "shared", "full", "shared"],
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-2,  # exaggerated so that the patched eps conventions are visible
+        mlp_layer_types=["dense"] * 4,
+        intermediate_size=8,
+        moe_intermediate_size=16,
+        n_routed_experts=4,
+        num_experts_per_tok=1,
+        hc_mult=2,
+        learnable_sink_init=0.0,  # overwritten: sinks ~ N(0, 1)
+        pad_token_id=None,
+        bos_token_id=0,
+        eos_token_id=1,
+        tie_word_embeddings=False,
+    )
+    return HYV4ForCausalLM(_eager(cfg))
+
+
+HY_V4 = Family(
+    name="hy_v4",
+    build=_build_hy_v4,
+    # as deepseek_v32: 12 <= index_topk (dense), 17 (only p=16 selects), 80 (rows p >= 16 select 16 of p+1)
+    requests=[12, 17, 80],
+    vocab_limit=64,
+    attention_modules=lambda m: {i: layer.self_attn for i, layer in enumerate(m.model.layers)},
+    topk_kind="hy_attention",
+    indexer_modules=lambda m: {
+        i: layer.self_attn.indexer for i, layer in enumerate(m.model.layers) if layer.self_attn.indexer is not None
+    },
+    note=(
+        "hy_v4: transformers' HYV4 PATCHED to the checkpoint conventions of dsa_mla.md (Decisions for sieve, "
+        "HY V4): modeling_hy_v4.apply_rotary_pos_emb replaced by interleaved (GPT-J) pairing (2i, 2i+1), angle "
+        "p*rope_theta^(-2i/qk_rope_head_dim), written back in place, for the MLA rope slice (q_pe, k_pe) and the "
+        "indexer rope slice (the LAST qk_rope_head_dim dims of each indexer head); q_a_layernorm and "
+        "kv_a_layernorm eps = config rms_norm_eps (= 1e-2; unpatched transformers: 1e-6); indexer k_norm "
+        "LayerNorm eps = 1e-6 (unpatched transformers: rms_norm_eps). Elementwise sigmoid gate, learnable sink "
+        "(non-zero), indexer_types full/shared/full/shared. topk = the token positions the layer attended with "
+        "(full layers: their indexer's output; shared layers: the closest preceding full layer's), "
+        "K = min(index_topk, T). "
+    ),
+    patch=_hy_patch,
+    loader_class="HYV4ForCausalLM",
+)
+
+
+# --- Qwen3.8-Flash-Next QSA (qwen4_exp) ------------------------------------------------------------------
+
+
+def _build_qwen4_exp():
+    from transformers import Qwen4ExpConfig, Qwen4ExpForConditionalGeneration
+
+    text = dict(
+        vocab_size=64,
+        hidden_size=64,
+        num_hidden_layers=4,
+        # hybrid as the real model: GatedDeltaNet linear-attention layers and QSA layers
+        layer_types=["linear_attention", "qwen_sparse_attention", "linear_attention", "qwen_sparse_attention"],
+        num_attention_heads=4,
+        num_key_value_heads=2,  # GQA group size 2
+        head_dim=32,
+        # partial rotary factor as the real model (0.25 -> rotary_dim 8); text-only so MRoPE is plain 1-D RoPE
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.25,
+            "mrope_interleaved": True,
+            "mrope_section": [2, 1, 1],
+        },
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-2,  # exaggerated so that a wrong eps is visible above the 1e-4 tolerance
+        indexer_n_heads=4,
+        indexer_kv_heads=1,
+        indexer_head_dim=16,  # >= rotary_dim 8
+        indexer_budget=16,  # block_topk 4, row width budget + ratio - 1 = 19
+        indexer_compress_ratio=4,
+        linear_conv_kernel_dim=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=8,
+        linear_num_key_heads=1,
+        linear_num_value_heads=2,
+        num_experts=1,
+        num_experts_per_tok=1,
+        moe_intermediate_size=8,
+        shared_expert_intermediate_size=8,
+        hc_count=2,
+        hc_lowrank=8,
+        hidden_act="silu",
+        tie_word_embeddings=False,
+    )
+    vision = dict(
+        depth=1,
+        hidden_size=16,
+        intermediate_size=16,
+        num_heads=2,
+        patch_size=2,
+        temporal_patch_size=2,
+        spatial_merge_size=1,
+        out_hidden_size=64,
+        num_position_embeddings=4,
+    )
+    cfg = Qwen4ExpConfig(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    _eager(cfg)
+    _eager(cfg.text_config)
+    _eager(cfg.vision_config)
+    return Qwen4ExpForConditionalGeneration(cfg)
+
+
+def _qwen_layers(m):
+    return m.model.language_model.layers
+
+
+QWEN4_EXP = Family(
+    name="qwen4_exp",
+    build=_build_qwen4_exp,
+    # 19 = budget + ratio - 1: every row is exactly dense; 23: rows p >= 19 pick 4 of 5 groups;
+    # 100: up to 25 complete groups, 4 picked, plus the open tail.
+    requests=[19, 23, 100],
+    vocab_limit=64,
+    attention_modules=lambda m: {
+        i: layer.self_attn for i, layer in enumerate(_qwen_layers(m)) if layer.layer_type == "qwen_sparse_attention"
+    },
+    topk_kind="qsa_indexer",
+    indexer_modules=lambda m: {
+        i: layer.self_attn.indexer
+        for i, layer in enumerate(_qwen_layers(m))
+        if layer.layer_type == "qwen_sparse_attention"
+    },
+    note=(
+        "qwen4_exp: no patch; multimodal checkpoint layout (Qwen4ExpForConditionalGeneration, text weights under "
+        "model.language_model., tiny vision tower) as the released model. Only the qwen_sparse_attention layers "
+        "are captured (layers 0 and 2 are GatedDeltaNet linear attention). topk = the token positions "
+        "Qwen4ExpTextQSAIndexer selected (whole selected groups plus the open tail, i.e. the reference's own "
+        "token index space), row width indexer_budget + indexer_compress_ratio - 1 = 19; recovered from the "
+        "indexer's returned selection mask. "
+    ),
+    loader_class="Qwen4ExpForConditionalGeneration",
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (DEEPSEEK_V4, DEEPSEEK_V32, HY_V4, QWEN4_EXP)}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Running the reference and capturing
+# ----------------------------------------------------------------------------------------------------------
+
+
+class _TopkRecorder:
+    """Records the scores and k of every Tensor.topk call made while an indexer module runs, so that the
+    generator can measure how close each top-k boundary is to a tie (diagnostics only)."""
+
+    def __init__(self):
+        self.active = None  # layer index of the running indexer
+        self.calls: dict[int, list[tuple[torch.Tensor, int]]] = {}
+        self._orig = None
+
+    def __enter__(self):
+        self._orig = torch.Tensor.topk
+        rec = self
+        orig = self._orig
+
+        def topk(t, k, *args, **kwargs):
+            if rec.active is not None:
+                rec.calls.setdefault(rec.active, []).append((t.detach().clone(), int(k)))
+            return orig(t, k, *args, **kwargs)
+
+        torch.Tensor.topk = topk
+        return self
+
+    def __exit__(self, *exc):
+        torch.Tensor.topk = self._orig
+
+
+def _hidden_arg(args, kwargs):
+    if args:
+        return args[0]
+    return kwargs["hidden_states"]
+
+
+def _sorted_rows(idx: torch.Tensor, limit: torch.Tensor, width: int) -> torch.Tensor:
+    """idx [T, K] int; entries < 0 or >= limit[t] become -1; each row: valid entries ascending, then -1."""
+    T = idx.shape[0]
+    out = torch.full((T, width), -1, dtype=torch.int32)
+    for t in range(T):
+        row = idx[t].to(torch.int64)
+        row = row[(row >= 0) & (row < int(limit[t]))]
+        vals = torch.unique(row)  # sorted ascending
+        if vals.numel() != row.numel():
+            raise RuntimeError(f"duplicate indices in reference top-k row {t}: {idx[t].tolist()}")
+        out[t, : vals.numel()] = vals.to(torch.int32)
+    return out
+
+
+def run_reference(fam: Family, model: torch.nn.Module, input_ids: list[int], use_cache: bool = False) -> dict:
+    """Run one request through `model` (already patched by the caller) and return its captured tensors:
+    {"input": {L: [T, H]}, "output": {L: [T, H]}, "topk": {L: [T, K]}, "score_calls": {L: [(scores, k)]}}."""
+    T = len(input_ids)
+    attn = fam.attention_modules(model)
+    idxm = fam.indexer_modules(model)
+    cap = {"input": {}, "output": {}, "topk": {}, "raw_topk": {}}
+    handles = []
+    recorder = _TopkRecorder()
+
+    def attn_hook(L):
+        def hook(mod, args, kwargs, out):
+            cap["input"][L] = _hidden_arg(args, kwargs).detach()[0].clone()
+            cap["output"][L] = out[0].detach()[0].clone()
+            if fam.topk_kind == "hy_attention":
+                cap["raw_topk"][L] = out[2].detach()[0].clone()
+
+        return hook
+
+    def idx_pre(L):
+        def hook(mod, args, kwargs):
+            recorder.active = L
+
+        return hook
+
+    def idx_post(L):
+        def hook(mod, args, kwargs, out):
+            recorder.active = None
+            if fam.topk_kind in ("v4_indexer", "dsa_indexer"):
+                cap["raw_topk"][L] = out.detach()[0].clone()
+            elif fam.topk_kind == "qsa_indexer":
+                cap["raw_topk"][L] = out.detach()[0, 0].clone()  # [T, T] selection mask (0 = selected)
+
+        return hook
+
+    for L, m in attn.items():
+        impl = m.config._attn_implementation
+        if impl != "eager":
+            raise RuntimeError(f"layer {L}: attention implementation is {impl!r}, the goldens need 'eager'")
+        handles.append(m.register_forward_hook(attn_hook(L), with_kwargs=True))
+    for L, m in idxm.items():
+        handles.append(m.register_forward_pre_hook(idx_pre(L), with_kwargs=True))
+        handles.append(m.register_forward_hook(idx_post(L), with_kwargs=True))
+    try:
+        with recorder, torch.no_grad():
+            ids = torch.tensor([input_ids], dtype=torch.long)
+            model(input_ids=ids, use_cache=use_cache)
+    finally:
+        for h in handles:
+            h.remove()
+
+    pos = torch.arange(T)
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    for L, raw in cap["raw_topk"].items():
+        if fam.topk_kind == "v4_indexer":
+            m = cfg.compress_rates["compressed_sparse_attention"]
+            cap["topk"][L] = _sorted_rows(raw, (pos + 1) // m, raw.shape[-1])
+        elif fam.topk_kind in ("dsa_indexer", "hy_attention"):
+            cap["topk"][L] = _sorted_rows(raw, pos + 1, raw.shape[-1])
+        elif fam.topk_kind == "qsa_indexer":
+            width = cfg.indexer_budget + cfg.indexer_compress_ratio - 1
+            sel = raw if raw.dtype == torch.bool else raw == 0  # bool mask (sdpa) or additive mask (eager)
+            rows = torch.full((T, width), -1, dtype=torch.int32)
+            for t in range(T):
+                nz = torch.nonzero(sel[t]).flatten()
+                if nz.numel() > width or (nz.numel() and int(nz.max()) > t):
+                    raise RuntimeError(f"unexpected QSA selection in row {t}: {nz.tolist()}")
+                rows[t, : nz.numel()] = nz.to(torch.int32)
+            cap["topk"][L] = rows
+    cap["score_calls"] = recorder.calls
+    del cap["raw_topk"]
+    return cap
+
+
+def tie_stats(fam: Family, model: torch.nn.Module, T: int, score_calls: dict) -> dict[int, dict]:
+    """Per indexer layer: rows where selection happened (more valid candidates than k), tie rows (boundary gap
+    <= TIE_REL * max|score|), exact-zero boundary rows, degenerate rows (all valid scores equal), the smallest
+    relative boundary gap."""
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    stats = {}
+    for L, calls in score_calls.items():
+        rows = []  # (valid scores 1-D, k)
+        if fam.topk_kind == "qsa_indexer":
+            # one call per query row with >= 1 complete group, in row order
+            r = cfg.indexer_compress_ratio
+            first = r - 1
+            for i, (s, k) in enumerate(calls):
+                rows.append((first + i, s.flatten(), k))
+        else:
+            if len(calls) != 1:
+                raise RuntimeError(f"layer {L}: expected one top-k call, got {len(calls)}")
+            s, k = calls[0]
+            s = s[0]  # [T, N]
+            for t in range(T):
+                if fam.topk_kind == "v4_indexer":
+                    n = (t + 1) // cfg.compress_rates["compressed_sparse_attention"]
+                else:
+                    n = t + 1
+                rows.append((t, s[t, :n], min(k, n)))
+        st = {"selecting_rows": 0, "tie_rows": 0, "zero_boundary_rows": 0, "degenerate_rows": 0,
+              "min_rel_gap": float("inf"), "tie_row_ids": []}
+        for t, v, k in rows:
+            if v.numel() > 1 and bool((v == v[0]).all()):
+                st["degenerate_rows"] += 1
+            if v.numel() <= k:
+                continue
+            st["selecting_rows"] += 1
+            sv = torch.sort(v.double(), descending=True).values
+            gap = float(sv[k - 1] - sv[k])
+            scale = float(sv.abs().max())
+            rel = gap / scale if scale > 0 else 0.0
+            st["min_rel_gap"] = min(st["min_rel_gap"], rel)
+            if rel <= TIE_REL:
+                st["tie_rows"] += 1
+                st["tie_row_ids"].append(t)
+            if float(sv[k - 1]) == 0.0 and float(sv[k]) == 0.0:
+                st["zero_boundary_rows"] += 1
+        stats[L] = st
+    return stats
+
+
+def make_input_ids(fam: Family, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed + 1)
+    return [torch.randint(0, fam.vocab_limit, (T,), generator=g).tolist() for T in fam.requests]
+
+
+def build_model(fam: Family, seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    model = fam.build().float().eval()
+    gen = torch.Generator().manual_seed(seed)
+    init_weights(model, gen)
+    return model
+
+
+def load_model(fam: Family, ckpt_dir: str) -> torch.nn.Module:
+    import transformers
+
+    cls = getattr(transformers, fam.loader_class)
+    model = cls.from_pretrained(ckpt_dir, dtype=torch.float32, attn_implementation="eager")
+    return model.float().eval()
+
+
+def capture_all(fam: Family, model: torch.nn.Module, input_ids: list[list[int]], use_cache: bool = False):
+    """Run every request (with the family's patch applied) and return (tensors, stats)."""
+    tensors: dict[str, torch.Tensor] = {}
+    stats = []
+    with fam.patch(model):
+        for r, ids in enumerate(input_ids):
+            T = len(ids)
+            cap = run_reference(fam, model, ids, use_cache=use_cache)
+            tensors[f"req{r}.positions"] = torch.arange(T, dtype=torch.int64)
+            for L in sorted(cap["input"]):
+                tensors[f"req{r}.layer{L}.input"] = cap["input"][L].to(torch.float32).contiguous()
+                tensors[f"req{r}.layer{L}.output"] = cap["output"][L].to(torch.float32).contiguous()
+            for L in sorted(cap["topk"]):
+                tensors[f"req{r}.layer{L}.topk"] = cap["topk"][L].contiguous()
+            stats.append(tie_stats(fam, model, T, cap["score_calls"]))
+    return tensors, stats
+
+
+def _stats_text(stats) -> str:
+    parts = []
+    for r, per_layer in enumerate(stats):
+        for L, st in sorted(per_layer.items()):
+            gap = st["min_rel_gap"]
+            gap_s = "n/a" if gap == float("inf") else f"{gap:.2e}"
+            parts.append(
+                f"req{r}.layer{L}: {st['selecting_rows']} selecting rows, {st['tie_rows']} tie rows "
+                f"(gap <= {TIE_REL:g} x max|score|), {st['zero_boundary_rows']} exact-zero boundaries, "
+                f"{st['degenerate_rows']} all-equal rows, min relative gap {gap_s}"
+            )
+    return "; ".join(parts)
+
+
+_ST_DTYPES = {torch.float32: "F32", torch.int64: "I64", torch.int32: "I32"}
+
+
+def write_safetensors(path: str, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+    """Write a safetensors file with a reproducible byte layout: header keys in sorted order ("__metadata__"
+    first), tensor data in name order, header padded with spaces to a multiple of 8 bytes. (safetensors'
+    own writer orders the metadata map arbitrarily, so regenerating would change the file's bytes.)"""
+    header: dict = {"__metadata__": dict(sorted(metadata.items()))}
+    blobs = []
+    offset = 0
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        data = t.numpy().tobytes()  # little-endian on every supported host
+        header[name] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little"))
+        f.write(raw)
+        for b in blobs:
+            f.write(b)
+
+
+def generate(fam: Family, out_root: str, seed: int) -> None:
+    set_determinism()
+    fix_dir = os.path.join(out_root, fam.name)
+    ckpt_dir = os.path.join(fix_dir, "ckpt")
+    if os.path.isdir(fix_dir):
+        shutil.rmtree(fix_dir)
+    os.makedirs(ckpt_dir)
+
+    model = build_model(fam, seed)
+    model.save_pretrained(ckpt_dir)
+    # The fixture layout is config.json + model.safetensors; save_pretrained also writes a generation config.
+    gen_cfg = os.path.join(ckpt_dir, "generation_config.json")
+    if os.path.exists(gen_cfg):
+        os.remove(gen_cfg)
+    for name in os.listdir(ckpt_dir):  # save_pretrained creates the weights file with mode 0600
+        os.chmod(os.path.join(ckpt_dir, name), 0o644)
+
+    # Capture from the model as reloaded from the saved checkpoint, so the goldens are exactly what the files
+    # on disk produce.
+    model = load_model(fam, ckpt_dir)
+    input_ids = make_input_ids(fam, seed)
+    tensors, stats = capture_all(fam, model, input_ids)
+
+    ties = sum(st["tie_rows"] for per in stats for st in per.values())
+    degenerate = sum(st["degenerate_rows"] for per in stats for st in per.values())
+    metadata = {
+        "format": FORMAT,
+        "family": fam.name,
+        "reference": reference_string(),
+        "requests": str(len(input_ids)),
+        "note": fam.note + COMMON_NOTE + " Indexer boundary statistics: " + _stats_text(stats) + ".",
+        "generator": f"tools/golden/make_golden.py --family {fam.name} --seed {seed}",
+        "input_ids": json.dumps(input_ids, separators=(",", ":")),
+    }
+    write_safetensors(os.path.join(fix_dir, "golden.safetensors"), tensors, metadata)
+
+    size = 0
+    for root, _, files in os.walk(fix_dir):
+        size += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    print(f"{fam.name}: {len(input_ids)} requests {fam.requests}, {len(tensors)} tensors, {size} bytes in {fix_dir}")
+    print(f"  {_stats_text(stats)}")
+    if ties or degenerate:
+        print(f"  WARNING: {ties} tie rows, {degenerate} all-equal rows (pick another --seed to avoid them)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--family", required=True, choices=[*FAMILIES, "all"])
+    ap.add_argument("--out", required=True, help="output root; fixtures go to OUT/<family>/")
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    args = ap.parse_args(argv)
+    names = list(FAMILIES) if args.family == "all" else [args.family]
+    for name in names:
+        generate(FAMILIES[name], args.out, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
