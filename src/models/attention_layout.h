@@ -1,0 +1,47 @@
+// What a model's attention layers consist of, derived from its config alone: per layer, the kind
+// of attention, the checkpoint tensors it needs (canonical names, see io/weights.h, and shapes) and
+// the caches it keeps. `sieve inspect` checks a checkpoint against it; the loaders of the family
+// folders read the same tensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "io/config.h"
+#include "kv/cache_spec.h"
+
+namespace sieve {
+
+struct AttentionTensor {
+    std::string name;       // canonical name (io/weights.h), e.g. "layers.2.attn.wq_a.weight"
+    Shape shape;            // expected shape
+    bool fp8_block = false;  // may be stored as FP8 e4m3 with a 128×128 block-scale sibling
+};
+
+struct AttentionLayerLayout {
+    int64_t layer = 0;       // the model's own layer index
+    std::string kind;        // "swa", "csa", "hca", "dsa_full", "dsa_shared", "qsa", "linear_attention"
+    std::string detail;      // e.g. "compress ratio 4, indexer top-512" or "top-k from layer 1"
+    bool sieve_runs = true;  // false for layers sieve does not implement (linear attention)
+    std::vector<AttentionTensor> tensors;
+    std::vector<CacheSpec> caches;
+};
+
+struct AttentionLayout {
+    std::vector<AttentionLayerLayout> layers;
+    // Bytes per token of a plain dense-attention KV cache for the same layers, for comparison
+    // (full K and V of every head that attention reads, in the profile's cache dtype).
+    double dense_cache_bytes_per_token = 0.0;
+};
+
+Expected<AttentionLayout> attention_layout(const ModelConfig& config, NumericsProfile profile);
+
+// Per family (models/<family>/layout.cpp).
+AttentionLayout deepseek_v4_attention_layout(const DeepseekV4Config& config, NumericsProfile profile);
+AttentionLayout dsa_mla_attention_layout(const DsaMlaConfig& config, NumericsProfile profile);
+AttentionLayout qsa_attention_layout(const QsaConfig& config, NumericsProfile profile);
+
+}  // namespace sieve

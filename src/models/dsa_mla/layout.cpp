@@ -1,0 +1,59 @@
+// DSA-on-MLA attention tensors (specs/dsa_mla.md §6) and caches (§3.3, §3.4, §4.1).
+#include <fmt/format.h>
+
+#include "models/attention_layout.h"
+
+namespace sieve {
+
+AttentionLayout dsa_mla_attention_layout(const DsaMlaConfig& c, NumericsProfile profile) {
+    const bool exact = profile == NumericsProfile::exact;
+    const int64_t D = c.hidden_size, H = c.num_attention_heads, Rq = c.q_lora_rank, R = c.kv_lora_rank;
+    const int64_t Dr = c.qk_rope_head_dim, Dqk = c.qk_head_dim, Dn = c.qk_nope_head_dim, Dv = c.v_head_dim;
+    const int64_t Hi = c.index_n_heads, Di = c.index_head_dim;
+    // Latent entry [c | RoPE(kr)]: exact f32; deployed the 656-byte FlashMLA record (§3.4):
+    // fp8 latent, one fp32 scale per 128 values, bf16 rope dims.
+    const int64_t latent_entry = exact ? (R + Dr) * 4 : R + (R + 127) / 128 * 4 + 2 * Dr;
+    const std::string latent_format = exact ? fmt::format("f32 [{}]", R + Dr) : "fp8 latent record";
+
+    AttentionLayout layout;
+    for (size_t i = 0; i < c.layers.size(); ++i) {
+        const DsaMlaLayer& l = c.layers[i];
+        AttentionLayerLayout out;
+        out.layer = static_cast<int64_t>(i);
+        const bool full = l.kind == DsaLayerKind::full;
+        out.kind = full ? "dsa_full" : "dsa_shared";
+        out.detail = full ? fmt::format("indexer top-{}", c.index_topk)
+                          : fmt::format("top-k from layer {}", l.topk_source_layer);
+        const std::string p = fmt::format("model.layers.{}.self_attn.", i);
+        auto add = [&](std::string leaf, Shape shape, bool fp8 = false) {
+            out.tensors.push_back({p + leaf, std::move(shape), fp8});
+        };
+        add("q_a_proj.weight", {Rq, D}, true);
+        add("q_a_layernorm.weight", {Rq});
+        add("q_b_proj.weight", {H * Dqk, Rq}, true);
+        add("kv_a_proj_with_mqa.weight", {R + Dr, D}, true);
+        add("kv_a_layernorm.weight", {R});
+        add("kv_b_proj.weight", {H * (Dn + Dv), R}, true);
+        add("o_proj.weight", {D, H * Dv}, true);
+        if (c.output_gate == DsaOutputGate::elementwise) add("linear_gate.weight", {H * Dv, D});
+        if (c.output_gate == DsaOutputGate::headwise) add("linear_gate.weight", {H, D});
+        if (c.has_attention_sink) add("learnable_sink_param", {H});
+        out.caches.push_back({"latent_kv", latent_format, latent_entry, 1, 0});
+        if (full) {
+            add("indexer.wq_b.weight", {Hi * Di, Rq}, true);
+            add("indexer.wk.weight", {Di, D}, true);
+            add("indexer.k_norm.weight", {Di});
+            add("indexer.k_norm.bias", {Di});
+            add("indexer.weights_proj.weight", {Hi, D});
+            // 128 fp8 + one fp32 scale per 128 values (§3.3).
+            out.caches.push_back({"indexer_keys", exact ? fmt::format("f32 [{}]", Di) : "fp8 + f32 scale",
+                                  exact ? Di * 4 : Di + (Di + 127) / 128 * 4, 1, 0});
+        }
+        layout.layers.push_back(std::move(out));
+    }
+    // Dense MLA over the same latent cache (absorbed attention reads the same entries).
+    layout.dense_cache_bytes_per_token = static_cast<double>(latent_entry) * static_cast<double>(c.layers.size());
+    return layout;
+}
+
+}  // namespace sieve

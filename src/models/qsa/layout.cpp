@@ -1,0 +1,50 @@
+// QSA attention tensors (specs/qsa.md §3) and caches (§5).
+#include <fmt/format.h>
+
+#include "models/attention_layout.h"
+
+namespace sieve {
+
+AttentionLayout qsa_attention_layout(const QsaConfig& c, NumericsProfile profile) {
+    const bool exact = profile == NumericsProfile::exact;
+    const int64_t H = c.hidden_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
+    const int64_t Hi = c.indexer_n_heads, Di = c.indexer_head_dim, r = c.indexer_compress_ratio;
+    const int64_t value_bytes = exact ? 4 : 2;  // exact f32, deployed bf16 (§5.1, "Decisions for sieve")
+    const std::string dtype = exact ? "f32" : "bf16";
+
+    AttentionLayout layout;
+    int64_t qsa_layers = 0;
+    for (size_t i = 0; i < c.layers.size(); ++i) {
+        AttentionLayerLayout out;
+        out.layer = static_cast<int64_t>(i);
+        out.kind = qsa_layer_kind_name(c.layers[i]);
+        if (c.layers[i] != QsaLayerKind::qsa) {
+            out.sieve_runs = false;
+            out.detail = "not a sparse-attention layer; skipped by run and check";
+            layout.layers.push_back(std::move(out));
+            continue;
+        }
+        ++qsa_layers;
+        out.detail = fmt::format("budget {} tokens in groups of {}", c.indexer_budget, r);
+        const std::string p = fmt::format("model.layers.{}.self_attn.", i);
+        auto add = [&](std::string leaf, Shape shape) { out.tensors.push_back({p + leaf, std::move(shape), false}); };
+        add("q_proj.weight", {2 * Hq * D, H});
+        add("k_proj.weight", {Hkv * D, H});
+        add("v_proj.weight", {Hkv * D, H});
+        add("o_proj.weight", {H, Hq * D});
+        add("q_norm.weight", {D});
+        add("k_norm.weight", {D});
+        add("indexer.index_qk_proj.weight", {(Hi + 1) * Di, H});
+        add("indexer.q_layernorm.weight", {Di});
+        add("indexer.k_layernorm.weight", {Di});
+        out.caches.push_back({"kv", fmt::format("{} K|V [{}, 2·{}]", dtype, Hkv, D), 2 * Hkv * D * value_bytes, 1, 0});
+        out.caches.push_back({"compressed_keys", fmt::format("{} [{}]", dtype, Di), Di * value_bytes, r, 0});
+        // Raw index keys of the unfinished group (§5.2; capacity r without speculative decoding).
+        out.caches.push_back({"raw_key_ring", fmt::format("{} [{}]", dtype, Di), Di * value_bytes, 1, r});
+        layout.layers.push_back(std::move(out));
+    }
+    layout.dense_cache_bytes_per_token = static_cast<double>(2 * Hkv * D * value_bytes * qsa_layers);
+    return layout;
+}
+
+}  // namespace sieve
