@@ -31,6 +31,9 @@ ThreadPool::~ThreadPool() {
 }
 
 namespace {
+// Set while this thread runs a chunk of some pool's job: a nested parallel_for runs serially.
+thread_local bool t_inside_job = false;
+
 // Chunk c of `chunks` equal parts of [0, n).
 std::pair<int64_t, int64_t> chunk_range(int64_t n, int chunks, int c) {
     return {n * c / chunks, n * (c + 1) / chunks};
@@ -41,10 +44,11 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     if (n <= 0) return;
     min_chunk = std::max<int64_t>(1, min_chunk);
     const int chunks = static_cast<int>(std::min<int64_t>(n_threads_, (n + min_chunk - 1) / min_chunk));
-    if (chunks <= 1) {
+    if (chunks <= 1 || t_inside_job) {
         fn(0, n);
         return;
     }
+    std::lock_guard call_lock(call_mutex_);
     {
         std::lock_guard lock(mutex_);
         job_ = &fn;
@@ -55,7 +59,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     }
     start_cv_.notify_all();
     const auto [b, e] = chunk_range(n, chunks, 0);
+    t_inside_job = true;
     fn(b, e);
+    t_inside_job = false;
     std::unique_lock lock(mutex_);
     done_cv_.wait(lock, [this] { return pending_ == 0; });
     job_ = nullptr;
@@ -78,7 +84,9 @@ void ThreadPool::worker_loop(int index) {
         }
         if (index < chunks) {
             const auto [b, e] = chunk_range(n, chunks, index);
+            t_inside_job = true;
             (*job)(b, e);
+            t_inside_job = false;
             std::lock_guard lock(mutex_);
             if (--pending_ == 0) done_cv_.notify_one();
         }

@@ -25,7 +25,8 @@ public:
 
     // Calls fn(begin, end) over a partition of [0, n) into contiguous chunks of at least
     // `min_chunk` items, one chunk per thread at most; returns when all chunks are done.
-    // Not reentrant: fn must not call parallel_for on the same pool.
+    // Safe to call from several threads (calls take turns) and from inside fn (a nested call runs
+    // serially on the calling thread instead of deadlocking).
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1);
 
     // The process-wide pool that ops use when the caller passes none.
@@ -36,6 +37,7 @@ private:
 
     int n_threads_;
     std::vector<std::thread> workers_;
+    std::mutex call_mutex_;  // one parallel_for at a time
     std::mutex mutex_;
     std::condition_variable start_cv_, done_cv_;
     const std::function<void(int64_t, int64_t)>* job_ = nullptr;

@@ -32,6 +32,21 @@ TEST(ThreadPool, RespectsMinChunkAndRunsManyJobs) {
     pool.parallel_for(0, [&](int64_t, int64_t) { FAIL(); });
 }
 
+TEST(ThreadPool, NestedAndConcurrentCallsComplete) {
+    ThreadPool pool(2);
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(8, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) pool.parallel_for(10, [&](int64_t b2, int64_t e2) { sum += e2 - b2; });
+    });
+    EXPECT_EQ(sum.load(), 80);
+    std::thread other([&] {
+        for (int rep = 0; rep < 200; ++rep) pool.parallel_for(16, [&](int64_t b, int64_t e) { sum += e - b; });
+    });
+    for (int rep = 0; rep < 200; ++rep) pool.parallel_for(16, [&](int64_t b, int64_t e) { sum += e - b; });
+    other.join();
+    EXPECT_EQ(sum.load(), 80 + 2 * 200 * 16);
+}
+
 TEST(ThreadPool, EnvironmentSetsDefault) {
     setenv("SIEVE_NUM_THREADS", "3", 1);
     EXPECT_EQ(default_thread_count(), 3);

@@ -1,0 +1,100 @@
+#include "kv/paged_cache.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/assert.h"
+
+namespace sieve {
+
+namespace {
+constexpr int64_t kAlign = 64;
+void free_aligned(uint8_t* p) { std::free(p); }
+}  // namespace
+
+CacheGroup::CacheGroup(std::string name, CacheSpec spec, int64_t block_size, int64_t num_blocks, int64_t n_layers)
+    : name_(std::move(name)),
+      spec_(std::move(spec)),
+      block_size_(block_size),
+      block_bytes_((block_size * spec_.entry_bytes + kAlign - 1) / kAlign * kAlign),
+      n_layers_(n_layers),
+      allocator_(num_blocks) {}
+
+Expected<std::unique_ptr<CacheGroup>> CacheGroup::create(std::string name, CacheSpec spec, int64_t block_size,
+                                                         int64_t num_blocks, int64_t n_layers) {
+    if (block_size <= 0 || num_blocks < 0 || n_layers < 0 || spec.entry_bytes <= 0 || spec.tokens_per_entry <= 0)
+        return invalid_argument_error("cache {}: block size {}, {} blocks, {} layers, entry {} B: invalid geometry",
+                                      name, block_size, num_blocks, n_layers, spec.entry_bytes);
+    auto group = std::make_unique<CacheGroup>(std::move(name), std::move(spec), block_size, num_blocks, n_layers);
+    const int64_t bytes = group->block_bytes_ * std::max<int64_t>(num_blocks, 1);
+    for (int64_t l = 0; l < n_layers; ++l) {
+        auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, static_cast<size_t>(bytes)));
+        if (!p)
+            return out_of_memory_error("cache {}: cannot allocate {} bytes for layer {}", group->name_, bytes, l);
+        // Zeroed so that a kernel bug reading an unwritten slot sees zeros, not stale data.
+        std::memset(p, 0, static_cast<size_t>(bytes));
+        group->storage_.emplace_back(p, free_aligned);
+    }
+    return group;
+}
+
+int64_t CacheGroup::storage_bytes() const { return block_bytes_ * allocator_.total_blocks() * n_layers_; }
+
+CacheView CacheGroup::view(int64_t layer_slot) const {
+    SIEVE_ASSERT(layer_slot >= 0 && layer_slot < n_layers_);
+    return CacheView{storage_[static_cast<size_t>(layer_slot)].get(), block_bytes_, block_size_, spec_.entry_bytes};
+}
+
+Status CacheGroup::reserve(RequestId request, int64_t n_entries) {
+    std::vector<int32_t>& table = tables_[request];
+    const int64_t blocks_needed = (n_entries + block_size_ - 1) / block_size_;
+    const size_t old_size = table.size();
+    while (static_cast<int64_t>(table.size()) < blocks_needed) {
+        auto block = allocator_.allocate(name_);
+        if (!block) {
+            for (size_t i = old_size; i < table.size(); ++i) allocator_.free(table[i]);
+            table.resize(old_size);
+            return block.status();
+        }
+        table.push_back(*block);
+    }
+    return Status::ok();
+}
+
+void CacheGroup::release_before(RequestId request, int64_t first_needed_entry) {
+    auto it = tables_.find(request);
+    if (it == tables_.end()) return;
+    const int64_t whole_blocks = std::min<int64_t>(first_needed_entry / block_size_, it->second.size());
+    for (int64_t b = 0; b < whole_blocks; ++b) {
+        int32_t& block = it->second[static_cast<size_t>(b)];
+        if (block >= 0) {
+            allocator_.free(block);
+            block = -1;
+        }
+    }
+}
+
+void CacheGroup::free_request(RequestId request) {
+    auto it = tables_.find(request);
+    if (it == tables_.end()) return;
+    for (int32_t block : it->second)
+        if (block >= 0) allocator_.free(block);
+    tables_.erase(it);
+}
+
+int64_t CacheGroup::slot(RequestId request, int64_t entry) const {
+    auto it = tables_.find(request);
+    if (it == tables_.end() || entry < 0) return -1;
+    const int64_t b = entry / block_size_;
+    if (b >= static_cast<int64_t>(it->second.size())) return -1;
+    const int32_t block = it->second[static_cast<size_t>(b)];
+    return block < 0 ? -1 : static_cast<int64_t>(block) * block_size_ + entry % block_size_;
+}
+
+const std::vector<int32_t>& CacheGroup::block_table(RequestId request) const {
+    static const std::vector<int32_t> kEmpty;
+    auto it = tables_.find(request);
+    return it == tables_.end() ? kEmpty : it->second;
+}
+
+}  // namespace sieve

@@ -1,0 +1,22 @@
+#include "kv/step_batch.h"
+
+namespace sieve {
+
+StepBatch make_step_batch(std::vector<StepRequest> requests, StepCaches caches) {
+    StepBatch b;
+    b.requests = std::move(requests);
+    b.caches = std::move(caches);
+    b.query_start_loc.reserve(b.requests.size() + 1);
+    b.query_start_loc.push_back(0);
+    for (size_t r = 0; r < b.requests.size(); ++r) {
+        const StepRequest& req = b.requests[r];
+        for (int64_t i = 0; i < req.n_tokens; ++i) {
+            b.positions.push_back(req.start + i);
+            b.token_request.push_back(static_cast<int32_t>(r));
+        }
+        b.query_start_loc.push_back(b.query_start_loc.back() + req.n_tokens);
+    }
+    return b;
+}
+
+}  // namespace sieve

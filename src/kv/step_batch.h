@@ -1,0 +1,48 @@
+// One step of the engine: which tokens of which requests run together, and where their cache
+// entries live (specs/deepseek_v4.md §5: positions, query_start_loc, seq_lens, token → request,
+// slot mappings and block tables per cache group).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kv/paged_cache.h"
+
+namespace sieve {
+
+// A request's share of a step: tokens at positions [start, start + n_tokens).
+struct StepRequest {
+    RequestId id = 0;
+    int64_t start = 0;     // tokens the request had already run (its context before the step)
+    int64_t n_tokens = 0;  // tokens it runs in this step
+    bool is_decode = false;
+    int64_t end() const { return start + n_tokens; }  // seq_len after the step
+};
+
+// The caches of the model, by group; a layer finds its own storage with its layer slot.
+struct StepCaches {
+    std::vector<CacheGroup*> groups;
+    CacheGroup* find(std::string_view name) const {
+        for (CacheGroup* g : groups)
+            if (g->name() == name) return g;
+        return nullptr;
+    }
+};
+
+struct StepBatch {
+    std::vector<StepRequest> requests;     // decodes first, then prefill chunks
+    std::vector<int64_t> query_start_loc;  // [n_requests + 1]: first token of each request
+    std::vector<int64_t> positions;        // [n_tokens]: absolute position of each token
+    std::vector<int32_t> token_request;    // [n_tokens]: index into `requests`
+    StepCaches caches;
+
+    int64_t n_tokens() const { return static_cast<int64_t>(positions.size()); }
+    int64_t n_requests() const { return static_cast<int64_t>(requests.size()); }
+    RequestId request_of_token(int64_t t) const { return requests[static_cast<size_t>(token_request[static_cast<size_t>(t)])].id; }
+};
+
+// Builds positions, query_start_loc and token_request from the requests (in the given order).
+StepBatch make_step_batch(std::vector<StepRequest> requests, StepCaches caches);
+
+}  // namespace sieve

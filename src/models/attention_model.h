@@ -1,0 +1,65 @@
+// The interface every family's model implements for the runtime: which layers it runs, which
+// cache groups it needs, and the forward of one layer over one step's tokens.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/stage_timer.h"
+#include "core/status.h"
+#include "kv/cache_spec.h"
+#include "kv/step_batch.h"
+
+namespace sieve {
+
+// A cache group the model needs: layers with the same kind of cache share block tables
+// (kv/paged_cache.h); `n_layers` of them keep their own storage, addressed by a layer slot that the
+// model assigns (0 .. n_layers − 1).
+struct CacheGroupDesc {
+    std::string name;
+    CacheSpec spec;
+    int64_t block_size = 64;  // entries per block
+    int64_t n_layers = 0;
+};
+
+// Sees (and may replace) each token's sparse selection before attention uses it: `sieve check`
+// compares it with the reference's and substitutes the reference's choice for exact-tie tokens
+// (specs/golden_format.md "Exact score ties").
+class SelectionObserver {
+public:
+    virtual ~SelectionObserver() = default;
+    // selected: [width] the indices the layer chose, valid ones ascending, then −1 (in/out).
+    // scores: the score of every candidate index [0, n_candidates), or empty when the layer took
+    // every candidate without scoring (short-context path).
+    virtual void on_selection(int64_t layer, RequestId request, int64_t position, std::span<int32_t> selected,
+                              std::span<const float> scores) = 0;
+};
+
+class AttentionModel {
+public:
+    virtual ~AttentionModel() = default;
+
+    virtual std::string model_type() const = 0;
+    virtual int64_t hidden_size() const = 0;
+    virtual int64_t max_position_embeddings() const = 0;
+    // The model's layer indices that sieve runs, in order. forward() takes a position in this list.
+    virtual std::vector<int64_t> layers() const = 0;
+    virtual std::vector<CacheGroupDesc> cache_groups() const = 0;
+
+    // Runs layer `layer_pos` (index into layers()) for every token of the step.
+    // input, output: [batch.n_tokens(), hidden_size()] f32. Caches of the step's requests are
+    // reserved for entries up to each request's end(). A failure is the model's (unsupported
+    // configuration, internal error): the runtime fails the whole step with it.
+    virtual Status forward(int64_t layer_pos, const StepBatch& batch, const float* input, float* output,
+                           StageTimes* times) = 0;
+
+    // nullptr to stop observing. The observer must outlive the forward calls it is set for.
+    virtual void set_selection_observer(SelectionObserver* observer) { (void)observer; }
+
+    // Drops any per-request state the model keeps outside the caches.
+    virtual void release_request(RequestId) {}
+};
+
+}  // namespace sieve
