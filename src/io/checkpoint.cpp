@@ -67,6 +67,14 @@ Status Checkpoint::add_file(std::unique_ptr<SafetensorsFile> file) {
     return Status::ok();
 }
 
+Expected<std::unique_ptr<Checkpoint>> Checkpoint::from_files(const fs::path& label,
+                                                              std::vector<std::unique_ptr<SafetensorsFile>> files) {
+    std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
+    ckpt->path_ = label;
+    for (auto& f : files) SIEVE_RETURN_IF_ERROR(ckpt->add_file(std::move(f)));
+    return ckpt;
+}
+
 Expected<std::unique_ptr<Checkpoint>> Checkpoint::open(const fs::path& path) {
     std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
     ckpt->path_ = path;

@@ -38,6 +38,9 @@ Expected<std::vector<std::pair<std::string, std::string>>> parse_safetensors_ind
 class Checkpoint {
 public:
     static Expected<std::unique_ptr<Checkpoint>> open(const std::filesystem::path& path);
+    // A checkpoint of files already open (e.g. built in memory); `label` names it in messages.
+    static Expected<std::unique_ptr<Checkpoint>> from_files(const std::filesystem::path& label,
+                                                             std::vector<std::unique_ptr<SafetensorsFile>> files);
 
     Checkpoint(const Checkpoint&) = delete;
     Checkpoint& operator=(const Checkpoint&) = delete;

@@ -51,7 +51,8 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       mapped_(std::exchange(other.mapped_, false)),
-      path_(std::move(other.path_)) {}
+      path_(std::move(other.path_)),
+      owned_(std::move(other.owned_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     if (this != &other) {
@@ -60,8 +61,18 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
         size_ = std::exchange(other.size_, 0);
         mapped_ = std::exchange(other.mapped_, false);
         path_ = std::move(other.path_);
+        owned_ = std::move(other.owned_);
     }
     return *this;
+}
+
+MappedFile MappedFile::from_bytes(std::vector<uint8_t> bytes, const std::filesystem::path& label) {
+    MappedFile f;
+    f.owned_ = std::move(bytes);
+    f.data_ = f.owned_.data();  // a moved vector keeps its buffer, so data_ stays valid across moves
+    f.size_ = f.owned_.size();
+    f.path_ = label;
+    return f;
 }
 
 MappedFile::~MappedFile() { reset(); }
@@ -71,6 +82,8 @@ void MappedFile::reset() {
     data_ = nullptr;
     size_ = 0;
     mapped_ = false;
+    owned_.clear();
+    owned_.shrink_to_fit();
 }
 
 }  // namespace sieve

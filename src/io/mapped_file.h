@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -17,6 +18,9 @@ class MappedFile {
 public:
     // Maps a regular file. An empty file gives an empty span (mmap refuses length 0).
     static Expected<MappedFile> open(const std::filesystem::path& path);
+    // Bytes held in memory instead of a mapping (a checkpoint built in memory, e.g. a preset's
+    // random weights); `label` stands in for the path in messages.
+    static MappedFile from_bytes(std::vector<uint8_t> bytes, const std::filesystem::path& label);
 
     MappedFile() = default;
     MappedFile(MappedFile&& other) noexcept;
@@ -36,6 +40,7 @@ private:
     size_t size_ = 0;
     bool mapped_ = false;
     std::filesystem::path path_;
+    std::vector<uint8_t> owned_;  // from_bytes: the bytes themselves (data_ points into them)
 };
 
 }  // namespace sieve

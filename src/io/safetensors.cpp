@@ -232,6 +232,17 @@ Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::file
     return file;
 }
 
+Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::from_bytes(std::vector<uint8_t> bytes,
+                                                                       const std::string& name) {
+    MappedFile map = MappedFile::from_bytes(std::move(bytes), name);
+    SIEVE_ASSIGN_OR_RETURN(SafetensorsHeader header, parse_safetensors_header(map.bytes(), name));
+    std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+    file->map_ = std::move(map);
+    file->header_ = std::move(header);
+    file->file_name_ = name;
+    return file;
+}
+
 SafetensorsTensorView SafetensorsFile::view(const SafetensorsTensorInfo& info) const {
     return safetensors_tensor_view(header_, info, map_.bytes(), file_name_);
 }

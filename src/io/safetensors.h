@@ -110,6 +110,8 @@ SafetensorsTensorView safetensors_tensor_view(const SafetensorsHeader& header,
 class SafetensorsFile {
 public:
     static Expected<std::unique_ptr<SafetensorsFile>> open(const std::filesystem::path& path);
+    // A file held in memory (validated like a mapped one); `name` labels it in messages.
+    static Expected<std::unique_ptr<SafetensorsFile>> from_bytes(std::vector<uint8_t> bytes, const std::string& name);
 
     SafetensorsFile(const SafetensorsFile&) = delete;
     SafetensorsFile& operator=(const SafetensorsFile&) = delete;

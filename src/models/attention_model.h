@@ -30,11 +30,15 @@ struct CacheGroupDesc {
 class SelectionObserver {
 public:
     virtual ~SelectionObserver() = default;
-    // selected: [width] the indices the layer chose, valid ones ascending, then −1 (in/out).
-    // scores: the score of every candidate index [0, n_candidates), or empty when the layer took
-    // every candidate without scoring (short-context path).
+    // selected: [width] the indices the layer chose, valid ones ascending, then −1 (in/out); in the
+    // index space of the reference's top-k (golden_format.md: compressed-entry ids for DeepSeek-V4
+    // CSA, token positions for DSA and QSA).
+    // scores: [n_scored] the score of every scored candidate, or empty when the layer took every
+    // candidate without scoring (short-context path). Index i of `selected` has score
+    // scores[i / tokens_per_score] (QSA scores groups of tokens; everyone else passes 1); an index
+    // past the scored range (QSA's open tail) has no score.
     virtual void on_selection(int64_t layer, RequestId request, int64_t position, std::span<int32_t> selected,
-                              std::span<const float> scores) = 0;
+                              std::span<const float> scores, int64_t tokens_per_score) = 0;
 };
 
 class AttentionModel {

@@ -1,0 +1,251 @@
+// Allocator, paged cache groups, scheduler, batch builder and engine, with a toy model whose
+// output depends on the cached history: a windowed causal mean and a full-history mean over
+// compressed (pooled) entries. Its outputs must not depend on how requests are scheduled.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "kv/block_allocator.h"
+#include "kv/paged_cache.h"
+#include "runtime/engine.h"
+#include "runtime/scheduler.h"
+
+namespace sieve {
+namespace {
+
+TEST(BlockAllocator, AllocatesFreesAndReportsExhaustion) {
+    BlockAllocator a(3);
+    std::vector<int32_t> got;
+    for (int i = 0; i < 3; ++i) got.push_back(*a.allocate("pool"));
+    EXPECT_EQ(a.free_blocks(), 0);
+    auto none = a.allocate("swa_kv");
+    ASSERT_FALSE(none.has_value());
+    EXPECT_EQ(none.status().code(), StatusCode::out_of_memory);
+    EXPECT_NE(none.status().message().find("swa_kv"), std::string::npos);
+    a.free(got[1]);
+    EXPECT_EQ(*a.allocate("pool"), got[1]);
+    EXPECT_DEATH(a.free(7), "out of range");
+}
+
+TEST(CacheGroup, SlotsWindowsAndAllOrNothingReserve) {
+    auto g = CacheGroup::create("kv", CacheSpec{"kv", "f32 [4]", 16, 1, 6}, 4, 5, 2);
+    ASSERT_TRUE(g.has_value());
+    CacheGroup& c = **g;
+    EXPECT_EQ(c.block_bytes(), 64);
+    ASSERT_TRUE(c.reserve(1, 10).is_ok());  // 3 blocks
+    EXPECT_EQ(c.block_table(1).size(), 3u);
+    const int64_t s9 = c.slot(1, 9);
+    EXPECT_EQ(s9, c.block_table(1)[2] * 4 + 1);
+    EXPECT_EQ(c.slot(1, 12), -1);  // beyond what was reserved
+    // Request 2 needs 3 blocks, only 2 are free: nothing stays allocated.
+    Status s = c.reserve(2, 12);
+    EXPECT_EQ(s.code(), StatusCode::out_of_memory);
+    EXPECT_EQ(c.allocator().free_blocks(), 2);
+    // Window: entries before 8 are no longer needed, blocks 0 and 1 go back.
+    c.release_before(1, 8);
+    EXPECT_EQ(c.slot(1, 3), -1);
+    EXPECT_EQ(c.slot(1, 9), s9);
+    EXPECT_EQ(c.allocator().free_blocks(), 4);
+    ASSERT_TRUE(c.reserve(2, 12).is_ok());
+    // Two layers have separate storage with the same geometry.
+    EXPECT_NE(c.view(0).base, c.view(1).base);
+    EXPECT_EQ(c.view(0).row(s9), c.view(0).base + (s9 / 4) * 64 + (s9 % 4) * 16);
+    c.free_request(1);
+    c.free_request(2);
+    EXPECT_EQ(c.allocator().free_blocks(), 5);
+}
+
+TEST(Scheduler, DecodesFirstThenPrefillChunksUnderBudget) {
+    SchedulerOptions o;
+    o.max_tokens_per_step = 10;
+    Scheduler s(o);
+    s.add(1, 20, 20);  // long prompt
+    s.add(2, 5, 2);    // short prompt, then 3 decodes
+    auto step = s.next_step();
+    ASSERT_EQ(step.size(), 1u);  // request 1 takes the whole budget
+    EXPECT_EQ(step[0].n_tokens, 10);
+    s.complete(step);
+    step = s.next_step();
+    ASSERT_EQ(step.size(), 1u);
+    EXPECT_EQ(step[0].start, 10);
+    s.complete(step);
+    step = s.next_step();  // request 1 done with its prompt and all its tokens: gone
+    ASSERT_EQ(step.size(), 1u);
+    EXPECT_EQ(step[0].id, 2);
+    EXPECT_EQ(step[0].n_tokens, 2);
+    s.complete(step);
+    step = s.next_step();
+    ASSERT_EQ(step.size(), 1u);
+    EXPECT_TRUE(step[0].is_decode);
+    EXPECT_EQ(step[0].n_tokens, 1);
+}
+
+TEST(StepBatch, PositionsAndQueryStartLoc) {
+    StepBatch b = make_step_batch({{7, 3, 1, true}, {9, 0, 4, false}}, {});
+    EXPECT_EQ(b.positions, (std::vector<int64_t>{3, 0, 1, 2, 3}));
+    EXPECT_EQ(b.token_request, (std::vector<int32_t>{0, 1, 1, 1, 1}));
+    EXPECT_EQ(b.query_start_loc, (std::vector<int64_t>{0, 1, 5}));
+    EXPECT_EQ(b.request_of_token(2), 9);
+}
+
+// out[t] = mean of inputs of positions (p − W, p] (window cache) + mean of pooled groups of G
+// tokens completed so far (compressed cache: entry k = mean of tokens kG … kG+G−1, written when the
+// group's last token runs, read through a per-token state cache of G rows).
+class ToyModel final : public AttentionModel {
+public:
+    static constexpr int64_t kHidden = 3, kWindow = 5, kGroup = 4;
+    std::string model_type() const override { return "toy"; }
+    int64_t hidden_size() const override { return kHidden; }
+    int64_t max_position_embeddings() const override { return 1000; }
+    std::vector<int64_t> layers() const override { return {0, 1}; }
+    std::vector<CacheGroupDesc> cache_groups() const override {
+        const int64_t row = kHidden * 4;
+        return {{"window", {"window", "f32", row, 1, kWindow}, 2, 2},
+                {"state", {"state", "f32", row, 1, kGroup}, 2, 2},
+                {"pooled", {"pooled", "f32", row, kGroup, 0}, 3, 2}};
+    }
+    Status forward(int64_t layer, const StepBatch& b, const float* in, float* out, StageTimes*) override {
+        CacheGroup* window = b.caches.find("window");
+        CacheGroup* state = b.caches.find("state");
+        CacheGroup* pooled = b.caches.find("pooled");
+        const CacheView wv = window->view(layer), sv = state->view(layer), pv = pooled->view(layer);
+        for (int64_t t = 0; t < b.n_tokens(); ++t) {  // write all rows first, as a layer does
+            const RequestId r = b.request_of_token(t);
+            const int64_t p = b.positions[t];
+            std::memcpy(wv.row(window->slot(r, p)), in + t * kHidden, kHidden * 4);
+            std::memcpy(sv.row(state->slot(r, p)), in + t * kHidden, kHidden * 4);
+            if ((p + 1) % kGroup == 0) {
+                float* dst = reinterpret_cast<float*>(pv.row(pooled->slot(r, p / kGroup)));
+                for (int64_t i = 0; i < kHidden; ++i) dst[i] = 0;
+                for (int64_t q = p + 1 - kGroup; q <= p; ++q) {
+                    const int64_t slot = state->slot(r, q);
+                    if (slot < 0) return internal_error("state row of position {} was released", q);
+                    for (int64_t i = 0; i < kHidden; ++i)
+                        dst[i] += reinterpret_cast<const float*>(sv.row(slot))[i] / kGroup;
+                }
+            }
+        }
+        for (int64_t t = 0; t < b.n_tokens(); ++t) {
+            const RequestId r = b.request_of_token(t);
+            const int64_t p = b.positions[t];
+            float acc[kHidden] = {};
+            int64_t n = 0;
+            for (int64_t q = std::max<int64_t>(0, p - kWindow + 1); q <= p; ++q, ++n) {
+                const int64_t slot = window->slot(r, q);
+                if (slot < 0) return internal_error("window row of position {} was released", q);
+                for (int64_t i = 0; i < kHidden; ++i) acc[i] += reinterpret_cast<const float*>(wv.row(slot))[i];
+            }
+            for (int64_t k = 0; k < (p + 1) / kGroup; ++k)
+                for (int64_t i = 0; i < kHidden; ++i)
+                    acc[i] += reinterpret_cast<const float*>(pv.row(pooled->slot(r, k)))[i];
+            for (int64_t i = 0; i < kHidden; ++i) out[t * kHidden + i] = acc[i] / static_cast<float>(n) + in[t * kHidden + i];
+        }
+        return Status::ok();
+    }
+};
+
+class RecordingIo final : public RequestIo {
+public:
+    RecordingIo(int64_t n_tokens, uint64_t seed) : in_(n_tokens * ToyModel::kHidden), out_(2, std::vector<float>(in_.size())) {
+        std::mt19937 rng(static_cast<uint32_t>(seed));
+        std::normal_distribution<float> d;
+        for (float& x : in_) x = d(rng);
+    }
+    void input(int64_t layer, int64_t p, float* row) override {
+        for (int64_t i = 0; i < ToyModel::kHidden; ++i) row[i] = in_[p * ToyModel::kHidden + i] + static_cast<float>(layer);
+    }
+    void output(int64_t layer, int64_t p, const float* row) override {
+        std::copy(row, row + ToyModel::kHidden, out_[layer].begin() + p * ToyModel::kHidden);
+    }
+    std::vector<float> in_;
+    std::vector<std::vector<float>> out_;
+};
+
+std::map<RequestId, std::vector<std::vector<float>>> run_toy(const std::vector<int64_t>& lengths, EngineOptions o,
+                                                            std::vector<int64_t> prompts = {},
+                                                            std::vector<uint64_t> seeds = {}) {
+    ToyModel model;
+    auto engine = Engine::create(model, o);
+    EXPECT_TRUE(engine.has_value());
+    std::vector<std::unique_ptr<RecordingIo>> ios;
+    for (size_t r = 0; r < lengths.size(); ++r) {
+        ios.push_back(std::make_unique<RecordingIo>(lengths[r], seeds.empty() ? 100 + r : seeds[r]));
+        EXPECT_TRUE((*engine)->add_request(static_cast<RequestId>(r), lengths[r], prompts.empty() ? lengths[r] : prompts[r],
+                                           ios.back().get()).is_ok());
+    }
+    EXPECT_TRUE((*engine)->run().is_ok());
+    std::map<RequestId, std::vector<std::vector<float>>> out;
+    for (size_t r = 0; r < lengths.size(); ++r) {
+        EXPECT_EQ((*engine)->status(static_cast<RequestId>(r)), RequestStatus::finished);
+        out[static_cast<RequestId>(r)] = ios[r]->out_;
+    }
+    for (const auto& g : (*engine)->cache_groups()) EXPECT_EQ(g->allocator().used_blocks(), 0) << g->name();
+    return out;
+}
+
+TEST(Engine, OutputsDoNotDependOnTheSchedule) {
+    const std::vector<int64_t> lengths = {1, 7, 23, 40};
+    EngineOptions one_shot;
+    one_shot.scheduler.max_tokens_per_step = 64;
+    one_shot.scheduler.max_requests_per_step = 1;
+    const auto want = run_toy(lengths, one_shot);
+    std::mt19937_64 rng(5);
+    for (int trial = 0; trial < 20; ++trial) {
+        EngineOptions o;
+        o.scheduler.max_tokens_per_step = std::uniform_int_distribution<int64_t>(1, 17)(rng);
+        o.scheduler.chunk_policy = [&rng](RequestId, int64_t limit) {
+            return std::uniform_int_distribution<int64_t>(1, limit)(rng);
+        };
+        std::vector<int64_t> prompts;
+        for (int64_t n : lengths) prompts.push_back(std::uniform_int_distribution<int64_t>(1, n)(rng));
+        const auto got = run_toy(lengths, o, prompts);
+        for (const auto& [id, layers] : want)
+            for (size_t l = 0; l < layers.size(); ++l)
+                for (size_t i = 0; i < layers[l].size(); ++i)
+                    ASSERT_NEAR(got.at(id)[l][i], layers[l][i], 1e-5) << "trial " << trial << " request " << id;
+    }
+}
+
+TEST(Engine, PoolExhaustionRejectsOnlyTheRequestThatNeedsMore) {
+    EngineOptions small;
+    small.scheduler.max_tokens_per_step = 8;
+    small.blocks_per_group = 12;  // pooled group: 3 entries per block → 36 entries = 144 tokens in all
+    ToyModel model;
+    auto engine = Engine::create(model, small);
+    ASSERT_TRUE(engine.has_value());
+    RecordingIo short_io(30, 1), long_io(500, 2), other_io(20, 3);
+    ASSERT_TRUE((*engine)->add_request(1, 30, 30, &short_io).is_ok());
+    ASSERT_TRUE((*engine)->add_request(2, 500, 500, &long_io).is_ok());
+    ASSERT_TRUE((*engine)->add_request(3, 20, 20, &other_io).is_ok());
+    ASSERT_TRUE((*engine)->run().is_ok());
+    EXPECT_EQ((*engine)->status(1), RequestStatus::finished);
+    EXPECT_EQ((*engine)->status(3), RequestStatus::finished);
+    EXPECT_EQ((*engine)->status(2), RequestStatus::failed);
+    EXPECT_EQ((*engine)->error(2).code(), StatusCode::out_of_memory);
+    EXPECT_NE((*engine)->error(2).message().find("request 2"), std::string::npos);
+    // The survivors match a run without the long request.
+    EngineOptions roomy;
+    const auto want = run_toy({30, 20}, roomy, {}, {1, 3});
+    for (size_t i = 0; i < short_io.out_[1].size(); ++i) ASSERT_NEAR(short_io.out_[1][i], want.at(0)[1][i], 1e-6);
+    for (size_t i = 0; i < other_io.out_[1].size(); ++i) ASSERT_NEAR(other_io.out_[1][i], want.at(1)[1][i], 1e-6);
+}
+
+TEST(Engine, RejectsRequestsLongerThanTheModelAllows) {
+    ToyModel model;
+    auto engine = Engine::create(model, {});
+    ASSERT_TRUE(engine.has_value());
+    RecordingIo io(4, 1);
+    Status s = (*engine)->add_request(1, 1001, 1001, &io);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+    EXPECT_NE(s.message().find("max_position_embeddings = 1000"), std::string::npos) << s.message();
+    EXPECT_EQ((*engine)->status(1), RequestStatus::failed);
+    EXPECT_TRUE((*engine)->add_request(2, 4, 4, &io).is_ok());
+    EXPECT_TRUE((*engine)->run().is_ok());
+    EXPECT_EQ((*engine)->status(2), RequestStatus::finished);
+}
+
+}  // namespace
+}  // namespace sieve

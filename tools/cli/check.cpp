@@ -1,0 +1,49 @@
+#include "check.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+namespace sieve::cli {
+
+Status run_check(const CheckCommandOptions& options, std::ostream& out) {
+    SIEVE_ASSIGN_OR_RETURN(CheckReport report, run_golden_check(options.fixture, options.check));
+    int failed = 0;
+    for (const LayerCheck& c : report.layers) failed += !c.passed;
+    if (options.json) {
+        nlohmann::json j{{"fixture", options.fixture.string()},
+                         {"model_type", report.model_type},
+                         {"schedule", report.schedule},
+                         {"profile", numerics_profile_name(options.check.profile)},
+                         {"rel_tolerance", options.check.rel_tolerance},
+                         {"passed", report.passed}};
+        for (const LayerCheck& c : report.layers)
+            j["layers"].push_back({{"request", c.request},       {"layer", c.layer},
+                                   {"tokens", c.tokens},         {"max_abs_diff", c.max_abs_diff},
+                                   {"rel_error", c.rel_error},   {"topk_tokens", c.topk_tokens},
+                                   {"topk_equal", c.topk_equal}, {"tie_tokens", c.tie_tokens},
+                                   {"passed", c.passed}});
+        out << j.dump(2) << "\n";
+    } else {
+        fmt::print(out, "{} ({}), schedule {}, profile {}, tolerance {:.0e}\n", options.fixture.string(),
+                   report.model_type, report.schedule, numerics_profile_name(options.check.profile),
+                   options.check.rel_tolerance);
+        fmt::print(out, "{:>7} {:>5} {:>6} {:>12} {:>12} {:>14} {:>5}  {}\n", "request", "layer", "tokens", "max |Δ|",
+                   "rel error", "top-k equal", "ties", "result");
+        for (const LayerCheck& c : report.layers) {
+            const std::string topk = c.topk_tokens ? fmt::format("{}/{}", c.topk_equal, c.topk_tokens) : "-";
+            fmt::print(out, "{:>7} {:>5} {:>6} {:>12.3e} {:>12.3e} {:>14} {:>5}  {}\n", c.request, c.layer, c.tokens,
+                       c.max_abs_diff, c.rel_error, topk, c.topk_tokens ? std::to_string(c.tie_tokens) : "-",
+                       c.passed ? "ok" : "FAIL");
+        }
+        fmt::print(out, "{}\n", report.passed ? "all layers within tolerance"
+                                              : fmt::format("{} layer check(s) out of tolerance", failed));
+    }
+    if (!report.passed)
+        return invalid_argument_error("{}: {} layer check(s) out of tolerance", options.fixture.string(), failed);
+    return Status::ok();
+}
+
+}  // namespace sieve::cli
