@@ -84,8 +84,8 @@ Status check_nested_rotary_width(const ConfigObject& table, const DeepseekV4Conf
 Status read_rope_tables(const ConfigObject& cfg, DeepseekV4Config& c) {
     RopeConfig base;
     base.rotated_dims = c.rope_head_dim;
-    base.slice = RopeConfigSlice::last;                // §1.3: always the last r dims
-    base.pairing = RopeConfigPairing::interleaved;   // §2.3: GPT-J pairs
+    base.slice = RopeConfigSlice::last;             // §1.3: always the last r dims
+    base.pairing = RopeConfigPairing::interleaved;  // §2.3: GPT-J pairs
     c.rope_main = base;
     c.rope_compress = base;
 

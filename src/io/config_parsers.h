@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "core/status.h"
 #include "io/config_deepseek_v4.h"

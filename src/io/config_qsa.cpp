@@ -146,10 +146,10 @@ Status read_rope(const ConfigObject& cfg, QsaConfig& c) {
     c.mrope_section = sections ? *sections : std::vector<int64_t>{11, 11, 10};  // §2.1 default
 
     rope.rotated_dims = c.rotary_dim;
-    rope.slice = RopeConfigSlice::first;      // §4.1: the first R dims
-    rope.pairing = RopeConfigPairing::neox; // §4.1: pairs (i, i + R/2)
+    rope.slice = RopeConfigSlice::first;     // §4.1: the first R dims
+    rope.pairing = RopeConfigPairing::neox;  // §4.1: pairs (i, i + R/2)
     c.rope = rope;
-    c.rope_indexer = rope;            // §4.2: same table, not rescaled to Di
+    c.rope_indexer = rope;  // §4.2: the same table, not rescaled to Di
     return Status::ok();
 }
 

@@ -7,6 +7,8 @@
 
 #include "check.h"
 #include "inspect.h"
+#include "presets.h"
+#include "run.h"
 
 namespace {
 
@@ -21,7 +23,7 @@ int report(const sieve::Status& status) {
 
 int main(int argc, char** argv) {
     CLI::App app{"sieve: sparse-attention inference engine (DeepSeek-V4, DeepSeek-V3.2, Hy4, Qwen3.8 QSA)"};
-    app.require_subcommand(1);
+    app.require_subcommand(0, 1);
 
     sieve::cli::InspectOptions inspect;
     CLI::App* inspect_cmd = app.add_subcommand(
@@ -29,6 +31,28 @@ int main(int argc, char** argv) {
     inspect_cmd->add_option("checkpoint", inspect.checkpoint, "checkpoint directory (config.json + *.safetensors)")
         ->required();
     inspect_cmd->add_flag("--json", inspect.json, "write the report as JSON");
+
+    sieve::cli::RunOptions run;
+    std::string run_profile = "deployed";
+    std::string preset_help = "built-in model with the real shapes and random weights:";
+    for (const auto& p : sieve::cli::presets()) preset_help += "\n  " + p.name + ": " + p.description;
+    CLI::App* run_cmd = app.add_subcommand(
+        "run", "Run a workload of requests through a model's attention stack and report throughput (default job)");
+    run_cmd->add_option("checkpoint", run.checkpoint, "checkpoint directory (instead of --preset)");
+    run_cmd->add_option("--preset", run.preset, preset_help)->capture_default_str();
+    run_cmd->add_option("--layers", run.layers, "layers to run, e.g. 0-3,7 (default: the preset's, or all)");
+    run_cmd->add_option("--requests", run.requests, "number of requests")->capture_default_str();
+    run_cmd->add_option("--prompt-tokens", run.prompt_tokens, "prompt tokens per request (chunked prefill)")
+        ->capture_default_str();
+    run_cmd->add_option("--decode-tokens", run.decode_tokens, "tokens decoded one per step after the prompt")
+        ->capture_default_str();
+    run_cmd->add_option("--budget", run.max_tokens_per_step, "token budget of one step")->capture_default_str();
+    run_cmd->add_option("--profile", run_profile, "exact | deployed")
+        ->check(CLI::IsMember({"exact", "deployed"}))
+        ->capture_default_str();
+    run_cmd->add_option("--backend", run.backend, "ref | cpu | cpu:<isa>")->capture_default_str();
+    run_cmd->add_option("--seed", run.seed, "seed of the random weights and inputs")->capture_default_str();
+    run_cmd->add_flag("--json", run.json, "write the summary as JSON");
 
     sieve::cli::CheckCommandOptions check;
     std::string profile = "exact";
@@ -51,6 +75,10 @@ int main(int argc, char** argv) {
 
     CLI11_PARSE(app, argc, argv);
 
+    if (run_cmd->parsed() || app.get_subcommands().empty()) {
+        run.profile = run_profile == "exact" ? sieve::NumericsProfile::exact : sieve::NumericsProfile::deployed;
+        return report(sieve::cli::run_workload(run, std::cout));
+    }
     if (check_cmd->parsed()) {
         check.check.profile = profile == "deployed" ? sieve::NumericsProfile::deployed : sieve::NumericsProfile::exact;
         return report(sieve::cli::run_check(check, std::cout));
