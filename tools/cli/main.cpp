@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "bench.h"
 #include "check.h"
 #include "inspect.h"
 #include "presets.h"
@@ -73,7 +74,14 @@ int main(int argc, char** argv) {
     check_cmd->add_option("--seed", check.check.seed, "seed of the mixed schedule")->capture_default_str();
     check_cmd->add_flag("--json", check.json, "write the report as JSON");
 
+    sieve::cli::BenchOptions bench;
+    CLI::App* bench_cmd = app.add_subcommand("bench", "Measure this machine's ceilings (bandwidth, FMA and bf16 peaks)");
+    bench_cmd->add_flag("--quick", bench.quick, "smaller arrays and fewer repetitions");
+    bench_cmd->add_flag("--json", bench.json, "write the results as JSON");
+
     CLI11_PARSE(app, argc, argv);
+
+    if (bench_cmd->parsed()) return report(sieve::cli::run_bench(bench, std::cout));
 
     if (run_cmd->parsed() || app.get_subcommands().empty()) {
         run.profile = run_profile == "exact" ? sieve::NumericsProfile::exact : sieve::NumericsProfile::deployed;

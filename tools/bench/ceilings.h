@@ -1,0 +1,34 @@
+// The machine's ceilings, measured in the same run as the benchmarks they judge (DESIGN.md: "a
+// benchmark reports ratios against measured ceilings"): memory bandwidth (a STREAM-like triad over
+// arrays far larger than the caches), fp32 FMA peak and bf16 dot-product (vdpbf16ps) peak, on one
+// core and on all cores.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+
+namespace sieve::bench {
+
+struct Ceiling {
+    std::string name;     // "triad bandwidth", "fp32 fma", "bf16 dot"
+    std::string unit;     // "GB/s", "GFLOP/s"
+    std::string isa;      // the kernel's ISA
+    int threads = 1;
+    double value = 0;     // median of the repetitions
+    double spread = 0;    // (max − min) / median over the repetitions: the noise
+};
+
+// Runs every ceiling the machine supports at 1 thread and at pool.size() threads.
+// `quick` uses smaller arrays and fewer repetitions (for tests).
+std::vector<Ceiling> measure_ceilings(ThreadPool& pool, bool quick);
+
+// Per-ISA peak loops (ceilings_<isa>.cpp): floating-point operations executed per call.
+double fma_f32_loop_avx512(int64_t iterations);
+double fma_f32_loop_avx2(int64_t iterations);
+double dot_bf16_loop_avx512_bf16(int64_t iterations);
+
+}  // namespace sieve::bench
