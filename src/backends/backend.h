@@ -1,0 +1,128 @@
+// The backend interface: one method per op (ggml style), implemented by ref/ (the scalar oracle)
+// and cpu/ (per-ISA kernels, threads, oneDNN). Models and tests call ops only through this.
+//
+// Rules every implementation follows (DESIGN.md "Layers of the code"):
+//   * Each method validates its params with the op contract's validate() and returns that Status.
+//   * A combination the backend does not implement (op, dtype, ISA) returns unsupported_error naming
+//     it ("cpu:avx2: linear with ..."), never a silent fallback that changes numerics.
+//   * Run methods allocate nothing. Scratch memory comes from the caller as a Workspace sized by the
+//     matching *_workspace_size (or by a LinearPlan); too small a workspace is invalid_argument.
+//     (Known exception: a linear plan whose kernel is oneDNN's matmul; oneDNN 2.x allocates a few small
+//     blocks inside every primitive execution. tests/ops/no_alloc_test.cpp pins the count.)
+//   * Weights are prepared once (linear_prepare) and planned per batch shape (linear_plan).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "ops/hadamard.h"
+#include "ops/layer_norm.h"
+#include "ops/linear.h"
+#include "ops/quant_fp8.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
+#include "ops/topk.h"
+
+namespace sieve {
+
+// Caller-owned scratch memory for one op call. Backends need 64-byte alignment.
+struct Workspace {
+    void* data = nullptr;
+    size_t bytes = 0;
+};
+inline constexpr size_t kWorkspaceAlignment = 64;
+
+// Weights of one linear layer after the backend's load-time preparation (packed, converted).
+// Owned by the caller; usable only with the backend that made it.
+class PreparedLinear {
+public:
+    virtual ~PreparedLinear() = default;
+    int64_t out_features() const { return out_features_; }
+    int64_t in_features() const { return in_features_; }
+    LinearMath math() const { return math_; }
+    DType weight_type() const { return weight_type_; }
+    // Bytes held by the prepared weights (all packs).
+    virtual size_t bytes() const = 0;
+    // How the weights are held ("f32 panels", "fp8 panels + oneDNN bf16", ...): a numerics choice
+    // made at prepare time that reports should show.
+    virtual std::string describe() const = 0;
+
+protected:
+    PreparedLinear(int64_t out_features, int64_t in_features, LinearMath math, DType weight_type)
+        : out_features_(out_features), in_features_(in_features), math_(math), weight_type_(weight_type) {}
+
+private:
+    int64_t out_features_, in_features_;
+    LinearMath math_;
+    DType weight_type_;
+};
+
+// What linear_plan() decided for one batch shape (the LinearParams given to it, pointers ignored).
+// linear() must then be called with params of exactly that shape, by one thread at a time per plan
+// (a plan may hold backend objects that a run rebinds to the call's buffers). Backend methods must not
+// be called from inside a ThreadPool task of the pool the backend uses (the pool is not reentrant).
+struct LinearPlan {
+    int64_t n_tokens = 0, x_row_stride = 0, y_row_stride = 0;
+    DType x_type = DType::f32, y_type = DType::f32;
+    size_t workspace_bytes = 0;
+    std::string kernel;                 // what runs, e.g. "linear_fp8_avx512_bf16", "oneDNN matmul bf16 (avx512_core_bf16)"
+    std::shared_ptr<const void> state;  // backend-specific (a oneDNN primitive, …); may be null
+};
+
+// The checks every backend's linear() makes on its plan and workspace.
+inline Status check_linear_plan(const LinearPlan& plan, const LinearParams& p) {
+    if (plan.n_tokens != p.n_tokens || plan.x_row_stride != p.x_row_stride || plan.y_row_stride != p.y_row_stride ||
+        plan.x_type != p.x_type || plan.y_type != p.y_type)
+        return invalid_argument_error(
+            "linear: params (n_tokens {}, x_row_stride {}, y_row_stride {}, x {}, y {}) differ from the plan's "
+            "(n_tokens {}, x_row_stride {}, y_row_stride {}, x {}, y {})",
+            p.n_tokens, p.x_row_stride, p.y_row_stride, dtype_name(p.x_type), dtype_name(p.y_type), plan.n_tokens,
+            plan.x_row_stride, plan.y_row_stride, dtype_name(plan.x_type), dtype_name(plan.y_type));
+    return Status::ok();
+}
+inline Status check_workspace(std::string_view op, Workspace ws, size_t needed) {
+    if (needed == 0) return Status::ok();
+    if (ws.bytes < needed)
+        return invalid_argument_error("{}: workspace of {} bytes, needs {}", op, ws.bytes, needed);
+    if (ws.data == nullptr || reinterpret_cast<uintptr_t>(ws.data) % kWorkspaceAlignment != 0)
+        return invalid_argument_error("{}: workspace at {} is not {}-byte aligned", op, ws.data, kWorkspaceAlignment);
+    return Status::ok();
+}
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    // Canonical name, e.g. "ref", "cpu:avx512_bf16:auto".
+    virtual const std::string& name() const = 0;
+
+    // ---- linear (ops/linear.h) ----
+    virtual Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) = 0;
+    virtual Expected<LinearPlan> linear_plan(const PreparedLinear& w, const LinearParams& shape) = 0;
+    virtual Status linear(const PreparedLinear& w, const LinearPlan& plan, const LinearParams& p, Workspace ws) = 0;
+
+    // ---- row-wise ops ----
+    virtual Status rms_norm(const RmsNormParams& p) = 0;     // ops/rms_norm.h
+    virtual Status layer_norm(const LayerNormParams& p) = 0; // ops/layer_norm.h
+    virtual Status rope(const RopeParams& p) = 0;            // ops/rope.h
+    virtual Status quant_fp8(const QuantFp8Params& p) = 0;   // ops/quant_fp8.h
+    virtual Status hadamard(const HadamardParams& p) = 0;    // ops/hadamard.h
+
+    // ---- selection ----
+    virtual size_t topk_workspace_size(const TopkParams& p) const = 0;  // ops/topk.h
+    virtual Status topk(const TopkParams& p, Workspace ws) = 0;
+};
+
+// "ref" | "cpu" | "cpu:<isa>" | "cpu:<isa>:<gemm>" | "cpu:<gemm>", where <isa> is scalar, avx2, avx512
+// or avx512_bf16 (at most active_isa(); default active_isa()) and <gemm> is
+//   auto    own kernels for small batches, oneDNN above a size threshold (default when oneDNN is built)
+//   dnnl    oneDNN for every linear (only at the ISA oneDNN itself uses: active_isa())
+//   nodnnl  own kernels only (default when oneDNN is not built)
+// Errors: invalid_argument for a malformed name, unsupported for an ISA above active_isa() or oneDNN
+// asked for in a build without it.
+Expected<std::unique_ptr<Backend>> make_backend(std::string_view spec);
+
+}  // namespace sieve

@@ -1,0 +1,206 @@
+// The cpu backend: validates, splits the work over the thread pool and calls the kernel table of
+// its ISA level (kernels.h). Linear lives in cpu_linear.cpp.
+#include "backends/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "backends/cpu/cpu_linear.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "core/assert.h"
+#ifdef SIEVE_HAS_DNNL
+#include "backends/cpu/dnnl_gemm.h"
+#endif
+
+namespace sieve {
+
+namespace {
+
+using cpu::CpuKernels;
+using cpu::parallel_chunks;
+using cpu::min_chunk_for;
+
+const CpuKernels& kernels_for(Isa isa) {
+    switch (isa) {
+        case Isa::scalar: return cpu::kCpuKernelsScalar;
+        case Isa::avx2: return cpu::kCpuKernelsAvx2;
+        case Isa::avx512: return cpu::kCpuKernelsAvx512;
+        case Isa::avx512_bf16: return cpu::kCpuKernelsAvx512Bf16;
+    }
+    return cpu::kCpuKernelsScalar;
+}
+
+std::string_view gemm_name(CpuGemm g) {
+    switch (g) {
+        case CpuGemm::automatic: return "auto";
+        case CpuGemm::dnnl: return "dnnl";
+        case CpuGemm::own: return "nodnnl";
+    }
+    return "?";
+}
+
+// Top-k stream buffer entries per row: 2k + slack, but never more than the row can fill.
+int64_t topk_capacity(const TopkParams& p) {
+    return std::min(2 * p.k + cpu::kTopkStreamSlack, p.n_cols + 16);
+}
+size_t topk_slot_bytes(const TopkParams& p) {
+    const size_t array = (static_cast<size_t>(topk_capacity(p)) * 4 + kWorkspaceAlignment - 1) /
+                         kWorkspaceAlignment * kWorkspaceAlignment;
+    return 2 * array;  // keys + indices
+}
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(const CpuBackendOptions& o)
+        : options_(o),
+          kernels_(&kernels_for(o.isa)),
+          pool_(o.pool ? o.pool : &ThreadPool::global()),
+          name_(fmt::format("cpu:{}:{}", isa_name(o.isa), gemm_name(o.gemm))) {}
+
+    const std::string& name() const override { return name_; }
+
+    Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) override {
+        return cpu::cpu_linear_prepare(context(), w);
+    }
+    Expected<LinearPlan> linear_plan(const PreparedLinear& w, const LinearParams& shape) override {
+        SIEVE_ASSIGN_OR_RETURN(const cpu::CpuPreparedLinear* prepared, own(w));
+        return cpu::cpu_linear_plan(context(), *prepared, shape);
+    }
+    Status linear(const PreparedLinear& w, const LinearPlan& plan, const LinearParams& p, Workspace ws) override {
+        SIEVE_ASSIGN_OR_RETURN(const cpu::CpuPreparedLinear* prepared, own(w));
+        return cpu::cpu_linear_run(context(), *prepared, plan, p, ws);
+    }
+
+    Status rms_norm(const RmsNormParams& p) override {
+        SIEVE_RETURN_IF_ERROR(validate(p));
+        const CpuKernels& k = *kernels_;
+        parallel_chunks(*pool_, p.n_tokens * p.n_heads, min_chunk_for(p.dim),
+                        [&](int64_t b, int64_t e) { k.rms_norm_rows(p, b, e); });
+        return Status::ok();
+    }
+    Status layer_norm(const LayerNormParams& p) override {
+        SIEVE_RETURN_IF_ERROR(validate(p));
+        const CpuKernels& k = *kernels_;
+        parallel_chunks(*pool_, p.n_tokens * p.n_heads, min_chunk_for(2 * p.dim),
+                        [&](int64_t b, int64_t e) { k.layer_norm_rows(p, b, e); });
+        return Status::ok();
+    }
+    Status rope(const RopeParams& p) override {
+        SIEVE_RETURN_IF_ERROR(validate(p));
+        const CpuKernels& k = *kernels_;
+        if (p.n_tokens == 1) {  // decode: split the heads (each chunk recomputes the token's cos/sin)
+            parallel_chunks(*pool_, p.n_heads, min_chunk_for(p.head_dim),
+                            [&](int64_t b, int64_t e) { k.rope_block(p, 0, 1, b, e); });
+        } else {
+            parallel_chunks(*pool_, p.n_tokens, min_chunk_for(p.n_heads * p.head_dim),
+                            [&](int64_t b, int64_t e) { k.rope_block(p, b, e, 0, p.n_heads); });
+        }
+        return Status::ok();
+    }
+    Status quant_fp8(const QuantFp8Params& p) override {
+        SIEVE_RETURN_IF_ERROR(validate(p));
+        const CpuKernels& k = *kernels_;
+        parallel_chunks(*pool_, p.n_tokens * p.n_heads, min_chunk_for(2 * p.dim),
+                        [&](int64_t b, int64_t e) { k.quant_fp8_rows(p, b, e); });
+        return Status::ok();
+    }
+    Status hadamard(const HadamardParams& p) override {
+        SIEVE_RETURN_IF_ERROR(validate(p));
+        const CpuKernels& k = *kernels_;
+        int64_t log_dim = 0;
+        while ((int64_t{1} << log_dim) < p.dim) ++log_dim;
+        parallel_chunks(*pool_, p.n_tokens * p.n_heads, min_chunk_for(p.dim * (log_dim + 2)),
+                        [&](int64_t b, int64_t e) { k.hadamard_rows(p, b, e); });
+        return Status::ok();
+    }
+
+    size_t topk_workspace_size(const TopkParams& p) const override {
+        if (p.n_rows <= 0 || p.k <= 0) return 0;
+        return static_cast<size_t>(std::min<int64_t>(pool_->size(), p.n_rows)) * topk_slot_bytes(p);
+    }
+    Status topk(const TopkParams& p, Workspace ws) override {
+        SIEVE_RETURN_IF_ERROR(validate(p));
+        SIEVE_RETURN_IF_ERROR(check_workspace("cpu topk", ws, topk_workspace_size(p)));
+        if (p.n_rows == 0) return Status::ok();
+        const CpuKernels& k = *kernels_;
+        const size_t slot_bytes = topk_slot_bytes(p);
+        const int64_t capacity = topk_capacity(p);
+        const int64_t n_slots = std::min<int64_t>(pool_->size(), p.n_rows);
+        std::atomic<int64_t> next_slot{0};  // each chunk claims one workspace slot (≤ one chunk per thread)
+        parallel_chunks(*pool_, p.n_rows, min_chunk_for(std::max<int64_t>(p.n_cols, 1), 16384), [&](int64_t b, int64_t e) {
+            const int64_t slot = next_slot.fetch_add(1);
+            SIEVE_ASSERT(slot < n_slots, "topk: more chunks than workspace slots");
+            char* base = static_cast<char*>(ws.data) + static_cast<size_t>(slot) * slot_bytes;
+            cpu::TopkStream s;
+            s.keys = reinterpret_cast<int32_t*>(base);
+            s.idx = reinterpret_cast<int32_t*>(base + slot_bytes / 2);
+            s.capacity = capacity;
+            s.k = p.k;
+            for (int64_t r = b; r < e; ++r) {
+                const int64_t n = p.valid_len ? p.valid_len[r] : p.n_cols;
+                int32_t* out = p.out + r * p.out_row_stride;
+                s.count = 0;
+                s.threshold = INT32_MIN;
+                k.topk_stream_push(&s, p.scores + r * p.scores_row_stride, n, 0);
+                const int64_t picks = k.topk_stream_finish(&s, out);
+                for (int64_t j = picks; j < p.k; ++j) out[j] = -1;
+                if (p.out_count) p.out_count[r] = static_cast<int32_t>(picks);
+            }
+        });
+        return Status::ok();
+    }
+
+private:
+    cpu::CpuLinearContext context() const { return {kernels_, options_.isa, &options_, pool_}; }
+    static Expected<const cpu::CpuPreparedLinear*> own(const PreparedLinear& w) {
+        const auto* prepared = dynamic_cast<const cpu::CpuPreparedLinear*>(&w);
+        if (prepared == nullptr) return invalid_argument_error("cpu linear: weights were prepared by another backend");
+        return prepared;
+    }
+
+    CpuBackendOptions options_;
+    const CpuKernels* kernels_;
+    ThreadPool* pool_;
+    std::string name_;
+};
+
+}  // namespace
+
+bool cpu_backend_has_dnnl() {
+#ifdef SIEVE_HAS_DNNL
+    return true;
+#else
+    return false;
+#endif
+}
+
+CpuBackendOptions cpu_backend_default_options() {
+    CpuBackendOptions o;
+    o.isa = active_isa();
+    o.gemm = cpu_backend_has_dnnl() ? CpuGemm::automatic : CpuGemm::own;
+    return o;
+}
+
+Expected<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& options) {
+    if (static_cast<int>(options.isa) > static_cast<int>(active_isa()))
+        return unsupported_error("cpu backend: ISA {} is not available (active_isa() = {}; SIEVE_ISA caps it)",
+                                 isa_name(options.isa), isa_name(active_isa()));
+    if (options.gemm != CpuGemm::own) {
+        if (!cpu_backend_has_dnnl())
+            return unsupported_error("cpu backend: oneDNN GEMM requested ({}) but this build has SIEVE_WITH_DNNL=OFF",
+                                     gemm_name(options.gemm));
+        if (options.isa != active_isa())
+            return unsupported_error(
+                "cpu backend: oneDNN runs at the process-wide ISA {}, not {}: use gemm nodnnl for a lower ISA",
+                isa_name(active_isa()), isa_name(options.isa));
+#ifdef SIEVE_HAS_DNNL
+        cpu::dnnl_isa_name();  // fix oneDNN's ISA before any primitive exists
+#endif
+    }
+    if (options.dnnl_min_tokens < 1)
+        return invalid_argument_error("cpu backend: dnnl_min_tokens = {}, expected ≥ 1", options.dnnl_min_tokens);
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(options));
+}
+
+}  // namespace sieve

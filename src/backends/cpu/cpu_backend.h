@@ -1,0 +1,38 @@
+// The cpu backend: per-ISA kernels (kernels_<isa>.cpp) chosen at creation, threads from
+// core/thread_pool.h, and oneDNN for large linear batches when built with SIEVE_WITH_DNNL.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backends/backend.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+
+namespace sieve {
+
+// Which GEMM runs linear().
+enum class CpuGemm : uint8_t {
+    // FP8 weights: own kernels below dnnl_min_tokens tokens (decode reads the FP8 bytes, 1 B/weight),
+    // oneDNN's bf16/f32 pack from there; f32/bf16 weights: own kernels only, which measured on par with
+    // oneDNN at every batch size (dev/bench_ops.cpp), so no second pack is kept.
+    automatic,
+    dnnl,       // oneDNN for every batch and weight type
+    own,        // own kernels only
+};
+
+struct CpuBackendOptions {
+    Isa isa = Isa::scalar;           // ≤ active_isa()
+    CpuGemm gemm = CpuGemm::own;
+    int64_t dnnl_min_tokens = 4;     // automatic, FP8 weights: crossover measured on the 2-core Zen 5 (dev/bench_ops.cpp)
+    ThreadPool* pool = nullptr;      // nullptr: ThreadPool::global()
+};
+
+// The options make_backend("cpu") uses: active_isa(), automatic when oneDNN is built, else own.
+CpuBackendOptions cpu_backend_default_options();
+bool cpu_backend_has_dnnl();
+// unsupported when isa > active_isa(), or oneDNN is asked for without being built, or oneDNN is asked
+// for at an ISA other than active_isa() (oneDNN's ISA is process-wide).
+Expected<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& options);
+
+}  // namespace sieve

@@ -1,0 +1,49 @@
+// The cpu backend's linear: weight packing (prepare), per-shape plans and the run, over the own
+// panel kernels (kernels.h) and oneDNN (dnnl_gemm.h). Internal to backends/cpu.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels.h"
+#include "core/tensor.h"
+
+namespace sieve::cpu {
+
+struct DnnlPackedWeights;
+
+class CpuPreparedLinear final : public PreparedLinear {
+public:
+    CpuPreparedLinear(const LinearWeights& w) : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type) {}
+    size_t bytes() const override;
+    std::string describe() const override;
+
+    // own kernels (empty panels when this pack was not made)
+    bool has_own = false;
+    PanelFormat format = PanelFormat::f32;
+    Tensor panels;                // [n_panels · panel_bytes] bytes
+    int64_t panel_bytes = 0, n_panels = 0;
+    std::vector<float> fp8_scale;  // [ceil(N/128), ceil(K/128)] block_scale
+    std::vector<float> bias;      // [N] or empty
+    std::string own_note;         // why this panel format (numerics choices, fallbacks)
+    // oneDNN (null when not made)
+    std::shared_ptr<const DnnlPackedWeights> dnnl;
+    std::string dnnl_note;        // why the automatic policy has no oneDNN pack, if it has none
+};
+
+struct CpuLinearContext {
+    const CpuKernels* kernels;
+    Isa isa;
+    const CpuBackendOptions* options;
+    ThreadPool* pool;
+};
+
+Expected<std::unique_ptr<PreparedLinear>> cpu_linear_prepare(const CpuLinearContext& c, const LinearWeights& w);
+Expected<LinearPlan> cpu_linear_plan(const CpuLinearContext& c, const CpuPreparedLinear& w, const LinearParams& shape);
+Status cpu_linear_run(const CpuLinearContext& c, const CpuPreparedLinear& w, const LinearPlan& plan,
+                      const LinearParams& p, Workspace ws);
+
+}  // namespace sieve::cpu

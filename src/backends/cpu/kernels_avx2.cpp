@@ -1,0 +1,6 @@
+// The cpu kernel table for the avx2 level, compiled with -mavx2 -mfma -mf16c (8 lanes);
+// see src/backends/CMakeLists.txt. Bodies: kernels_impl.inl.
+#define SIEVE_CPU_TABLE kCpuKernelsAvx2
+#define SIEVE_CPU_ISA_NAME "avx2"
+#define SIEVE_CPU_ISA_NS avx2
+#include "backends/cpu/kernels_impl.inl"

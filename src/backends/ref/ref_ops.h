@@ -1,0 +1,51 @@
+// The ref backend's op functions (one file each) and the scalar element access they share.
+// Internal to backends/ref.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/dtype.h"
+
+namespace sieve::ref {
+
+// Element i of a f32 or bf16 buffer, as fp32 (bf16 widened exactly).
+inline float load(const void* base, DType t, int64_t i) {
+    if (t == DType::bf16) return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    return static_cast<const float*>(base)[i];
+}
+// Stores v as t (bf16: round to nearest even, core/dtype.h).
+inline void store(void* base, DType t, int64_t i, float v) {
+    if (t == DType::bf16)
+        static_cast<uint16_t*>(base)[i] = f32_to_bf16(v);
+    else
+        static_cast<float*>(base)[i] = v;
+}
+
+// Weights dequantized to fp32 exactly as ops/linear.h defines W (and rounded to bf16 for LinearMath::bf16).
+class RefPreparedLinear final : public PreparedLinear {
+public:
+    RefPreparedLinear(const LinearWeights& w, std::vector<float> weight, std::vector<float> bias)
+        : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type),
+          weight_(std::move(weight)), bias_(std::move(bias)) {}
+    size_t bytes() const override { return (weight_.size() + bias_.size()) * sizeof(float); }
+    std::string describe() const override { return "ref: dequantized f32 [out, in]"; }
+    const std::vector<float>& weight() const { return weight_; }  // [out, in]
+    const std::vector<float>& bias() const { return bias_; }      // [out] or empty
+
+private:
+    std::vector<float> weight_, bias_;
+};
+
+Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w);
+Status linear(const RefPreparedLinear& w, const LinearParams& p);
+Status rms_norm(const RmsNormParams& p);
+Status layer_norm(const LayerNormParams& p);
+Status rope(const RopeParams& p);
+Status quant_fp8(const QuantFp8Params& p);
+Status hadamard(const HadamardParams& p);
+Status topk(const TopkParams& p);
+
+}  // namespace sieve::ref

@@ -1,0 +1,54 @@
+// Checks shared by the validate() functions of the op contracts: pointer presence, dims, dtype
+// sets, strided row layouts (with int64 overflow checks), and output overlap. Every message
+// starts with the op name and names the field and the values involved.
+//
+// Row layout convention used by the row-wise ops (norms, RoPE, quantization, Hadamard): a
+// tensor [n_tokens, n_heads, dim] whose element (t, h, i) lives at
+//   base[t · token_stride + h · head_stride + i]          (strides in elements, ≥ 0)
+// i.e. the last dim is contiguous. n_heads = 1 gives plain rows. Inputs may overlap themselves
+// (a stride of 0 broadcasts); outputs must not (each output element is written once).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string_view>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace sieve::op_check {
+
+// p != nullptr.
+Status require_ptr(std::string_view op, std::string_view name, const void* p);
+// value ≥ min.
+Status require_at_least(std::string_view op, std::string_view name, int64_t value, int64_t min);
+// t ∈ allowed; otherwise invalid_argument listing the allowed types.
+Status require_dtype(std::string_view op, std::string_view name, DType t,
+                     std::initializer_list<DType> allowed);
+
+// A strided [n_tokens, n_heads, dim] layout (see the file comment).
+struct RowsLayout {
+    int64_t n_tokens = 0, n_heads = 0, dim = 0;
+    int64_t token_stride = 0, head_stride = 0;
+};
+
+// Strides ≥ 0 and the byte extent of the layout fits in int64. Returns the extent in elements
+// (one past the last element touched; 0 when the layout is empty).
+Expected<int64_t> rows_extent(std::string_view op, std::string_view name, const RowsLayout& l,
+                              size_t elem_size);
+// As rows_extent, and no two rows share an element: head_stride ≥ dim (when n_heads > 1) and
+// token_stride ≥ (n_heads − 1)·head_stride + dim (when n_tokens > 1).
+Expected<int64_t> output_rows_extent(std::string_view op, std::string_view name, const RowsLayout& l,
+                                     size_t elem_size);
+
+// Two buffers may be the very same view (in-place: same pointer, same layout, same element
+// size) or disjoint; a partial overlap is invalid_argument.
+Status require_same_or_disjoint(std::string_view op, std::string_view a_name, const void* a,
+                                int64_t a_bytes, std::string_view b_name, const void* b, int64_t b_bytes,
+                                bool same_view);
+
+// Byte size helper with overflow check: n elements of elem_size bytes.
+Expected<int64_t> bytes_of(std::string_view op, std::string_view name, int64_t n, size_t elem_size);
+
+}  // namespace sieve::op_check

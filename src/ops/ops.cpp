@@ -1,1 +1,0 @@
-// ops contracts; see the headers in this directory

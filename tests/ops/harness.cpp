@@ -1,0 +1,154 @@
+#include "harness.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/ref/ref_backend.h"
+#include "core/assert.h"
+#include "core/cpu_features.h"
+
+namespace sieve::test {
+
+namespace {
+
+uint8_t canary(size_t i) { return static_cast<uint8_t>(0xa5u ^ (i * 29u)); }
+
+}  // namespace
+
+ThreadPool& test_pool() {
+    static ThreadPool pool(3);
+    return pool;
+}
+
+std::vector<NamedBackend> backends_under_test() {
+    std::vector<NamedBackend> out;
+    auto add = [&](Isa isa, CpuGemm gemm, std::string_view gemm_name) {
+        CpuBackendOptions o;
+        o.isa = isa;
+        o.gemm = gemm;
+        o.pool = &test_pool();
+        auto b = make_cpu_backend(o);
+        if (!b.has_value()) {
+            ADD_FAILURE() << "cannot create cpu:" << isa_name(isa) << ":" << gemm_name << ": " << b.status().to_string();
+            return;
+        }
+        out.push_back({fmt::format("cpu:{}:{}", isa_name(isa), gemm_name), std::move(b).value()});
+    };
+    for (Isa isa : supported_isas()) add(isa, CpuGemm::own, "nodnnl");
+    if (cpu_backend_has_dnnl()) {
+        add(active_isa(), CpuGemm::dnnl, "dnnl");
+        add(active_isa(), CpuGemm::automatic, "auto");
+    }
+    static bool printed = false;  // once per process, for the CI log
+    if (!printed) {
+        printed = true;
+        std::string names;
+        for (const auto& nb : out) names += " " + nb.spec;
+        std::printf("[ harness  ] ref vs%s\n", names.c_str());
+    }
+    return out;
+}
+
+std::unique_ptr<Backend> ref_backend() { return make_ref_backend(); }
+
+bool linear_unsupported_is_expected(const std::string& spec, LinearMath math, const Status& st) {
+    return st.code() == StatusCode::unsupported && spec.ends_with(":dnnl") && math == LinearMath::bf16 &&
+           static_cast<int>(active_isa()) < static_cast<int>(Isa::avx512) &&
+           st.message().find("oneDNN") != std::string::npos;
+}
+
+GuardedBuffer::GuardedBuffer(size_t bytes, uint8_t fill) : bytes_(bytes) {
+    const size_t total = (bytes + 2 * kGuardBytes + 63) / 64 * 64;
+    storage_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, total)));
+    SIEVE_ASSERT(storage_ != nullptr, "GuardedBuffer: out of memory");
+    uint8_t* p = storage_.get();
+    for (size_t i = 0; i < kGuardBytes; ++i) p[i] = canary(i);
+    std::memset(p + kGuardBytes, fill, bytes);
+    for (size_t i = 0; i < kGuardBytes; ++i) p[kGuardBytes + bytes + i] = canary(i + 1000);
+}
+
+testing::AssertionResult GuardedBuffer::guards_intact(const std::string& what) const {
+    const uint8_t* p = storage_.get();
+    for (size_t i = 0; i < kGuardBytes; ++i)
+        if (p[i] != canary(i))
+            return testing::AssertionFailure() << what << ": guard before the buffer overwritten at byte -"
+                                               << (kGuardBytes - i);
+    for (size_t i = 0; i < kGuardBytes; ++i)
+        if (p[kGuardBytes + bytes_ + i] != canary(i + 1000))
+            return testing::AssertionFailure() << what << ": guard after the buffer (" << bytes_
+                                               << " bytes) overwritten at byte +" << i;
+    return testing::AssertionSuccess();
+}
+
+int64_t rows_extent(int64_t n_tokens, int64_t n_heads, int64_t dim, int64_t token_stride, int64_t head_stride) {
+    if (n_tokens == 0 || n_heads == 0 || dim == 0) return 0;
+    return (n_tokens - 1) * token_stride + (n_heads - 1) * head_stride + dim;
+}
+
+testing::AssertionResult untouched_outside_rows(const GuardedBuffer& buf, int64_t n_tokens, int64_t n_heads,
+                                                int64_t dim, int64_t token_stride, int64_t head_stride,
+                                                size_t elem_size, const std::string& what) {
+    std::vector<bool> in_view(buf.bytes(), false);
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t h = 0; h < n_heads; ++h)
+            for (int64_t i = 0; i < dim; ++i) {
+                const size_t e = static_cast<size_t>(t * token_stride + h * head_stride + i) * elem_size;
+                for (size_t b = 0; b < elem_size; ++b) in_view[e + b] = true;
+            }
+    const auto* p = buf.as<uint8_t>();
+    for (size_t b = 0; b < buf.bytes(); ++b)
+        if (!in_view[b] && p[b] != kPoison)
+            return testing::AssertionFailure() << what << ": byte " << b << " outside the view was written";
+    return testing::AssertionSuccess();
+}
+
+double bf16_ulp(double v) {
+    v = std::fabs(v);
+    if (!(v > 0.0) || !std::isfinite(v)) return std::ldexp(1.0, -133);
+    int e = 0;
+    std::frexp(v, &e);  // v = m · 2^e, m ∈ [0.5, 1): floor(log2 v) = e − 1
+    return std::ldexp(1.0, std::max(e - 1 - 7, -133));
+}
+
+testing::AssertionResult all_close(const std::vector<double>& want, const std::vector<double>& got,
+                                   const std::vector<double>& tol, const std::string& what) {
+    if (want.size() != got.size() || want.size() != tol.size())
+        return testing::AssertionFailure() << what << ": size mismatch";
+    int failures = 0;
+    double worst_ratio = 0.0;
+    std::string report;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const bool want_nan = std::isnan(want[i]), got_nan = std::isnan(got[i]);
+        bool bad = want_nan != got_nan;
+        double ratio = 0.0;
+        if (!want_nan && !got_nan) {
+            const double err = std::fabs(got[i] - want[i]);
+            bad = !(err <= tol[i]) && !(want[i] == got[i]);  // equal infinities are fine
+            ratio = tol[i] > 0 ? err / tol[i] : 0.0;
+            if (std::isfinite(ratio)) worst_ratio = std::max(worst_ratio, ratio);
+        }
+        if (bad && failures++ < 5)
+            report += fmt::format("\n  [{}] want {:.9g}, got {:.9g}, |diff| {:.3g} > tol {:.3g}", i, want[i], got[i],
+                                  std::fabs(got[i] - want[i]), tol[i]);
+    }
+    if (failures)
+        return testing::AssertionFailure() << what << ": " << failures << " of " << want.size()
+                                           << " values out of tolerance" << report;
+    return testing::AssertionSuccess() << what << ": worst |diff|/tol " << worst_ratio;
+}
+
+testing::AssertionResult bytes_equal(const void* want, const void* got, size_t n, const std::string& what) {
+    const auto* a = static_cast<const uint8_t*>(want);
+    const auto* b = static_cast<const uint8_t*>(got);
+    int failures = 0;
+    std::string report;
+    for (size_t i = 0; i < n; ++i)
+        if (a[i] != b[i] && failures++ < 5) report += fmt::format("\n  byte {}: want 0x{:02x}, got 0x{:02x}", i, a[i], b[i]);
+    if (failures)
+        return testing::AssertionFailure() << what << ": " << failures << " of " << n << " bytes differ" << report;
+    return testing::AssertionSuccess();
+}
+
+}  // namespace sieve::test

@@ -1,0 +1,97 @@
+// Conformance of linear: every backend (own kernels at every ISA, oneDNN, the automatic policy)
+// against ref, for f32 / bf16 / FP8 block-scaled weights, both math modes, bf16 and f32 activations
+// and outputs, bias, strides and awkward sizes (cases: linear_cases.cpp).
+#include "harness.h"
+
+namespace sieve::test {
+namespace {
+
+TEST(LinearConformance, EveryBackendMatchesRef) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(707);
+    const std::vector<std::tuple<int64_t, int64_t, int64_t>> sizes = {
+        // (m, n, k): 1, odd, not multiples of 16/128, partial FP8 blocks, decode and small prefill
+        {1, 1, 1},     {1, 5, 3},      {2, 16, 16},   {3, 17, 129},  {4, 33, 128}, {5, 130, 257}, {1, 257, 300},
+        {7, 64, 1024}, {16, 40, 200},  {17, 129, 65}, {1, 300, 513}, {70, 48, 96}, {33, 20, 31},  {1, 1024, 256}};
+    const std::vector<DType> w_types = {DType::f32, DType::bf16, DType::f8_e4m3};
+    int c = 0;
+    for (const auto& [m, n, k] : sizes) {
+        for (int rep = 0; rep < 3; ++rep, ++c) {
+            LinearCase lc;
+            lc.m = m;
+            lc.n = n;
+            lc.k = k;
+            lc.w_type = w_types[static_cast<size_t>(c) % w_types.size()];
+            lc.math = (c / 3) % 2 ? LinearMath::bf16 : LinearMath::f32;
+            lc.x_type = rng.coin() ? DType::bf16 : DType::f32;
+            lc.y_type = rng.coin() ? DType::bf16 : DType::f32;
+            lc.bias = rng.coin();
+            lc.padded = rng.coin();
+            lc.x_broadcast = m > 1 && rng.coin(0.1);
+            lc.scales = rng.pick<ScaleKind>({ScaleKind::pow2, ScaleKind::pow2, ScaleKind::arbitrary, ScaleKind::huge,
+                                             ScaleKind::nan_byte});
+            run_linear_case(rng, lc, *ref, backends);
+        }
+    }
+}
+
+
+// Every non-NaN e4m3 code decoded exactly by every path: with one-hot activations each output is a
+// single product W[o, i]·1 (no rounding anywhere), so all backends must return W itself, value for value.
+// (A dot-product tolerance could hide a wrong low bit in a decode table; this cannot.)
+TEST(LinearConformance, Fp8CodesDecodeExactly) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    const int64_t n = 160, k = 32;  // 2 row blocks (partial second), all 256 codes in the first 8 rows
+    std::vector<uint8_t> w(static_cast<size_t>(n * k));
+    for (size_t i = 0; i < w.size(); ++i) {
+        const uint8_t code = static_cast<uint8_t>(i % 256);
+        w[i] = (code & 0x7f) == 0x7f ? 0 : code;
+    }
+    const float scales[2] = {0.125f, 4.0f};
+    std::vector<uint16_t> x(static_cast<size_t>(k * k), 0);  // identity, bf16
+    for (int64_t t = 0; t < k; ++t) x[static_cast<size_t>(t * k + t)] = f32_to_bf16(1.0f);
+    for (LinearMath math : {LinearMath::bf16, LinearMath::f32}) {
+        LinearWeights lw;
+        lw.weight = w.data();
+        lw.block_scale = scales;
+        lw.out_features = n;
+        lw.in_features = k;
+        lw.weight_row_stride = k;
+        lw.weight_type = DType::f8_e4m3;
+        lw.math = math;
+        for (auto& nb : backends) {
+            for (int64_t m : {int64_t{1}, k}) {  // decode (one row at a time) and a batch
+                SCOPED_TRACE(fmt::format("{} math {} m {}", nb.spec, linear_math_name(math), m));
+                auto prepared = nb.backend->linear_prepare(lw);
+                if (!prepared.has_value() && linear_unsupported_is_expected(nb.spec, math, prepared.status())) continue;
+                ASSERT_TRUE(prepared.has_value()) << prepared.status().to_string();
+                for (int64_t t0 = 0; t0 < k; t0 += m) {
+                    std::vector<float> y(static_cast<size_t>(m * n), -1.0f);
+                    LinearParams p;
+                    p.x = x.data() + t0 * k;
+                    p.y = y.data();
+                    p.n_tokens = m;
+                    p.x_row_stride = k;
+                    p.y_row_stride = n;
+                    p.x_type = DType::bf16;
+                    auto plan = nb.backend->linear_plan(**prepared, p);
+                    ASSERT_TRUE(plan.has_value()) << plan.status().to_string();
+                    GuardedBuffer ws(std::max<size_t>(plan->workspace_bytes, 1));
+                    ASSERT_TRUE(nb.backend->linear(**prepared, *plan, p, {ws.data(), plan->workspace_bytes}).is_ok());
+                    for (int64_t t = 0; t < m; ++t)
+                        for (int64_t o = 0; o < n; ++o) {
+                            const float want = fp8_e4m3_to_f32(w[static_cast<size_t>(o * k + t0 + t)]) * scales[o / 128];
+                            ASSERT_EQ(y[static_cast<size_t>(t * n + o)], want)
+                                << "row " << o << " col " << t0 + t << " code 0x" << std::hex
+                                << int{w[static_cast<size_t>(o * k + t0 + t)]} << " via " << plan->kernel;
+                        }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace sieve::test
