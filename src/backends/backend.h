@@ -19,12 +19,24 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "ops/compressor.h"
+#include "ops/dsa_indexer.h"
+#include "ops/dsa_output_gate.h"
 #include "ops/hadamard.h"
+#include "ops/indexer_scores.h"
+#include "ops/kv_record.h"
 #include "ops/layer_norm.h"
 #include "ops/linear.h"
+#include "ops/mla_head_proj.h"
 #include "ops/quant_fp8.h"
 #include "ops/rms_norm.h"
+#include "ops/qsa_expand.h"
+#include "ops/qsa_pool.h"
+#include "ops/qsa_score.h"
+#include "ops/qsa_sparse_gqa.h"
 #include "ops/rope.h"
+#include "ops/sparse_mla.h"
+#include "ops/sparse_mqa.h"
 #include "ops/topk.h"
 
 namespace sieve {
@@ -114,6 +126,34 @@ public:
     // ---- selection ----
     virtual size_t topk_workspace_size(const TopkParams& p) const = 0;  // ops/topk.h
     virtual Status topk(const TopkParams& p, Workspace ws) = 0;
+
+    // ---- DSA on MLA: latent cache, sparse MLA attention, indexer, output gate ----
+    virtual Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) = 0;  // ops/sparse_mla.h
+    virtual size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const = 0;
+    virtual Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) = 0;
+    virtual Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) = 0;  // ops/dsa_indexer.h
+    virtual size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const = 0;
+    virtual Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace ws) = 0;
+    virtual Status dsa_output_gate(const DsaOutputGateParams& p) = 0;  // ops/dsa_output_gate.h
+    virtual size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const = 0;  // ops/mla_head_proj.h
+    virtual Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) = 0;
+
+    // ---- DeepSeek-V4: caches, compressor, indexer scores, sparse attention ----
+    virtual Status kv_store(const KvStoreParams& p) = 0;  // ops/kv_record.h
+    virtual Status kv_load(const KvLoadParams& p) = 0;    // ops/kv_record.h
+    virtual Status compressor_state_store(const CompressorStateStoreParams& p) = 0;  // ops/compressor.h
+    virtual Status compressor_pool(const CompressorPoolParams& p) = 0;               // ops/compressor.h
+    virtual size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const = 0;  // ops/indexer_scores.h
+    virtual Status indexer_scores(const IndexerScoresParams& p, Workspace ws) = 0;
+    virtual size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const = 0;  // ops/sparse_mqa.h
+    virtual Status sparse_mqa(const SparseMqaParams& p, Workspace ws) = 0;
+
+    // ---- QSA (ops/qsa_pool.h, qsa_score.h, qsa_expand.h, qsa_sparse_gqa.h) ----
+    virtual Status qsa_pool(const QsaPoolParams& p) = 0;
+    virtual Status qsa_score(const QsaScoreParams& p) = 0;
+    virtual Status qsa_expand(const QsaExpandParams& p) = 0;
+    virtual size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const = 0;
+    virtual Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws) = 0;
 };
 
 // "ref" | "cpu" | "cpu:<isa>" | "cpu:<isa>:<gemm>" | "cpu:<gemm>", where <isa> is scalar, avx2, avx512

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <atomic>
 
+#include "backends/cpu/cpu_dsv4_ops.h"
 #include "backends/cpu/cpu_linear.h"
+#include "backends/cpu/dsa_cpu_ops.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/qsa_cpu.h"
 #include "core/assert.h"
 #ifdef SIEVE_HAS_DNNL
 #include "backends/cpu/dnnl_gemm.h"
@@ -119,6 +122,15 @@ public:
         if (p.n_rows <= 0 || p.k <= 0) return 0;
         return static_cast<size_t>(std::min<int64_t>(pool_->size(), p.n_rows)) * topk_slot_bytes(p);
     }
+    Status qsa_pool(const QsaPoolParams& p) override { return cpu::qsa_pool_run(*qsa_, *pool_, p); }
+    Status qsa_score(const QsaScoreParams& p) override { return cpu::qsa_score_run(*qsa_, *pool_, p); }
+    Status qsa_expand(const QsaExpandParams& p) override { return cpu::qsa_expand_run(*pool_, p); }
+    size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const override {
+        return cpu::qsa_sparse_gqa_workspace_size(*pool_, p);
+    }
+    Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws) override {
+        return cpu::qsa_sparse_gqa_run(*qsa_, *pool_, p, ws);
+    }
     Status topk(const TopkParams& p, Workspace ws) override {
         SIEVE_RETURN_IF_ERROR(validate(p));
         SIEVE_RETURN_IF_ERROR(check_workspace("cpu topk", ws, topk_workspace_size(p)));
@@ -151,7 +163,55 @@ public:
         return Status::ok();
     }
 
+    // ---- DeepSeek-V4 (cpu_dsv4_ops.cpp) ----
+    Status kv_store(const KvStoreParams& p) override { return cpu::dsv4_kv_store(*pool_, p); }
+    Status kv_load(const KvLoadParams& p) override { return cpu::dsv4_kv_load(*pool_, p); }
+    Status compressor_state_store(const CompressorStateStoreParams& p) override {
+        return cpu::dsv4_compressor_state_store(*pool_, p);
+    }
+    Status compressor_pool(const CompressorPoolParams& p) override { return cpu::dsv4_compressor_pool(*pool_, p); }
+    size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const override {
+        return cpu::dsv4_indexer_scores_workspace_size(*pool_, p);
+    }
+    Status indexer_scores(const IndexerScoresParams& p, Workspace ws) override {
+        return cpu::dsv4_indexer_scores(cpu::dsv4_kernels_for(options_.isa), *pool_, p, ws);
+    }
+    size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const override {
+        return cpu::dsv4_sparse_mqa_workspace_size(*pool_, p);
+    }
+    Status sparse_mqa(const SparseMqaParams& p, Workspace ws) override {
+        return cpu::dsv4_sparse_mqa(cpu::dsv4_kernels_for(options_.isa), *pool_, p, ws);
+    }
+
+    // DSA on MLA (dsa_cpu_ops.h)
+    Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) override {
+        return cpu::dsa_sparse_mla_cache_write(dsa_context(), p);
+    }
+    size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const override {
+        return cpu::dsa_sparse_mla_attention_workspace_size(dsa_context(), p);
+    }
+    Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) override {
+        return cpu::dsa_sparse_mla_attention(dsa_context(), p, ws);
+    }
+    Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) override {
+        return cpu::dsa_indexer_key_write(dsa_context(), p);
+    }
+    size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const override {
+        return cpu::dsa_indexer_scores_workspace_size(dsa_context(), p);
+    }
+    Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace ws) override {
+        return cpu::dsa_indexer_scores(dsa_context(), p, ws);
+    }
+    Status dsa_output_gate(const DsaOutputGateParams& p) override { return cpu::dsa_output_gate(dsa_context(), p); }
+    size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const override {
+        return cpu::dsa_mla_head_proj_workspace_size(dsa_context(), p);
+    }
+    Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) override {
+        return cpu::dsa_mla_head_proj(dsa_context(), p, ws);
+    }
+
 private:
+    cpu::DsaCpuContext dsa_context() const { return {&cpu::dsa_kernels_for(options_.isa), pool_}; }
     cpu::CpuLinearContext context() const { return {kernels_, options_.isa, &options_, pool_}; }
     static Expected<const cpu::CpuPreparedLinear*> own(const PreparedLinear& w) {
         const auto* prepared = dynamic_cast<const cpu::CpuPreparedLinear*>(&w);
@@ -161,6 +221,7 @@ private:
 
     CpuBackendOptions options_;
     const CpuKernels* kernels_;
+    const cpu::QsaKernels* qsa_ = &cpu::qsa_kernels_for(options_.isa);  // QSA kernels of the same ISA
     ThreadPool* pool_;
     std::string name_;
 };

@@ -1,7 +1,10 @@
 // The ref backend: wires the scalar oracle functions of this folder into the Backend interface.
 #include "backends/ref/ref_backend.h"
 
+#include "backends/ref/qsa_ref.h"
+#include "backends/ref/dsa_ref_ops.h"
 #include "backends/ref/ref_ops.h"
+#include "backends/ref/ref_ops_dsv4.h"
 
 namespace sieve {
 
@@ -38,6 +41,30 @@ public:
     Status hadamard(const HadamardParams& p) override { return ref::hadamard(p); }
     size_t topk_workspace_size(const TopkParams&) const override { return 0; }
     Status topk(const TopkParams& p, Workspace) override { return ref::topk(p); }
+    Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) override { return ref::sparse_mla_cache_write(p); }
+    size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams&) const override { return 0; }
+    Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace) override {
+        return ref::sparse_mla_attention(p);
+    }
+    Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) override { return ref::dsa_indexer_key_write(p); }
+    size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams&) const override { return 0; }
+    Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace) override { return ref::dsa_indexer_scores(p); }
+    Status dsa_output_gate(const DsaOutputGateParams& p) override { return ref::dsa_output_gate(p); }
+    size_t mla_head_proj_workspace_size(const MlaHeadProjParams&) const override { return 0; }
+    Status mla_head_proj(const MlaHeadProjParams& p, Workspace) override { return ref::mla_head_proj(p); }
+    Status kv_store(const KvStoreParams& p) override { return ref::kv_store(p); }
+    Status kv_load(const KvLoadParams& p) override { return ref::kv_load(p); }
+    Status compressor_state_store(const CompressorStateStoreParams& p) override { return ref::compressor_state_store(p); }
+    Status compressor_pool(const CompressorPoolParams& p) override { return ref::compressor_pool(p); }
+    size_t indexer_scores_workspace_size(const IndexerScoresParams&) const override { return 0; }
+    Status indexer_scores(const IndexerScoresParams& p, Workspace) override { return ref::indexer_scores(p); }
+    size_t sparse_mqa_workspace_size(const SparseMqaParams&) const override { return 0; }
+    Status sparse_mqa(const SparseMqaParams& p, Workspace) override { return ref::sparse_mqa(p); }
+    Status qsa_pool(const QsaPoolParams& p) override { return ref::qsa_pool(p); }
+    Status qsa_score(const QsaScoreParams& p) override { return ref::qsa_score(p); }
+    Status qsa_expand(const QsaExpandParams& p) override { return ref::qsa_expand(p); }
+    size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams&) const override { return 0; }
+    Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace) override { return ref::qsa_sparse_gqa(p); }
 
 private:
     std::string name_ = "ref";

@@ -1,0 +1,375 @@
+// The cpu backend's DeepSeek-V4 ops: dispatch of the per-ISA kernels and the portable cache /
+// compressor code (see cpu_dsv4_ops.h).
+#include "backends/cpu/cpu_dsv4_ops.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/parallel.h"
+#include "core/assert.h"
+
+namespace sieve::cpu {
+
+namespace {
+
+constexpr int64_t kAlign = static_cast<int64_t>(kWorkspaceAlignment);
+int64_t round_up(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+RecordCache record_cache(const CacheView& v, const KvRecordLayout& l) {
+    RecordCache c;
+    c.base = v.base;
+    c.block_bytes = v.block_bytes;
+    c.block_size = v.block_size;
+    c.format = static_cast<int32_t>(l.format);
+    c.dim = l.dim;
+    c.nope = l.format == KvRecordFormat::fp8_ds_mla ? l.nope_dim() : l.dim;
+    c.data_bytes = l.data_bytes();
+    c.scale_bytes = l.scale_bytes();
+    c.scales_offset = v.block_size * l.data_bytes();
+    return c;
+}
+
+// ---- records: stores and loads (portable; one row per token) ---------------------------------------
+
+// Quantizes the values val(i), i ∈ [i0, i0 + n) (already bf16-rounded) into q[i]; returns the scale,
+// NaN for a non-finite group (ops/kv_record.h "Store semantics").
+template <typename Val>
+float quantize_group(const Val& val, int64_t i0, int64_t n, uint8_t* q) {
+    float amax = 0.0f;
+    bool finite = true;
+    for (int64_t i = i0; i < i0 + n; ++i) {
+        const float v = val(i);
+        finite &= std::isfinite(v);
+        amax = std::max(amax, std::fabs(v));
+    }
+    if (!finite) {
+        for (int64_t i = i0; i < i0 + n; ++i) q[i] = std::signbit(val(i)) ? uint8_t{0xff} : uint8_t{0x7f};
+        return std::numeric_limits<float>::quiet_NaN();
+    }
+    const float s = ue8m0_scale_for_amax(amax);  // §2.4
+    for (int64_t i = i0; i < i0 + n; ++i) q[i] = f32_to_fp8_e4m3(std::clamp(val(i) / s, -kFp8E4m3Max, kFp8E4m3Max));
+    return s;
+}
+
+void store_row(const KvStoreParams& p, int64_t r) {
+    const KvRecordLayout& l = p.layout;
+    const int64_t slot = p.slots[r];
+    const bool xb = p.x_type == DType::bf16;
+    const void* x = static_cast<const char*>(p.x) + r * p.x_row_stride * (xb ? 2 : 4);
+    uint8_t* data = kv_record_data(p.cache, l, slot);
+    if (l.format == KvRecordFormat::f32) {
+        float* out = reinterpret_cast<float*>(data);
+        if (xb) {
+            for (int64_t i = 0; i < l.dim; ++i) out[i] = bf16_to_f32(static_cast<const uint16_t*>(x)[i]);
+        } else {
+            std::memcpy(out, x, static_cast<size_t>(l.dim) * 4);
+        }
+        return;
+    }
+    // fp8 formats quantize the bf16-rounded row (ops/kv_record.h).
+    auto val = [&](int64_t i) {
+        return xb ? bf16_to_f32(static_cast<const uint16_t*>(x)[i]) : round_to_bf16(static_cast<const float*>(x)[i]);
+    };
+    uint8_t* scales = kv_record_scales(p.cache, l, slot);
+    if (l.format == KvRecordFormat::fp8_scaled) {
+        const float s = quantize_group(val, 0, l.dim, data);
+        std::memcpy(scales, &s, 4);
+        return;
+    }
+    const int64_t nope = l.nope_dim(), tiles = l.n_tiles();
+    for (int64_t g = 0; g < tiles; ++g) {
+        const int64_t g0 = g * kFp8DsMlaTile;
+        const float s = quantize_group(val, g0, std::min(kFp8DsMlaTile, nope - g0), data);
+        scales[g] = std::isnan(s) ? uint8_t{0xff} : ue8m0_from_pow2(s);
+    }
+    std::memset(scales + tiles, 0, static_cast<size_t>(l.scale_bytes() - tiles));
+    for (int64_t i = 0; i < l.rope_dim; ++i) {
+        const uint16_t b = f32_to_bf16(val(nope + i));
+        std::memcpy(data + nope + 2 * i, &b, 2);  // little endian (x86)
+    }
+}
+
+void load_row(const KvLoadParams& p, int64_t r) {
+    const KvRecordLayout& l = p.layout;
+    const bool yb = p.y_type == DType::bf16;
+    char* y = static_cast<char*>(p.y) + r * p.y_row_stride * (yb ? 2 : 4);
+    auto put = [&](int64_t i, float v) {
+        if (yb)
+            reinterpret_cast<uint16_t*>(y)[i] = f32_to_bf16(v);
+        else
+            reinterpret_cast<float*>(y)[i] = v;
+    };
+    const int64_t slot = p.slots[r];
+    if (slot < 0) {
+        for (int64_t i = 0; i < l.dim; ++i) put(i, 0.0f);
+        return;
+    }
+    const uint8_t* data = kv_record_data(p.cache, l, slot);
+    switch (l.format) {
+        case KvRecordFormat::f32:
+            for (int64_t i = 0; i < l.dim; ++i) {
+                float v;
+                std::memcpy(&v, data + 4 * i, 4);
+                put(i, v);
+            }
+            return;
+        case KvRecordFormat::fp8_scaled: {
+            float s;
+            std::memcpy(&s, kv_record_scales(p.cache, l, slot), 4);
+            for (int64_t i = 0; i < l.dim; ++i) put(i, fp8_e4m3_to_f32(data[i]) * s);
+            return;
+        }
+        case KvRecordFormat::fp8_ds_mla: {
+            const uint8_t* scales = kv_record_scales(p.cache, l, slot);
+            const int64_t nope = l.nope_dim();
+            for (int64_t g = 0; g < l.n_tiles(); ++g) {
+                const float s = ue8m0_to_f32(scales[g]);
+                for (int64_t i = g * kFp8DsMlaTile; i < std::min(nope, (g + 1) * kFp8DsMlaTile); ++i)
+                    put(i, fp8_e4m3_to_f32(data[i]) * s);
+            }
+            for (int64_t i = 0; i < l.rope_dim; ++i) {
+                uint16_t b;
+                std::memcpy(&b, data + nope + 2 * i, 2);
+                put(nope + i, bf16_to_f32(b));
+            }
+            return;
+        }
+    }
+}
+
+// ---- compressor pooling (portable) -------------------------------------------------------------------
+
+// Channels [e0, e0 + n) of entry k, n ≤ kPoolChunk: two passes over the rows (max, then the weighted
+// sums), the structure of vLLM CPU's compressor.cpp (§3.4).
+constexpr int64_t kPoolChunk = 64;
+void pool_channels(const CompressorPoolParams& p, int64_t k, int64_t e0, int64_t n) {
+    const int64_t c = p.head_dim, m = p.ratio, width = p.width();
+    const int32_t* slots = p.gather_slots + k * p.gather_stride;
+    float mx[kPoolChunk], num[kPoolChunk], den[kPoolChunk];
+    for (int64_t e = 0; e < n; ++e) {
+        mx[e] = -std::numeric_limits<float>::infinity();
+        num[e] = 0.0f;
+        den[e] = 0.0f;
+    }
+    bool any = false;
+    for (int64_t j = 0; j < p.n_rows(); ++j) {
+        if (slots[j] < 0) continue;
+        any = true;
+        const float* b = compressor_state_row(p.state, slots[j]) + width + (p.overlap && j >= m ? c : 0) + e0;
+        for (int64_t e = 0; e < n; ++e) mx[e] = std::max(mx[e], b[e]);
+    }
+    float* out = p.out + k * p.out_row_stride + e0;
+    if (!any) {
+        for (int64_t e = 0; e < n; ++e) out[e] = 0.0f;
+        return;
+    }
+    for (int64_t j = 0; j < p.n_rows(); ++j) {
+        if (slots[j] < 0) continue;
+        const float* row = compressor_state_row(p.state, slots[j]) + (p.overlap && j >= m ? c : 0) + e0;
+        const float* b = row + width;
+        for (int64_t e = 0; e < n; ++e) {
+            const float w = std::exp(b[e] - mx[e]);
+            num[e] += w * row[e];
+            den[e] += w;
+        }
+    }
+    for (int64_t e = 0; e < n; ++e) out[e] = num[e] / den[e];
+}
+
+}  // namespace
+
+const CpuDsv4Kernels& dsv4_kernels_for(Isa isa) {
+    switch (isa) {
+        case Isa::scalar: return kCpuDsv4KernelsScalar;
+        case Isa::avx2: return kCpuDsv4KernelsAvx2;
+        case Isa::avx512:
+        case Isa::avx512_bf16: return kCpuDsv4KernelsAvx512;
+    }
+    return kCpuDsv4KernelsScalar;
+}
+
+Status dsv4_kv_store(ThreadPool& pool, const KvStoreParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    const int64_t dim = p.layout.dim;
+    parallel_chunks(pool, p.n_rows, min_chunk_for(4 * dim), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r)
+            if (p.slots[r] >= 0) store_row(p, r);
+    });
+    return Status::ok();
+}
+
+Status dsv4_kv_load(ThreadPool& pool, const KvLoadParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    parallel_chunks(pool, p.n_rows, min_chunk_for(4 * p.layout.dim), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) load_row(p, r);
+    });
+    return Status::ok();
+}
+
+Status dsv4_compressor_state_store(ThreadPool& pool, const CompressorStateStoreParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    parallel_chunks(pool, p.n_tokens, min_chunk_for(2 * p.width), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+            if (p.slots[t] < 0) continue;
+            float* row = compressor_state_row(p.state, p.slots[t]);
+            const float* kv = p.kv + t * p.kv_row_stride;
+            const float* gate = p.gate + t * p.gate_row_stride;
+            const float* ape = p.ape + (p.positions[t] % p.ratio) * p.width;  // §3.4: ape[p mod m]
+            std::memcpy(row, kv, static_cast<size_t>(p.width) * 4);
+            for (int64_t i = 0; i < p.width; ++i) row[p.width + i] = gate[i] + ape[i];
+        }
+    });
+    return Status::ok();
+}
+
+Status dsv4_compressor_pool(ThreadPool& pool, const CompressorPoolParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    const int64_t chunks = (p.head_dim + kPoolChunk - 1) / kPoolChunk;
+    parallel_chunks(pool, p.n_entries * chunks, min_chunk_for(p.n_rows() * kPoolChunk * 8), [&](int64_t b, int64_t e) {
+        for (int64_t item = b; item < e; ++item) {
+            const int64_t k = item / chunks, e0 = (item % chunks) * kPoolChunk;
+            pool_channels(p, k, e0, std::min(kPoolChunk, p.head_dim - e0));
+        }
+    });
+    return Status::ok();
+}
+
+// ---- sparse MQA ----------------------------------------------------------------------------------------
+
+namespace {
+
+struct MqaPlan {
+    int64_t rows = 0, logits = 0, q = 0, acc = 0, slot_bytes = 0;
+    int64_t head_chunks = 1, items = 0, slots = 0;
+};
+
+MqaPlan mqa_plan(const ThreadPool& pool, const SparseMqaParams& p) {
+    MqaPlan m;
+    const int64_t n_listed = std::max<int64_t>(p.n_window, 0) + std::max<int64_t>(p.n_compressed, 0);
+    const int64_t d = std::max<int64_t>(p.head_dim, 0);
+    m.rows = round_up(n_listed * 8);
+    m.logits = m.rows + round_up(n_listed * d * 4);
+    m.q = m.logits + round_up(n_listed * 4);
+    m.acc = m.q + round_up(d * 4);
+    m.slot_bytes = m.acc + round_up(d * 4);
+    const int64_t threads = pool.size();
+    // Few tokens (decode): split the heads too, each part gathering the token's rows itself.
+    if (p.n_tokens > 0 && p.n_tokens < threads)
+        m.head_chunks = std::min<int64_t>(std::max<int64_t>(p.n_heads, 1), (threads + p.n_tokens - 1) / p.n_tokens);
+    m.items = std::max<int64_t>(p.n_tokens, 0) * m.head_chunks;
+    m.slots = std::min<int64_t>(threads, m.items);
+    return m;
+}
+
+}  // namespace
+
+size_t dsv4_sparse_mqa_workspace_size(const ThreadPool& pool, const SparseMqaParams& p) {
+    const MqaPlan m = mqa_plan(pool, p);
+    return static_cast<size_t>(m.slots * m.slot_bytes);
+}
+
+Status dsv4_sparse_mqa(const CpuDsv4Kernels& k, ThreadPool& pool, const SparseMqaParams& p, Workspace ws) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(check_workspace("cpu sparse_mqa", ws, dsv4_sparse_mqa_workspace_size(pool, p)));
+    if (p.n_tokens == 0) return Status::ok();
+    const MqaPlan m = mqa_plan(pool, p);
+    SparseMqaKernelArgs a;
+    a.q = p.q;
+    a.q_bf16 = p.q_type == DType::bf16;
+    a.q_token_stride = p.q_token_stride;
+    a.q_head_stride = p.q_head_stride;
+    if (p.n_window > 0) a.window = record_cache(p.window, p.window_layout());
+    if (p.n_compressed > 0) a.compressed = record_cache(p.compressed, p.compressed_layout());
+    a.window_slots = p.window_slots;
+    a.n_window = p.n_window;
+    a.window_stride = p.window_slots_stride;
+    a.compressed_slots = p.compressed_slots;
+    a.n_compressed = p.n_compressed;
+    a.compressed_stride = p.compressed_slots_stride;
+    a.sink = p.sink;
+    a.scale = p.scale;
+    a.out = p.out;
+    a.out_bf16 = p.out_type == DType::bf16;
+    a.out_token_stride = p.out_token_stride;
+    a.out_head_stride = p.out_head_stride;
+    a.n_heads = p.n_heads;
+    a.head_dim = p.head_dim;
+    a.ws_rows = m.rows;
+    a.ws_logits = m.logits;
+    a.ws_q = m.q;
+    a.ws_acc = m.acc;
+    const int64_t heads_per_chunk = (p.n_heads + m.head_chunks - 1) / m.head_chunks;
+    std::atomic<int64_t> next_slot{0};  // each chunk claims one workspace slot (≤ one chunk per thread)
+    parallel_chunks(pool, m.items, 1, [&](int64_t b, int64_t e) {
+        const int64_t slot = next_slot.fetch_add(1);
+        SIEVE_ASSERT(slot < m.slots, "sparse_mqa: more chunks than workspace slots");
+        void* w = static_cast<char*>(ws.data) + slot * m.slot_bytes;
+        for (int64_t item = b; item < e; ++item) {
+            const int64_t t = item / m.head_chunks, h0 = (item % m.head_chunks) * heads_per_chunk;
+            const int64_t h1 = std::min(p.n_heads, h0 + heads_per_chunk);
+            if (h0 < h1) k.sparse_mqa_block(a, t, h0, h1, w);
+        }
+    });
+    return Status::ok();
+}
+
+// ---- indexer scores ------------------------------------------------------------------------------------
+
+namespace {
+
+struct ScoresPlan {
+    int64_t key = 0, slot_bytes = 0, slots = 0;
+};
+
+ScoresPlan scores_plan(const ThreadPool& pool, const IndexerScoresParams& p) {
+    ScoresPlan s;
+    const int64_t d = std::max<int64_t>(p.head_dim, 0), h = std::max<int64_t>(p.n_heads, 0);
+    s.key = round_up(h * d * 4);
+    s.slot_bytes = s.key + round_up(d * 4);
+    s.slots = std::min<int64_t>(pool.size(), std::max<int64_t>(p.n_tokens, 0));
+    return s;
+}
+
+}  // namespace
+
+size_t dsv4_indexer_scores_workspace_size(const ThreadPool& pool, const IndexerScoresParams& p) {
+    const ScoresPlan s = scores_plan(pool, p);
+    return static_cast<size_t>(s.slots * s.slot_bytes);
+}
+
+Status dsv4_indexer_scores(const CpuDsv4Kernels& k, ThreadPool& pool, const IndexerScoresParams& p, Workspace ws) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(check_workspace("cpu indexer_scores", ws, dsv4_indexer_scores_workspace_size(pool, p)));
+    if (p.n_tokens == 0 || p.max_keys == 0) return Status::ok();
+    const ScoresPlan s = scores_plan(pool, p);
+    IndexerScoresKernelArgs a;
+    a.q = p.q;
+    a.q_bf16 = p.q_type == DType::bf16;
+    a.q_token_stride = p.q_token_stride;
+    a.q_head_stride = p.q_head_stride;
+    a.weights = p.weights;
+    a.weights_row_stride = p.weights_row_stride;
+    a.keys = record_cache(p.keys, p.key_layout());
+    a.key_slots = p.key_slots;
+    a.key_slots_stride = p.key_slots_stride;
+    a.token_list = p.token_list;
+    a.n_keys = p.n_keys;
+    a.scores = p.scores;
+    a.scores_row_stride = p.scores_row_stride;
+    a.n_heads = p.n_heads;
+    a.head_dim = p.head_dim;
+    a.ws_key = s.key;
+    std::atomic<int64_t> next_slot{0};
+    const int64_t per_token = std::max<int64_t>(p.max_keys * p.n_heads * p.head_dim, 1);
+    parallel_chunks(pool, p.n_tokens, min_chunk_for(per_token, 1 << 16), [&](int64_t b, int64_t e) {
+        const int64_t slot = next_slot.fetch_add(1);
+        SIEVE_ASSERT(slot < s.slots, "indexer_scores: more chunks than workspace slots");
+        k.indexer_scores_rows(a, b, e, static_cast<char*>(ws.data) + slot * s.slot_bytes);
+    });
+    return Status::ok();
+}
+
+}  // namespace sieve::cpu

@@ -1,0 +1,248 @@
+#include "backends/cpu/dsa_cpu_ops.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/parallel.h"
+#include "core/assert.h"
+
+namespace sieve::cpu {
+
+namespace {
+
+size_t align_up(size_t v) { return (v + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
+
+// One group of n values → e4m3 bytes, by ops/quant_fp8.h's rule (core's scalar conversions, so the
+// bytes equal ref's). Returns the scale (NaN for a poisoned group).
+float quant_group(const float* x, int64_t n, uint8_t* q) {
+    float amax = 0.0f;
+    bool finite = true;
+    for (int64_t j = 0; j < n; ++j) {
+        finite &= std::isfinite(x[j]);
+        amax = std::max(amax, std::fabs(x[j]));
+    }
+    if (!finite) {
+        for (int64_t j = 0; j < n; ++j) q[j] = static_cast<uint8_t>(0x7f | (std::signbit(x[j]) ? 0x80 : 0x00));
+        return std::numeric_limits<float>::quiet_NaN();
+    }
+    const float s = ue8m0_scale_for_amax(amax);
+    const float inv = 1.0f / s;  // exact: s is a power of two
+    for (int64_t j = 0; j < n; ++j) q[j] = f32_to_fp8_e4m3(std::clamp(x[j] * inv, -kFp8E4m3Max, kFp8E4m3Max));
+    return s;
+}
+
+inline float load_elem(const void* base, DType t, int64_t i) {
+    return t == DType::bf16 ? bf16_to_f32(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+}
+
+// Slots of a parallel loop's chunks: each chunk (≤ one per thread) claims one workspace slot.
+struct WorkspaceSlots {
+    char* base;
+    size_t slot_bytes;
+    int64_t n_slots;
+    std::atomic<int64_t> next{0};
+    float* claim() {
+        const int64_t s = next.fetch_add(1);
+        SIEVE_ASSERT(s < n_slots, "dsa cpu op: more chunks than workspace slots");
+        return reinterpret_cast<float*>(base + static_cast<size_t>(s) * slot_bytes);
+    }
+};
+
+// Sparse MLA work units: tokens × head groups; heads are split when there are fewer tokens than threads.
+struct MlaSplit {
+    int64_t heads_per_unit = 1, head_groups = 1, units = 0;
+};
+MlaSplit mla_split(const DsaCpuContext& c, const SparseMlaAttentionParams& p) {
+    MlaSplit s;
+    const int64_t threads = c.pool->size();
+    int64_t groups = p.n_tokens >= threads || p.n_tokens == 0 ? 1 : (threads + p.n_tokens - 1) / p.n_tokens;
+    groups = std::clamp<int64_t>(groups, 1, std::max<int64_t>(p.n_heads, 1));
+    s.heads_per_unit = (p.n_heads + groups - 1) / groups;
+    s.head_groups = s.heads_per_unit > 0 ? (p.n_heads + s.heads_per_unit - 1) / s.heads_per_unit : 1;
+    s.units = p.n_tokens * s.head_groups;
+    return s;
+}
+size_t mla_slot_bytes(const SparseMlaAttentionParams& p, const MlaSplit& s) {
+    return align_up(static_cast<size_t>(SIEVE_SPARSE_MLA_SCRATCH_FLOATS(s.heads_per_unit, p.kv_lora_rank, p.rope_dim)) * 4);
+}
+
+int64_t indexer_key_chunks(const DsaIndexerScoresParams& p) {
+    return std::max<int64_t>(1, (p.n_cols + kIndexerKeyChunk - 1) / kIndexerKeyChunk);
+}
+size_t indexer_slot_bytes(const DsaIndexerScoresParams& p) {
+    return align_up(static_cast<size_t>(SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(p.n_heads, p.head_dim)) * 4);
+}
+
+}  // namespace
+
+const DsaCpuKernels& dsa_kernels_for(Isa isa) {
+    switch (isa) {
+        case Isa::scalar: return kDsaCpuKernelsScalar;
+        case Isa::avx2: return kDsaCpuKernelsAvx2;
+        case Isa::avx512: return kDsaCpuKernelsAvx512;
+        case Isa::avx512_bf16: return kDsaCpuKernelsAvx512Bf16;
+    }
+    return kDsaCpuKernelsScalar;
+}
+
+Status dsa_sparse_mla_cache_write(const DsaCpuContext& c, const SparseMlaCacheWriteParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    const int64_t r = p.kv_lora_rank, dr = p.rope_dim;
+    parallel_chunks(*c.pool, p.n_tokens, min_chunk_for(4 * (r + dr)), [&](int64_t b, int64_t e) {
+        float lat[128];  // one quantization group (g ≤ 128)
+        uint8_t q[128];
+        for (int64_t t = b; t < e; ++t) {
+            if (p.slots[t] < 0) continue;
+            uint8_t* entry = p.cache.row(p.slots[t]);
+            if (p.format == SparseMlaCacheFormat::f32) {
+                float* dst = reinterpret_cast<float*>(entry);
+                for (int64_t i = 0; i < r; ++i) dst[i] = load_elem(p.latent, p.latent_type, t * p.latent_row_stride + i);
+                for (int64_t j = 0; j < dr; ++j) dst[r + j] = load_elem(p.rope, p.rope_type, t * p.rope_row_stride + j);
+                continue;
+            }
+            const int64_t g = sparse_mla_quant_group(r);  // ≤ 128 ≤ the buffers
+            for (int64_t k = 0; k < r / g; ++k) {
+                for (int64_t i = 0; i < g; ++i) lat[i] = load_elem(p.latent, p.latent_type, t * p.latent_row_stride + k * g + i);
+                const float s = quant_group(lat, g, q);
+                std::memcpy(entry + k * g, q, static_cast<size_t>(g));
+                std::memcpy(entry + r + 4 * k, &s, 4);  // §3.4: UE8M0 value stored as fp32
+            }
+            uint8_t* rope = entry + r + 4 * (r / g);
+            for (int64_t j = 0; j < dr; ++j) {
+                const uint16_t bits = f32_to_bf16(load_elem(p.rope, p.rope_type, t * p.rope_row_stride + j));
+                std::memcpy(rope + 2 * j, &bits, 2);
+            }
+        }
+    });
+    return Status::ok();
+}
+
+size_t dsa_sparse_mla_attention_workspace_size(const DsaCpuContext& c, const SparseMlaAttentionParams& p) {
+    if (p.n_tokens <= 0 || p.n_heads <= 0 || p.kv_lora_rank <= 0) return 0;
+    const MlaSplit s = mla_split(c, p);
+    return static_cast<size_t>(std::min<int64_t>(c.pool->size(), s.units)) * mla_slot_bytes(p, s);
+}
+
+Status dsa_sparse_mla_attention(const DsaCpuContext& c, const SparseMlaAttentionParams& p, Workspace ws) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(check_workspace("cpu sparse_mla_attention", ws, dsa_sparse_mla_attention_workspace_size(c, p)));
+    if (p.n_tokens == 0) return Status::ok();
+    const MlaSplit s = mla_split(c, p);
+    WorkspaceSlots slots{static_cast<char*>(ws.data), mla_slot_bytes(p, s), std::min<int64_t>(c.pool->size(), s.units)};
+    const DsaCpuKernels& k = *c.kernels;
+    parallel_chunks(*c.pool, s.units, 1, [&](int64_t b, int64_t e) {
+        float* scratch = slots.claim();
+        for (int64_t u = b; u < e; ++u) {
+            const int64_t t = u / s.head_groups, g = u % s.head_groups;
+            const int64_t h0 = g * s.heads_per_unit, h1 = std::min(p.n_heads, h0 + s.heads_per_unit);
+            k.sparse_mla_heads(p, t, h0, h1, scratch);
+        }
+    });
+    return Status::ok();
+}
+
+Status dsa_indexer_key_write(const DsaCpuContext& c, const DsaIndexerKeyWriteParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    const int64_t d = p.head_dim;
+    parallel_chunks(*c.pool, p.n_tokens, min_chunk_for(4 * d), [&](int64_t b, int64_t e) {
+        float k[128];
+        uint8_t q[128];
+        for (int64_t t = b; t < e; ++t) {
+            const int64_t slot = p.slots[t];
+            if (slot < 0) continue;
+            if (p.format == DsaIndexerKeyFormat::f32) {
+                float* dst = reinterpret_cast<float*>(p.cache.row(slot));
+                for (int64_t i = 0; i < d; ++i) dst[i] = load_elem(p.k, p.k_type, t * p.k_row_stride + i);
+                continue;
+            }
+            for (int64_t i = 0; i < d; ++i) k[i] = load_elem(p.k, p.k_type, t * p.k_row_stride + i);  // d ≤ 128 (validated)
+            const float s = quant_group(k, d, q);  // one group = the whole key (§3.3)
+            std::memcpy(p.cache.base + dsa_indexer_fp8_value_offset(p.cache, d, slot), q, static_cast<size_t>(d));
+            std::memcpy(p.cache.base + dsa_indexer_fp8_scale_offset(p.cache, d, slot), &s, 4);
+        }
+    });
+    return Status::ok();
+}
+
+size_t dsa_indexer_scores_workspace_size(const DsaCpuContext& c, const DsaIndexerScoresParams& p) {
+    if (p.n_tokens <= 0 || p.n_heads <= 0 || p.head_dim <= 0) return 0;
+    const int64_t units = p.n_tokens * indexer_key_chunks(p);
+    return static_cast<size_t>(std::min<int64_t>(c.pool->size(), units)) * indexer_slot_bytes(p);
+}
+
+Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& p, Workspace ws) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(check_workspace("cpu dsa_indexer_scores", ws, dsa_indexer_scores_workspace_size(c, p)));
+    if (p.n_tokens == 0) return Status::ok();
+    const int64_t chunks = indexer_key_chunks(p);
+    const int64_t units = p.n_tokens * chunks;
+    WorkspaceSlots slots{static_cast<char*>(ws.data), indexer_slot_bytes(p), std::min<int64_t>(c.pool->size(), units)};
+    const DsaCpuKernels& k = *c.kernels;
+    parallel_chunks(*c.pool, units, 1, [&](int64_t b, int64_t e) {
+        float* scratch = slots.claim();
+        for (int64_t u = b; u < e; ++u) {
+            const int64_t t = u / chunks, kc = u % chunks;
+            const int64_t k0 = kc * kIndexerKeyChunk, k1 = std::min(p.n_cols, k0 + kIndexerKeyChunk);
+            k.indexer_scores_unit(p, t, k0, k1, scratch);
+        }
+    });
+    return Status::ok();
+}
+
+Status dsa_output_gate(const DsaCpuContext& c, const DsaOutputGateParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    const bool elementwise = p.mode == DsaGateMode::elementwise;
+    parallel_chunks(*c.pool, p.n_tokens, min_chunk_for(8 * p.n_heads * p.head_dim), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t)
+            for (int64_t h = 0; h < p.n_heads; ++h)
+                for (int64_t i = 0; i < p.head_dim; ++i) {
+                    const float g = load_elem(p.gate, p.gate_type, t * p.gate_row_stride + (elementwise ? h * p.head_dim + i : h));
+                    const float x = load_elem(p.x, p.x_type, t * p.x_token_stride + h * p.x_head_stride + i);
+                    const float y = x * (1.0f / (1.0f + std::exp(-g)));
+                    const int64_t o = t * p.y_token_stride + h * p.y_head_stride + i;
+                    if (p.y_type == DType::bf16)
+                        static_cast<uint16_t*>(p.y)[o] = f32_to_bf16(y);
+                    else
+                        static_cast<float*>(p.y)[o] = y;
+                }
+    });
+    return Status::ok();
+}
+
+namespace {
+int64_t head_proj_units(const MlaHeadProjParams& p) {
+    return p.n_heads * ((p.n_tokens + kHeadProjTokens - 1) / kHeadProjTokens);
+}
+size_t head_proj_slot_bytes(const MlaHeadProjParams& p) {
+    return align_up(static_cast<size_t>(SIEVE_HEAD_PROJ_SCRATCH_FLOATS(p.in_features)) * 4);
+}
+}  // namespace
+
+size_t dsa_mla_head_proj_workspace_size(const DsaCpuContext& c, const MlaHeadProjParams& p) {
+    if (p.n_tokens <= 0 || p.n_heads <= 0 || p.in_features <= 0) return 0;
+    return static_cast<size_t>(std::min<int64_t>(c.pool->size(), head_proj_units(p))) * head_proj_slot_bytes(p);
+}
+
+Status dsa_mla_head_proj(const DsaCpuContext& c, const MlaHeadProjParams& p, Workspace ws) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(check_workspace("cpu mla_head_proj", ws, dsa_mla_head_proj_workspace_size(c, p)));
+    if (p.n_tokens == 0) return Status::ok();
+    const int64_t blocks = (p.n_tokens + kHeadProjTokens - 1) / kHeadProjTokens;
+    const int64_t units = head_proj_units(p);
+    WorkspaceSlots slots{static_cast<char*>(ws.data), head_proj_slot_bytes(p), std::min<int64_t>(c.pool->size(), units)};
+    const DsaCpuKernels& k = *c.kernels;
+    // Units: (head, token block), heads outermost so that a chunk keeps one head's weights hot.
+    parallel_chunks(*c.pool, units, 1, [&](int64_t b, int64_t e) {
+        float* scratch = slots.claim();
+        for (int64_t u = b; u < e; ++u) {
+            const int64_t h = u / blocks, t0 = (u % blocks) * kHeadProjTokens;
+            k.head_proj_tokens(p, h, t0, std::min(p.n_tokens, t0 + kHeadProjTokens), scratch);
+        }
+    });
+    return Status::ok();
+}
+
+}  // namespace sieve::cpu

@@ -1,0 +1,37 @@
+// The cpu backend's DSA-on-MLA ops (ops/sparse_mla.h, ops/dsa_indexer.h, ops/dsa_output_gate.h):
+// validation, work split over the thread pool, workspace slots, and the cache writers and the gate
+// (baseline code: byte-exact with ref through core's conversions). The heavy loops are the per-ISA
+// kernels of dsa_kernels.h. Internal to backends/cpu.
+#pragma once
+
+#include <cstddef>
+
+#include "backends/backend.h"
+#include "backends/cpu/dsa_kernels.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "ops/dsa_indexer.h"
+#include "ops/dsa_output_gate.h"
+#include "ops/mla_head_proj.h"
+#include "ops/sparse_mla.h"
+
+namespace sieve::cpu {
+
+struct DsaCpuContext {
+    const DsaCpuKernels* kernels;
+    ThreadPool* pool;
+};
+
+const DsaCpuKernels& dsa_kernels_for(Isa isa);
+
+Status dsa_sparse_mla_cache_write(const DsaCpuContext& c, const SparseMlaCacheWriteParams& p);
+size_t dsa_sparse_mla_attention_workspace_size(const DsaCpuContext& c, const SparseMlaAttentionParams& p);
+Status dsa_sparse_mla_attention(const DsaCpuContext& c, const SparseMlaAttentionParams& p, Workspace ws);
+Status dsa_indexer_key_write(const DsaCpuContext& c, const DsaIndexerKeyWriteParams& p);
+size_t dsa_indexer_scores_workspace_size(const DsaCpuContext& c, const DsaIndexerScoresParams& p);
+Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& p, Workspace ws);
+Status dsa_output_gate(const DsaCpuContext& c, const DsaOutputGateParams& p);
+size_t dsa_mla_head_proj_workspace_size(const DsaCpuContext& c, const MlaHeadProjParams& p);
+Status dsa_mla_head_proj(const DsaCpuContext& c, const MlaHeadProjParams& p, Workspace ws);
+
+}  // namespace sieve::cpu

@@ -1,0 +1,55 @@
+// The cpu backend's DSA-on-MLA kernel table (ops/sparse_mla.h, ops/dsa_indexer.h): one instance per
+// ISA level (dsa_kernels_<isa>.cpp over dsa_kernels_impl.inl), picked with the backend's ISA. The
+// per-ISA rules of kernels.h apply (plain declarations only; see simd.h, "ODR safety"). Validation,
+// threading and workspace slicing live in dsa_cpu_ops.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/dsa_indexer.h"
+#include "ops/mla_head_proj.h"
+#include "ops/sparse_mla.h"
+
+namespace sieve::cpu {
+
+// Entries gathered and dequantized per chunk of the sparse MLA kernel (online softmax over chunks).
+inline constexpr int64_t kSparseMlaChunk = 64;
+// Keys per work unit of the indexer scores.
+inline constexpr int64_t kIndexerKeyChunk = 1024;
+// Tokens per work unit of the per-head projection (the kernel works on 4 at a time).
+inline constexpr int64_t kHeadProjTokens = 64;
+
+// Scratch layouts, as macros so that the per-ISA units and the dispatch code share one definition
+// without an inline function (simd.h, "ODR safety"). Every segment is a multiple of 16 floats.
+#define SIEVE_DSA_PAD16(n) ((((n) + 15) / 16) * 16)
+// sparse_mla_heads for nh heads: q [nh, R+Dr] | chunk [C, R+Dr] | chunk transposed [R+Dr, C] | logits [nh, C] |
+// acc [nh, R] | max [nh] | den [nh]
+#define SIEVE_SPARSE_MLA_SCRATCH_FLOATS(nh, r, dr)                                                     \
+    (SIEVE_DSA_PAD16((nh) * ((r) + (dr))) + 2 * SIEVE_DSA_PAD16(::sieve::cpu::kSparseMlaChunk * ((r) + (dr))) + \
+     SIEVE_DSA_PAD16((nh) * ::sieve::cpu::kSparseMlaChunk) + SIEVE_DSA_PAD16((nh) * (r)) + 2 * SIEVE_DSA_PAD16(nh))
+// head_proj_tokens: 4 activation rows [4, in]
+#define SIEVE_HEAD_PROJ_SCRATCH_FLOATS(in) (4 * SIEVE_DSA_PAD16(in))
+// indexer_scores_unit: q [Hi, Di] | head weights [Hi] | transposed key tile [Di, 16] | key scales [16]
+#define SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(hi, di) \
+    (SIEVE_DSA_PAD16((hi) * (di)) + SIEVE_DSA_PAD16(hi) + SIEVE_DSA_PAD16((di) * 16) + 16)
+
+struct DsaCpuKernels {
+    const char* isa_name;
+    // out rows of token t, heads [head_begin, head_end); scratch: SIEVE_SPARSE_MLA_SCRATCH_FLOATS(head_end − head_begin, …)
+    void (*sparse_mla_heads)(const SparseMlaAttentionParams& p, int64_t t, int64_t head_begin, int64_t head_end,
+                             float* scratch);
+    // scores[t, key_begin .. key_end) of query row t (−inf past n_keys[t]); scratch: SIEVE_INDEXER_SCORES_SCRATCH_FLOATS
+    void (*indexer_scores_unit)(const DsaIndexerScoresParams& p, int64_t t, int64_t key_begin, int64_t key_end,
+                                float* scratch);
+    // y rows of head h for tokens [token_begin, token_end); scratch: SIEVE_HEAD_PROJ_SCRATCH_FLOATS(in_features)
+    void (*head_proj_tokens)(const MlaHeadProjParams& p, int64_t h, int64_t token_begin, int64_t token_end,
+                             float* scratch);
+};
+
+extern const DsaCpuKernels kDsaCpuKernelsScalar;
+extern const DsaCpuKernels kDsaCpuKernelsAvx2;
+extern const DsaCpuKernels kDsaCpuKernelsAvx512;
+extern const DsaCpuKernels kDsaCpuKernelsAvx512Bf16;
+
+}  // namespace sieve::cpu

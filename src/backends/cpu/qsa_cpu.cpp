@@ -1,0 +1,127 @@
+#include "backends/cpu/qsa_cpu.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/qsa_kernels.h"
+#include "core/assert.h"
+
+namespace sieve::cpu {
+
+const QsaKernels& qsa_kernels_for(Isa isa) {
+    switch (isa) {
+        case Isa::scalar: return kQsaKernelsScalar;
+        case Isa::avx2: return kQsaKernelsAvx2;
+        case Isa::avx512:
+        case Isa::avx512_bf16: return kQsaKernelsAvx512;  // no bf16 dot products in these kernels
+    }
+    return kQsaKernelsScalar;
+}
+
+Status qsa_pool_run(const QsaKernels& k, ThreadPool& pool, const QsaPoolParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    parallel_chunks(pool, p.n_groups, min_chunk_for(p.ratio * p.head_dim),
+                    [&](int64_t b, int64_t e) { k.pool_groups(p, b, e); });
+    return Status::ok();
+}
+
+Status qsa_score_run(const QsaKernels& k, ThreadPool& pool, const QsaScoreParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    if (p.n_tokens == 0) return Status::ok();
+    int64_t max_groups = 0;
+    for (int64_t t = 0; t < p.n_tokens; ++t) max_groups = std::max<int64_t>(max_groups, p.n_groups[t]);
+    const int64_t group_cost = p.n_heads * p.head_dim;
+    if (p.n_tokens < pool.size() && max_groups > 0) {
+        // Few tokens (decode): split each token's groups instead.
+        for (int64_t t = 0; t < p.n_tokens; ++t)
+            parallel_chunks(pool, p.n_groups[t], min_chunk_for(group_cost),
+                            [&](int64_t b, int64_t e) { k.score_block(p, t, t + 1, b, e); });
+    } else {
+        parallel_chunks(pool, p.n_tokens, min_chunk_for(std::max<int64_t>(1, max_groups * group_cost)),
+                        [&](int64_t b, int64_t e) { k.score_block(p, b, e, 0, p.n_cols); });
+    }
+    return Status::ok();
+}
+
+Status qsa_expand_run(ThreadPool& pool, const QsaExpandParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    const int64_t r = p.ratio;
+    parallel_chunks(pool, p.n_tokens, min_chunk_for(p.out_width), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+            const int64_t pos = p.positions[t], len = p.seq_lens[t];
+            const int64_t visible = std::min((pos + 1) / r, len / r);
+            int32_t* out = p.out + t * p.out_row_stride;
+            int64_t c = 0;
+            auto put = [&](int64_t v) {  // values outside [0, L) become −1 (§4.6)
+                if (v >= 0 && v < len) out[c++] = static_cast<int32_t>(v);
+            };
+            if (visible <= p.block_topk) {
+                for (int64_t v = 0; v < visible * r; ++v) put(v);  // every group: dense (§4.5)
+            } else {
+                const int32_t* sel = p.sel + t * p.sel_row_stride;
+                for (int64_t j = 0; j < p.block_topk; ++j)
+                    if (sel[j] >= 0)
+                        for (int64_t m = 0; m < r; ++m) put(static_cast<int64_t>(sel[j]) * r + m);
+            }
+            for (int64_t v = ((pos + 1) / r) * r; v <= pos; ++v) put(v);  // the open tail
+            if (p.out_count) p.out_count[t] = static_cast<int32_t>(c);
+            for (; c < p.out_width; ++c) out[c] = -1;
+        }
+    });
+    return Status::ok();
+}
+
+namespace {
+
+constexpr size_t kAlign = kWorkspaceAlignment;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+struct GqaSlotLayout {
+    size_t rows = 0, logits = 0, q = 0, acc = 0, total = 0;  // byte offsets inside a slot, slot size
+};
+GqaSlotLayout gqa_slot_layout(const QsaSparseGqaParams& p) {
+    const size_t n = static_cast<size_t>(p.n_indices);
+    const size_t group = static_cast<size_t>(p.n_heads / p.n_kv_heads);
+    GqaSlotLayout l;
+    l.rows = 0;
+    l.logits = align_up(n * sizeof(int64_t));
+    l.q = l.logits + align_up(group * n * sizeof(float));
+    l.acc = l.q + align_up(group * static_cast<size_t>(p.head_dim) * sizeof(float));
+    l.total = l.acc + align_up(std::min<size_t>(group, kQsaGqaHeadBatch) * static_cast<size_t>(p.head_dim) * sizeof(float));
+    return l;
+}
+
+}  // namespace
+
+size_t qsa_sparse_gqa_workspace_size(const ThreadPool& pool, const QsaSparseGqaParams& p) {
+    if (p.n_tokens <= 0 || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.head_dim <= 0 || p.n_indices < 0)
+        return 0;
+    const int64_t items = p.n_tokens * p.n_kv_heads;
+    return static_cast<size_t>(std::min<int64_t>(pool.size(), items)) * gqa_slot_layout(p).total;
+}
+
+Status qsa_sparse_gqa_run(const QsaKernels& k, ThreadPool& pool, const QsaSparseGqaParams& p, Workspace ws) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(check_workspace("cpu qsa_sparse_gqa", ws, qsa_sparse_gqa_workspace_size(pool, p)));
+    if (p.n_tokens == 0) return Status::ok();
+    const GqaSlotLayout layout = gqa_slot_layout(p);
+    const int64_t items = p.n_tokens * p.n_kv_heads;
+    const int64_t n_slots = std::min<int64_t>(pool.size(), items);
+    const int64_t item_cost = std::max<int64_t>(1, (p.n_heads / p.n_kv_heads) * p.n_indices * p.head_dim);
+    std::atomic<int64_t> next_slot{0};  // each chunk claims one workspace slot (≤ one chunk per thread)
+    parallel_chunks(pool, items, min_chunk_for(item_cost), [&](int64_t b, int64_t e) {
+        const int64_t slot = next_slot.fetch_add(1);
+        SIEVE_ASSERT(slot < n_slots, "qsa_sparse_gqa: more chunks than workspace slots");
+        char* base = static_cast<char*>(ws.data) + static_cast<size_t>(slot) * layout.total;
+        QsaGqaScratch s;
+        s.rows = reinterpret_cast<int64_t*>(base + layout.rows);
+        s.logits = reinterpret_cast<float*>(base + layout.logits);
+        s.q = reinterpret_cast<float*>(base + layout.q);
+        s.acc = reinterpret_cast<float*>(base + layout.acc);
+        k.sparse_gqa_items(p, b, e, s);
+    });
+    return Status::ok();
+}
+
+}  // namespace sieve::cpu

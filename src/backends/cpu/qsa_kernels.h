@@ -1,0 +1,44 @@
+// The cpu backend's QSA kernel table (ops/qsa_pool.h, qsa_score.h, qsa_sparse_gqa.h): one instance
+// per ISA level (qsa_kernels_<isa>.cpp over qsa_kernels_impl.inl), picked by the cpu backend from
+// its ISA. Kept apart from kernels.h so that the QSA family's kernels build and test on their own.
+//
+// Included by the per-ISA translation units: plain declarations only (see simd.h, "ODR safety").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/qsa_pool.h"
+#include "ops/qsa_score.h"
+#include "ops/qsa_sparse_gqa.h"
+
+namespace sieve::cpu {
+
+// Scratch of one sparse-GQA work slot (one thread), carved from the caller's workspace:
+//   rows   [n_indices] byte offsets of the listed kv entries from kv.base
+//   logits [gqa_group, n_indices] f32 (then the softmax weights)
+//   q      [gqa_group, head_dim] f32 copy of the group's query heads
+//   acc    [min(gqa_group, kQsaGqaHeadBatch), head_dim] f32 P·V accumulators of one batch of heads
+inline constexpr int64_t kQsaGqaHeadBatch = 8;  // query heads per pass (their register tiles)
+struct QsaGqaScratch {
+    int64_t* rows = nullptr;
+    float* logits = nullptr;
+    float* q = nullptr;
+    float* acc = nullptr;
+};
+
+struct QsaKernels {
+    const char* isa_name;
+    // group rows [g0, g1)
+    void (*pool_groups)(const QsaPoolParams& p, int64_t g0, int64_t g1);
+    // tokens [t0, t1), groups [c0, min(c1, n_groups[t])) of each
+    void (*score_block)(const QsaScoreParams& p, int64_t t0, int64_t t1, int64_t c0, int64_t c1);
+    // work items [i0, i1) of item = t·n_kv_heads + kv_head
+    void (*sparse_gqa_items)(const QsaSparseGqaParams& p, int64_t i0, int64_t i1, const QsaGqaScratch& s);
+};
+
+extern const QsaKernels kQsaKernelsScalar;
+extern const QsaKernels kQsaKernelsAvx2;
+extern const QsaKernels kQsaKernelsAvx512;
+
+}  // namespace sieve::cpu

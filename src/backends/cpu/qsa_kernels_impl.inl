@@ -1,0 +1,358 @@
+// Kernel bodies of the cpu backend's QSA ops, written once over simd.h and compiled once per ISA by
+// qsa_kernels_<isa>.cpp, which defines SIEVE_QSA_TABLE and SIEVE_QSA_ISA_NAME before including this
+// file. Everything is in an anonymous namespace (see simd.h, "ODR safety"): no std::, no inline
+// helpers of other headers (cache addresses are computed here, not with CacheView::row).
+// Semantics: ops/qsa_pool.h (bit-identical to ref), ops/qsa_score.h, ops/qsa_sparse_gqa.h.
+#include "backends/cpu/qsa_kernels.h"
+#include "backends/cpu/simd.h"
+
+#ifndef SIEVE_QSA_TABLE
+#error "define SIEVE_QSA_TABLE before including qsa_kernels_impl.inl"
+#endif
+
+namespace sieve::cpu {
+namespace {
+
+// Byte offset from view.base of entry `e` of request row `q` (ops/qsa_block_tables.h).
+inline int64_t qsa_entry_offset(const CacheView& v, const QsaBlockTables& t, int64_t q, int64_t e) {
+    const int64_t block = t.block_table[q * t.block_table_stride + e / v.block_size];
+    return block * v.block_bytes + (e % v.block_size) * v.entry_bytes;
+}
+inline int64_t qsa_slot_offset(const CacheView& v, int64_t slot) {
+    return (slot / v.block_size) * v.block_bytes + (slot % v.block_size) * v.entry_bytes;
+}
+
+// Σ a_i·b_i over n elements (a, b f32 or bf16 by AB, BB), four vector accumulators.
+template <bool AB, bool BB>
+float qsa_dot(const void* a, const void* b, int64_t n) {
+    VF s0 = vf_zero(), s1 = vf_zero(), s2 = vf_zero(), s3 = vf_zero();
+    int64_t i = 0;
+    for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+        s0 = vf_fma(vf_load_row(a, AB, i), vf_load_row(b, BB, i), s0);
+        s1 = vf_fma(vf_load_row(a, AB, i + kLanes), vf_load_row(b, BB, i + kLanes), s1);
+        s2 = vf_fma(vf_load_row(a, AB, i + 2 * kLanes), vf_load_row(b, BB, i + 2 * kLanes), s2);
+        s3 = vf_fma(vf_load_row(a, AB, i + 3 * kLanes), vf_load_row(b, BB, i + 3 * kLanes), s3);
+    }
+    for (; i + kLanes <= n; i += kLanes) s0 = vf_fma(vf_load_row(a, AB, i), vf_load_row(b, BB, i), s0);
+    float sum = vf_sum(vf_add(vf_add(s0, s1), vf_add(s2, s3)));
+    for (; i < n; ++i) sum += s_load(a, AB, i) * s_load(b, BB, i);
+    return sum;
+}
+
+// The dots of four f32 rows a + m·a_stride (m < 4) with one row b (f32 or bf16 by BB), n elements.
+template <bool BB>
+void qsa_dot4(const float* a, int64_t a_stride, const void* b, int64_t n, float* out) {
+    VF s0 = vf_zero(), s1 = vf_zero(), s2 = vf_zero(), s3 = vf_zero();
+    const float *a0 = a, *a1 = a + a_stride, *a2 = a + 2 * a_stride, *a3 = a + 3 * a_stride;
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        const VF bv = vf_load_row(b, BB, i);
+        s0 = vf_fma(vf_load(a0 + i), bv, s0);
+        s1 = vf_fma(vf_load(a1 + i), bv, s1);
+        s2 = vf_fma(vf_load(a2 + i), bv, s2);
+        s3 = vf_fma(vf_load(a3 + i), bv, s3);
+    }
+    out[0] = vf_sum(s0), out[1] = vf_sum(s1), out[2] = vf_sum(s2), out[3] = vf_sum(s3);
+    for (; i < n; ++i) {
+        const float bv = s_load(b, BB, i);
+        out[0] += a0[i] * bv, out[1] += a1[i] * bv, out[2] += a2[i] * bv, out[3] += a3[i] * bv;
+    }
+}
+
+// The dots of four f32 rows a + m·a_stride with two rows b0, b1: out[m] = a_m·b0, out[4 + m] = a_m·b1.
+template <bool BB>
+void qsa_dot4x2(const float* a, int64_t a_stride, const void* b0, const void* b1, int64_t n, float* out) {
+    VF s[8];
+    for (int m = 0; m < 8; ++m) s[m] = vf_zero();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        const VF v0 = vf_load_row(b0, BB, i), v1 = vf_load_row(b1, BB, i);
+        for (int m = 0; m < 4; ++m) {
+            const VF q = vf_load(a + m * a_stride + i);
+            s[m] = vf_fma(q, v0, s[m]);
+            s[4 + m] = vf_fma(q, v1, s[4 + m]);
+        }
+    }
+    for (int m = 0; m < 8; ++m) out[m] = vf_sum(s[m]);
+    for (; i < n; ++i) {
+        const float v0 = s_load(b0, BB, i), v1 = s_load(b1, BB, i);
+        for (int m = 0; m < 4; ++m) {
+            out[m] += a[m * a_stride + i] * v0;
+            out[4 + m] += a[m * a_stride + i] * v1;
+        }
+    }
+}
+
+// exp(x) for x ≤ 0 (softmax weights; x is clamped to [−87, 0]): 2^n · P(r), n = round(x·log2 e),
+// r = x − n·ln 2 in two parts, P the degree-6 Taylor polynomial (|r| ≤ 0.35: ≈ 2 ulp).
+inline VF qsa_vf_exp_nonpos(VF x) {
+    x = vf_min(vf_max(x, vf_set1(-87.0f)), vf_zero());
+    const VF magic = vf_set1(12582912.0f);  // 1.5·2^23: adding it rounds to an integer in the low bits
+    const VF t = vf_add(vf_mul(x, vf_set1(1.44269504088896341f)), magic);
+    const VF n = vf_sub(t, magic);
+    VF r = vf_sub(x, vf_mul(n, vf_set1(0.693145751953125f)));  // ln 2 high part: n·hi exact
+    r = vf_sub(r, vf_mul(n, vf_set1(1.42860682030941723212e-6f)));
+    VF poly = vf_set1(1.0f / 720.0f);
+    poly = vf_fma(poly, r, vf_set1(1.0f / 120.0f));
+    poly = vf_fma(poly, r, vf_set1(1.0f / 24.0f));
+    poly = vf_fma(poly, r, vf_set1(1.0f / 6.0f));
+    poly = vf_fma(poly, r, vf_set1(0.5f));
+    poly = vf_fma(poly, r, vf_set1(1.0f));
+    poly = vf_fma(poly, r, vf_set1(1.0f));
+    const VI ni = vi_sub(vi_bits(t), vi_bits(magic));  // n as an integer, −126 ≤ n ≤ 0
+    return vf_mul(poly, vf_from_bits(vi_shl<23>(vi_add(ni, vi_set1(127)))));
+}
+
+// ===================================== pooling ====================================================
+
+// Bit-identical to ref: per element, the fp32 sum in member order, then one division (ops/qsa_pool.h).
+template <bool KB, bool OB>
+void pool_groups_t(const QsaPoolParams& p, int64_t g0, int64_t g1) {
+    const int64_t n = p.head_dim;
+    float lanes[kLanes];
+    for (int64_t g = g0; g < g1; ++g) {
+        const int64_t* slots = p.member_slots + g * p.ratio;
+        char* out = static_cast<char*>(p.out) + g * p.out_row_stride * (OB ? 2 : 4);
+        const float r = static_cast<float>(p.ratio);
+        int64_t i = 0;
+        for (; i + kLanes <= n; i += kLanes) {
+            VF s = vf_zero();
+            for (int64_t j = 0; j < p.ratio; ++j) s = vf_add(s, vf_load_row(p.keys.base + qsa_slot_offset(p.keys, slots[j]), KB, i));
+            vf_store(lanes, s);
+            for (int l = 0; l < kLanes; ++l) s_store(out, OB, i + l, lanes[l] / r);
+        }
+        for (; i < n; ++i) {
+            float s = 0.0f;
+            for (int64_t j = 0; j < p.ratio; ++j) s += s_load(p.keys.base + qsa_slot_offset(p.keys, slots[j]), KB, i);
+            s_store(out, OB, i, s / r);
+        }
+    }
+}
+
+void pool_groups(const QsaPoolParams& p, int64_t g0, int64_t g1) {
+    const bool kb = p.key_type == DType::bf16, ob = p.out_type == DType::bf16;
+    if (kb && ob) return pool_groups_t<true, true>(p, g0, g1);
+    if (kb) return pool_groups_t<true, false>(p, g0, g1);
+    if (ob) return pool_groups_t<false, true>(p, g0, g1);
+    return pool_groups_t<false, false>(p, g0, g1);
+}
+
+// ====================================== scores ====================================================
+
+template <bool QB, bool KB>
+void score_block_t(const QsaScoreParams& p, int64_t t0, int64_t t1, int64_t c0, int64_t c1) {
+    const int64_t qe = QB ? 2 : 4;
+    for (int64_t t = t0; t < t1; ++t) {
+        const int64_t n = p.n_groups[t] < c1 ? p.n_groups[t] : c1;
+        const int64_t q = p.tables.token_request[t];
+        const char* qt = static_cast<const char*>(p.q) + t * p.q_token_stride * qe;
+        float* s = p.scores + t * p.scores_row_stride;
+        for (int64_t g = c0; g < n; ++g) {
+            const uint8_t* k = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g);
+            float total = 0.0f;
+            for (int64_t h = 0; h < p.n_heads; ++h) {
+                const float d = qsa_dot<QB, KB>(qt + h * p.q_head_stride * qe, k, p.head_dim);
+                total += d > 0.0f ? d : 0.0f;  // ReLU per head, then the sum over heads (§4.4)
+            }
+            s[g] = p.scale * total;
+        }
+    }
+}
+
+void score_block(const QsaScoreParams& p, int64_t t0, int64_t t1, int64_t c0, int64_t c1) {
+    const bool qb = p.q_type == DType::bf16, kb = p.key_type == DType::bf16;
+    if (qb && kb) return score_block_t<true, true>(p, t0, t1, c0, c1);
+    if (qb) return score_block_t<true, false>(p, t0, t1, c0, c1);
+    if (kb) return score_block_t<false, true>(p, t0, t1, c0, c1);
+    return score_block_t<false, false>(p, t0, t1, c0, c1);
+}
+
+// =================================== sparse GQA ===================================================
+
+constexpr int64_t kGqaHeadBatch = kQsaGqaHeadBatch;  // query heads whose accumulators stay in registers
+constexpr int64_t kGqaRowBlock = 16;  // rows of V per pass (16 rows × 512 B bf16 of D = 256: 8 KiB, L1)
+
+// acc[h, d] += Σ_{j ∈ [jb, je)} w[h, j] · V_j[d] for NH heads and the full vectors d < d_vec, V_j at
+// base + rows[j] + v_off; w: [NH, n] weights, acc: [NH, D].
+template <bool KB, int NH>
+void pv_block(const uint8_t* base, const int64_t* rows, int64_t v_off, const float* w, int64_t n, int64_t jb,
+              int64_t je, float* acc, int64_t D, int64_t d_vec) {
+    for (int64_t d0 = 0; d0 < d_vec; d0 += kLanes) {
+        VF a[NH];
+        for (int hh = 0; hh < NH; ++hh) a[hh] = vf_load(acc + hh * D + d0);
+        for (int64_t j = jb; j < je; ++j) {
+            const VF vv = vf_load_row(base + rows[j] + v_off, KB, d0);
+            for (int hh = 0; hh < NH; ++hh) a[hh] = vf_fma(vf_set1(w[hh * n + j]), vv, a[hh]);
+        }
+        for (int hh = 0; hh < NH; ++hh) vf_store(acc + hh * D + d0, a[hh]);
+    }
+}
+
+inline float qsa_sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
+
+// One (token, KV head) item: logits of the group's heads over the listed rows, the softmax weights,
+// then P·V in register tiles of kGqaHeadBatch heads × kLanes dims over blocks of rows, the gate and
+// the store.
+template <bool KB, bool BM>
+void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const QsaGqaScratch& s) {
+    const int64_t D = p.head_dim, G = p.n_heads / p.n_kv_heads;
+    const int64_t ke = KB ? 2 : 4;
+    const int64_t q_row = p.tables.token_request[t];
+    // Rows listed for the token. Rows are mostly ascending runs: the block of the previous row is
+    // reused while the next stays inside it (no division per row).
+    int64_t n = 0;
+    const int32_t* idx = p.indices + t * p.index_row_stride;
+    const int32_t* table = p.tables.block_table + q_row * p.tables.block_table_stride;
+    int64_t block_first = 0, block_end = 0, block_base = 0;  // positions [first, end) live at base
+    for (int64_t j = 0; j < p.n_indices; ++j) {
+        const int64_t pos = idx[j];
+        if (pos < 0) continue;
+        if (pos < block_first || pos >= block_end) {
+            const int64_t b = pos / p.kv.block_size;
+            block_first = b * p.kv.block_size;
+            block_end = block_first + p.kv.block_size;
+            block_base = table[b] * p.kv.block_bytes;
+        }
+        s.rows[n++] = block_base + (pos - block_first) * p.kv.entry_bytes;
+    }
+    // The group's queries as f32.
+    const bool qb = p.q_type == DType::bf16;
+    for (int64_t hh = 0; hh < G; ++hh) {
+        const char* qh = static_cast<const char*>(p.q) + (t * p.q_token_stride + (g * G + hh) * p.q_head_stride) * (qb ? 2 : 4);
+        for (int64_t i = 0; i < D; ++i) s.q[hh * D + i] = s_load(qh, qb, i);
+    }
+    const int64_t k_off = 2 * g * D * ke, v_off = (2 * g + 1) * D * ke;
+    float inv_denom[kGqaHeadBatch];
+    for (int64_t h0 = 0; h0 < G; h0 += kGqaHeadBatch) {
+        const int64_t nh = G - h0 < kGqaHeadBatch ? G - h0 : kGqaHeadBatch;
+        // Logits: four heads × two key rows per pass (each q and K vector loaded once for 4 or 2
+        // FMAs), then four heads × one row, then single heads.
+        int64_t j = 0;
+        for (; j + 2 <= n; j += 2) {
+            const uint8_t* k0 = p.kv.base + s.rows[j] + k_off;
+            const uint8_t* k1 = p.kv.base + s.rows[j + 1] + k_off;
+            int64_t hh = 0;
+            for (; hh + 4 <= nh; hh += 4) {
+                float d8[8];
+                qsa_dot4x2<KB>(s.q + (h0 + hh) * D, D, k0, k1, D, d8);
+                for (int64_t m = 0; m < 4; ++m) {
+                    s.logits[(h0 + hh + m) * n + j] = p.scale * d8[m];
+                    s.logits[(h0 + hh + m) * n + j + 1] = p.scale * d8[4 + m];
+                }
+            }
+            for (; hh < nh; ++hh) {
+                s.logits[(h0 + hh) * n + j] = p.scale * qsa_dot<false, KB>(s.q + (h0 + hh) * D, k0, D);
+                s.logits[(h0 + hh) * n + j + 1] = p.scale * qsa_dot<false, KB>(s.q + (h0 + hh) * D, k1, D);
+            }
+        }
+        for (; j < n; ++j) {
+            const uint8_t* k = p.kv.base + s.rows[j] + k_off;
+            int64_t hh = 0;
+            for (; hh + 4 <= nh; hh += 4) {
+                float d4[4];
+                qsa_dot4<KB>(s.q + (h0 + hh) * D, D, k, D, d4);
+                for (int64_t m = 0; m < 4; ++m) s.logits[(h0 + hh + m) * n + j] = p.scale * d4[m];
+            }
+            for (; hh < nh; ++hh)
+                s.logits[(h0 + hh) * n + j] = p.scale * qsa_dot<false, KB>(s.q + (h0 + hh) * D, k, D);
+        }
+        // Softmax weights: p = exp(l − M) (P = bf16(p) for bf16 math), Σ p unrounded.
+        for (int64_t hh = 0; hh < nh; ++hh) {
+            float* l = s.logits + (h0 + hh) * n;
+            float m = -3.4028234663852886e38f;
+            for (int64_t j = 0; j < n; ++j) m = l[j] > m ? l[j] : m;
+            const VF vm = vf_set1(m);
+            VF vsum = vf_zero();
+            int64_t j = 0;
+            for (; j + kLanes <= n; j += kLanes) {
+                VF e = qsa_vf_exp_nonpos(vf_sub(vf_load(l + j), vm));
+                vsum = vf_add(vsum, e);
+                if constexpr (BM) {
+                    uint16_t b[kLanes];
+                    vf_store_bf16(b, e);
+                    e = vf_load_bf16(b);
+                }
+                vf_store(l + j, e);
+            }
+            float sum = vf_sum(vsum);
+            for (; j < n; ++j) {
+                float e = __builtin_expf(l[j] - m);
+                sum += e;
+                if constexpr (BM) e = s_bf16_to_f32(s_f32_to_bf16(e));
+                l[j] = e;
+            }
+            inv_denom[hh] = n > 0 ? 1.0f / sum : 0.0f;
+        }
+        // o = Σ P·V: blocks of kGqaRowBlock rows (their V rows stay in L1 while every dim chunk
+        // passes over them), accumulated into acc [nh, D] (L1) with the heads' tiles in registers.
+        float* acc = s.acc;
+        for (int64_t i = 0; i < nh * D; ++i) acc[i] = 0.0f;
+        const int64_t d_vec = D - D % kLanes;
+        for (int64_t jb = 0; jb < n; jb += kGqaRowBlock) {
+            const int64_t je = jb + kGqaRowBlock < n ? jb + kGqaRowBlock : n;
+            const float* w = s.logits + h0 * n;
+            switch (nh) {  // a compile-time head count keeps the tiles in registers
+                case 1: pv_block<KB, 1>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
+                case 2: pv_block<KB, 2>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
+                case 3: pv_block<KB, 3>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
+                case 4: pv_block<KB, 4>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
+                case 5: pv_block<KB, 5>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
+                case 6: pv_block<KB, 6>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
+                case 7: pv_block<KB, 7>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
+                default: pv_block<KB, 8>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
+            }
+            for (int64_t j = jb; j < je; ++j) {  // the dims past the last full vector
+                const uint8_t* v = p.kv.base + s.rows[j] + v_off;
+                for (int64_t hh = 0; hh < nh; ++hh) {
+                    const float w = s.logits[(h0 + hh) * n + j];
+                    for (int64_t i = d_vec; i < D; ++i) acc[hh * D + i] += w * s_load(v, KB, i);
+                }
+            }
+        }
+        // / Σ p, the gate, the store.
+        const bool gb = p.gate_type == DType::bf16, ob = p.out_type == DType::bf16;
+        for (int64_t hh = 0; hh < nh; ++hh) {
+            const int64_t h = g * G + h0 + hh;
+            const char* gate = p.gate ? static_cast<const char*>(p.gate) +
+                                            (t * p.gate_token_stride + h * p.gate_head_stride) * (gb ? 2 : 4)
+                                      : nullptr;
+            char* out = static_cast<char*>(p.out) + (t * p.out_token_stride + h * p.out_head_stride) * (ob ? 2 : 4);
+            const float inv = inv_denom[hh];
+            for (int64_t i = 0; i < D; ++i) {
+                float y = acc[hh * D + i] * inv;
+                if constexpr (BM) {
+                    y = s_bf16_to_f32(s_f32_to_bf16(y));
+                    if (gate) {
+                        const float sg = s_bf16_to_f32(s_f32_to_bf16(qsa_sigmoid(s_load(gate, gb, i))));
+                        y = s_bf16_to_f32(s_f32_to_bf16(y * sg));
+                    }
+                } else if (gate) {
+                    y = y * qsa_sigmoid(s_load(gate, gb, i));
+                }
+                s_store(out, ob, i, y);
+            }
+        }
+    }
+}
+
+void sparse_gqa_items(const QsaSparseGqaParams& p, int64_t i0, int64_t i1, const QsaGqaScratch& s) {
+    const bool kb = p.kv_type == DType::bf16, bm = p.math == QsaAttentionMath::bf16;
+    for (int64_t it = i0; it < i1; ++it) {
+        const int64_t t = it / p.n_kv_heads, g = it % p.n_kv_heads;
+        if (kb && bm) sparse_gqa_item<true, true>(p, t, g, s);
+        else if (kb) sparse_gqa_item<true, false>(p, t, g, s);
+        else if (bm) sparse_gqa_item<false, true>(p, t, g, s);
+        else sparse_gqa_item<false, false>(p, t, g, s);
+    }
+}
+
+}  // namespace
+
+extern const QsaKernels SIEVE_QSA_TABLE = {
+    .isa_name = SIEVE_QSA_ISA_NAME,
+    .pool_groups = pool_groups,
+    .score_block = score_block,
+    .sparse_gqa_items = sparse_gqa_items,
+};
+
+}  // namespace sieve::cpu

@@ -1,0 +1,79 @@
+// ref indexer key write and index scores: the formulas of ops/dsa_indexer.h, one key at a time, sums
+// in double.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backends/ref/dsa_ref_ops.h"
+#include "backends/ref/ref_ops.h"
+
+namespace sieve::ref {
+
+Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    const int64_t d = p.head_dim;
+    std::vector<float> k(static_cast<size_t>(d));
+    std::vector<uint8_t> q(static_cast<size_t>(d));
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+        const int64_t slot = p.slots[t];
+        if (slot < 0) continue;
+        for (int64_t i = 0; i < d; ++i) k[i] = load(p.k, p.k_type, t * p.k_row_stride + i);
+        if (p.format == DsaIndexerKeyFormat::f32) {
+            std::memcpy(p.cache.row(slot), k.data(), static_cast<size_t>(4 * d));
+            continue;
+        }
+        const float s = quant_group_e4m3(k.data(), d, q.data());  // one group = the whole key (§3.3)
+        std::memcpy(p.cache.base + dsa_indexer_fp8_value_offset(p.cache, d, slot), q.data(), static_cast<size_t>(d));
+        std::memcpy(p.cache.base + dsa_indexer_fp8_scale_offset(p.cache, d, slot), &s, 4);
+    }
+    return Status::ok();
+}
+
+Status dsa_indexer_scores(const DsaIndexerScoresParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    const int64_t d = p.head_dim;
+    const bool fp8 = p.format == DsaIndexerKeyFormat::fp8_blocked;
+    std::vector<double> key(static_cast<size_t>(d)), q(static_cast<size_t>(p.n_heads * d)), w(static_cast<size_t>(p.n_heads));
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+        for (int64_t j = 0; j < p.n_heads; ++j) {
+            // Head weight with every scale folded in (ops/dsa_indexer.h).
+            double wj = static_cast<double>(p.weights[t * p.weights_token_stride + j]) * p.weight_scale;
+            if (fp8) wj *= p.q_scale[t * p.q_scale_token_stride + j];
+            w[j] = wj;
+            for (int64_t i = 0; i < d; ++i) {
+                const int64_t o = t * p.q_token_stride + j * p.q_head_stride + i;
+                q[j * d + i] = fp8 ? fp8_e4m3_to_f32(static_cast<const uint8_t*>(p.q)[o])
+                                   : static_cast<const float*>(p.q)[o];
+            }
+        }
+        const int32_t n_keys = p.n_keys[t];
+        const int32_t* table = p.block_table + static_cast<int64_t>(p.token_seq[t]) * p.block_table_stride;
+        float* out = p.scores + t * p.scores_row_stride;
+        for (int64_t u = 0; u < n_keys; ++u) {
+            const int64_t slot = static_cast<int64_t>(table[u / p.keys.block_size]) * p.keys.block_size + u % p.keys.block_size;
+            double k_scale = 1.0;
+            if (fp8) {
+                const uint8_t* kv = p.keys.base + dsa_indexer_fp8_value_offset(p.keys, d, slot);
+                float s;
+                std::memcpy(&s, p.keys.base + dsa_indexer_fp8_scale_offset(p.keys, d, slot), 4);
+                k_scale = s;
+                for (int64_t i = 0; i < d; ++i) key[i] = fp8_e4m3_to_f32(kv[i]);
+            } else {
+                const float* kv = reinterpret_cast<const float*>(p.keys.row(slot));
+                for (int64_t i = 0; i < d; ++i) key[i] = kv[i];
+            }
+            double sum = 0.0;
+            for (int64_t j = 0; j < p.n_heads; ++j) {
+                double dot = 0.0;
+                for (int64_t i = 0; i < d; ++i) dot += q[j * d + i] * key[i];
+                sum += w[j] * std::max(dot, 0.0);
+            }
+            out[u] = static_cast<float>(k_scale * sum);
+        }
+        for (int64_t u = n_keys; u < p.n_cols; ++u) out[u] = -std::numeric_limits<float>::infinity();
+    }
+    return Status::ok();
+}
+
+}  // namespace sieve::ref

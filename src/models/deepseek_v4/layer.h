@@ -1,0 +1,83 @@
+// One DeepSeek-V4 attention layer over a step (deepseek_v4.md §3; the exact profile is §3.10):
+//   query path    wq_a → q_norm → wq_b → per-head weight-free RMSNorm → RoPE on the last r dims (§3.1)
+//   K = V path    wkv → kv_norm → RoPE → the sliding-window cache (§3.2)
+//   compressors   state rows → softmax-gated pooling → RMSNorm → RoPE at k·m → compressed caches (§3.4)
+//   selection     SWA: none; HCA: every visible entry (§3.5); CSA: Lightning Indexer top-k (§3.6)
+//   attention     sparse MQA over window ∪ compressed rows with the per-head sink (§3.8)
+//   output        inverse RoPE, grouped wo_a, wo_b (§3.9)
+// in the order of §5 "Order of operations inside one layer": every token's rows are stored before any
+// token attends, and an entry completed in this step is visible to the token completing it.
+//
+// Numerics by profile ("Decisions for sieve"):
+//   exact     fp32 activations and linears, f32 cache rows, fp32 indexer keys.
+//   deployed  bf16 activations between ops (vLLM CPU: bf16 GEMM outputs, fp32 norm / RoPE math rounded
+//             once), W8A16 / bf16 linears, fp8_ds_mla records for the window and compressed caches
+//             (§4.1), FP8 indexer keys with an fp32 scale (§4.3), fp32 compressor state (§4.4); the
+//             compressor projections, pooling, norm and RoPE stay fp32 (vLLM GPU, §3.4), the indexer
+//             q stays bf16 (its FP8 quantization in vLLM is not simulated), indexer scores fp32.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/stage_timer.h"
+#include "core/status.h"
+#include "io/config_deepseek_v4.h"
+#include "kv/step_batch.h"
+#include "models/attention_model.h"
+#include "models/deepseek_v4/scratch.h"
+#include "models/deepseek_v4/step_slots.h"
+#include "models/deepseek_v4/weights.h"
+#include "ops/kv_record.h"
+
+namespace sieve::dsv4 {
+
+// Where a layer's caches live (model.cpp assigns them from the cache groups).
+struct LayerCaches {
+    CacheBinding swa;            // window rows, every layer
+    CacheBinding compressed;     // compressed rows (CSA, HCA)
+    CacheBinding state;          // main compressor state rows (CSA, HCA)
+    CacheBinding indexer_keys;   // indexer keys (CSA)
+    CacheBinding indexer_state;  // indexer compressor state rows (CSA)
+};
+
+class AttentionLayer {
+public:
+    AttentionLayer(const DeepseekV4Config& config, int64_t layer, LayerWeights weights, LayerCaches caches,
+                   NumericsProfile profile, Backend& backend);
+    // Builds the layer's RoPE table (§1.3: main for SWA-only layers, compress with YaRN for CSA / HCA).
+    Status init();
+
+    int64_t layer() const { return layer_; }
+    // x, out: [batch.n_tokens(), hidden_size] f32.
+    Status forward(const StepBatch& batch, const float* x, float* out, StageTimes* times, SelectionObserver* observer,
+                   Scratch& s);
+
+    KvRecordLayout kv_layout() const { return kv_layout_; }    // window and compressed rows
+    KvRecordLayout key_layout() const { return key_layout_; }  // indexer keys
+
+private:
+    // Pooled entries of the tokens that complete one (§3.4), stored in `dest`. in: [N, D] f32.
+    Status run_compressor(const StepBatch& batch, const float* x, const CompressorWeights& w,
+                          const CacheBinding& state, const CacheBinding& dest, const KvRecordLayout& dest_layout,
+                          Scratch& s);
+    // CSA selection (§3.6): s.selected [N, index_topk] local entry ids, ascending then −1.
+    Status select_top_k(const StepBatch& batch, const float* x, const void* qr, StageTimes* times,
+                        SelectionObserver* observer, Scratch& s);
+    Status rope(void* x, DType x_type, void* y, DType y_type, const int64_t* positions, int64_t n_tokens,
+                int64_t n_heads, int64_t head_dim, bool inverse);
+
+    const DeepseekV4Config& config_;
+    const DeepseekV4Layer& spec_;
+    int64_t layer_;
+    LayerWeights w_;
+    LayerCaches caches_;
+    NumericsProfile profile_;
+    Backend& backend_;
+    DType act_;  // activations between ops: f32 (exact) or bf16 (deployed)
+    KvRecordLayout kv_layout_, key_layout_;
+    std::vector<float> inv_freq_;  // [r/2] the layer's RoPE table
+    float attention_factor_ = 1.0f;
+};
+
+}  // namespace sieve::dsv4

@@ -1,0 +1,54 @@
+#include "models/deepseek_v4/linear_runner.h"
+
+namespace sieve::dsv4 {
+
+namespace {
+// Plans kept per linear; steps of many different sizes (chunked prefill) would otherwise grow the map
+// without bound. A plan is cheap to rebuild.
+constexpr size_t kMaxPlans = 32;
+}  // namespace
+
+Expected<LinearRunner> LinearRunner::prepare(Backend& backend, const LinearWeights& w, std::string name) {
+    auto prepared = backend.linear_prepare(w);
+    if (!prepared.has_value()) return prepared.status().with_context(name);
+    LinearRunner r;
+    r.backend_ = &backend;
+    r.weights_ = std::shared_ptr<PreparedLinear>(std::move(prepared).value());
+    r.name_ = std::move(name);
+    return r;
+}
+
+Status LinearRunner::run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
+                         int64_t n_tokens, AlignedBuffer& workspace) const {
+    if (weights_ == nullptr) return internal_error("linear {}: not prepared", name_);
+    if (n_tokens == 0) return Status::ok();
+    const PlanKey key{n_tokens, x_stride, y_stride, x_type, y_type};
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+        LinearParams shape;
+        shape.n_tokens = n_tokens;
+        shape.x_row_stride = x_stride;
+        shape.y_row_stride = y_stride;
+        shape.x_type = x_type;
+        shape.y_type = y_type;
+        auto plan = backend_->linear_plan(*weights_, shape);
+        if (!plan.has_value()) return plan.status().with_context(name_);
+        if (plans_.size() >= kMaxPlans) plans_.clear();
+        it = plans_.emplace(key, std::move(plan).value()).first;
+    }
+    LinearParams p;
+    p.x = x;
+    p.y = y;
+    p.n_tokens = n_tokens;
+    p.x_row_stride = x_stride;
+    p.y_row_stride = y_stride;
+    p.x_type = x_type;
+    p.y_type = y_type;
+    const Workspace ws = workspace.workspace(it->second.workspace_bytes);
+    if (it->second.workspace_bytes > 0 && ws.data == nullptr)
+        return out_of_memory_error("linear {}: cannot allocate a {}-byte workspace", name_, it->second.workspace_bytes);
+    const Status s = backend_->linear(*weights_, it->second, p, ws);
+    return s.is_ok() ? s : s.with_context(name_);
+}
+
+}  // namespace sieve::dsv4

@@ -1,0 +1,40 @@
+// One prepared linear of a DeepSeek-V4 layer with its per-batch-shape plans (backends/backend.h:
+// prepare once at load, plan per shape, run without allocating in the backend).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "backends/backend.h"
+#include "core/status.h"
+#include "models/deepseek_v4/scratch.h"
+
+namespace sieve::dsv4 {
+
+class LinearRunner {
+public:
+    LinearRunner() = default;
+    // `name` (the checkpoint tensor) prefixes every error.
+    static Expected<LinearRunner> prepare(Backend& backend, const LinearWeights& w, std::string name);
+
+    bool empty() const { return weights_ == nullptr; }
+    int64_t out_features() const { return weights_->out_features(); }
+    int64_t in_features() const { return weights_->in_features(); }
+    const PreparedLinear& weights() const { return *weights_; }
+
+    // y[t] = x[t] · Wᵀ for t < n_tokens (ops/linear.h); strides in elements.
+    Status run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
+               int64_t n_tokens, AlignedBuffer& workspace) const;
+
+private:
+    Backend* backend_ = nullptr;
+    std::shared_ptr<PreparedLinear> weights_;
+    std::string name_;
+    using PlanKey = std::tuple<int64_t, int64_t, int64_t, DType, DType>;
+    mutable std::map<PlanKey, LinearPlan> plans_;  // a cache: run() is logically const
+};
+
+}  // namespace sieve::dsv4

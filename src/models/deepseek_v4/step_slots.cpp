@@ -1,0 +1,144 @@
+#include "models/deepseek_v4/step_slots.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace sieve::dsv4 {
+
+namespace {
+
+Expected<int32_t> resident(const BoundCache& c, RequestId request, int64_t entry) {
+    const int64_t s = c.group->slot(request, entry);
+    if (s < 0)
+        return internal_error("cache {}: entry {} of request {} is not resident (the runtime released or never "
+                              "reserved it)",
+                              c.group->name(), entry, request);
+    if (s > std::numeric_limits<int32_t>::max())
+        return unsupported_error("cache {}: slot {} does not fit the int32 slot lists of the ops", c.group->name(), s);
+    return static_cast<int32_t>(s);
+}
+
+}  // namespace
+
+Expected<BoundCache> bind_cache(const StepBatch& batch, const CacheBinding& binding) {
+    const CacheGroup* g = batch.caches.find(binding.group);
+    if (g == nullptr) return internal_error("the step has no cache group {}", binding.group);
+    if (binding.layer_slot < 0 || binding.layer_slot >= g->n_layers())
+        return internal_error("cache group {} has {} layer storages, asked for {}", binding.group, g->n_layers(),
+                              binding.layer_slot);
+    return BoundCache{g, g->view(binding.layer_slot)};
+}
+
+Status token_slots(const StepBatch& batch, const BoundCache& cache, int32_t* out) {
+    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+        SIEVE_ASSIGN_OR_RETURN(out[t], resident(cache, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)]));
+    }
+    return Status::ok();
+}
+
+Status window_slots(const StepBatch& batch, const BoundCache& cache, int64_t window, int32_t* out) {
+    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+        const int64_t p = batch.positions[static_cast<size_t>(t)];
+        const RequestId r = batch.request_of_token(t);
+        for (int64_t j = 0; j < window; ++j) {
+            const int64_t pos = p - window + 1 + j;
+            if (pos < 0) {
+                out[t * window + j] = -1;
+                continue;
+            }
+            SIEVE_ASSIGN_OR_RETURN(out[t * window + j], resident(cache, r, pos));
+        }
+    }
+    return Status::ok();
+}
+
+int64_t count_emissions(const StepBatch& batch, int64_t ratio) {
+    int64_t n = 0;
+    for (int64_t p : batch.positions) n += (p + 1) % ratio == 0;
+    return n;
+}
+
+Status emission_slots(const StepBatch& batch, const BoundCache& state, const BoundCache& dest, int64_t ratio,
+                      bool overlap, int32_t* gather, int32_t* entry_slots, int64_t* entry_positions) {
+    const int64_t rows = (overlap ? 2 : 1) * ratio;
+    int64_t e = 0;
+    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+        const int64_t p = batch.positions[static_cast<size_t>(t)];
+        if ((p + 1) % ratio != 0) continue;
+        const RequestId r = batch.request_of_token(t);
+        const int64_t k = (p + 1) / ratio - 1;
+        for (int64_t j = 0; j < rows; ++j) {
+            const int64_t pos = p - rows + 1 + j;
+            if (pos < 0) {
+                gather[e * rows + j] = -1;
+                continue;
+            }
+            SIEVE_ASSIGN_OR_RETURN(gather[e * rows + j], resident(state, r, pos));
+        }
+        SIEVE_ASSIGN_OR_RETURN(entry_slots[e], resident(dest, r, k));
+        entry_positions[e] = k * ratio;  // §3.4: rotated at k·m, the first token of its own block
+        ++e;
+    }
+    return Status::ok();
+}
+
+int64_t max_visible_entries(const StepBatch& batch, int64_t ratio) {
+    int64_t w = 0;
+    for (int64_t p : batch.positions) w = std::max(w, (p + 1) / ratio);
+    return w;
+}
+
+Status visible_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out) {
+    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+        const int64_t n = (batch.positions[static_cast<size_t>(t)] + 1) / ratio;
+        const RequestId r = batch.request_of_token(t);
+        for (int64_t j = 0; j < width; ++j) {
+            if (j >= n) {
+                out[t * width + j] = -1;
+                continue;
+            }
+            SIEVE_ASSIGN_OR_RETURN(out[t * width + j], resident(cache, r, j));
+        }
+    }
+    return Status::ok();
+}
+
+int64_t max_request_entries(const StepBatch& batch, int64_t ratio) {
+    int64_t w = 0;
+    for (const StepRequest& r : batch.requests) w = std::max(w, r.end() / ratio);
+    return w;
+}
+
+Status request_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out) {
+    for (int64_t i = 0; i < batch.n_requests(); ++i) {
+        const StepRequest& r = batch.requests[static_cast<size_t>(i)];
+        const int64_t n = r.end() / ratio;
+        for (int64_t j = 0; j < width; ++j) {
+            if (j >= n) {
+                out[i * width + j] = -1;
+                continue;
+            }
+            SIEVE_ASSIGN_OR_RETURN(out[i * width + j], resident(cache, r.id, j));
+        }
+    }
+    return Status::ok();
+}
+
+Status selected_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, const int32_t* selected,
+                            int64_t width, int32_t* out) {
+    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+        const int64_t n = (batch.positions[static_cast<size_t>(t)] + 1) / ratio;
+        const RequestId r = batch.request_of_token(t);
+        for (int64_t j = 0; j < width; ++j) {
+            const int32_t k = selected[t * width + j];
+            if (k < 0 || k >= n) {
+                out[t * width + j] = -1;
+                continue;
+            }
+            SIEVE_ASSIGN_OR_RETURN(out[t * width + j], resident(cache, r, k));
+        }
+    }
+    return Status::ok();
+}
+
+}  // namespace sieve::dsv4

@@ -1,0 +1,64 @@
+// The slot lists a DeepSeek-V4 layer hands its ops for one step (deepseek_v4.md §5 "Batch metadata"):
+// where each token's rows go and which cache rows each token reads, resolved through the step's
+// cache groups (kv/paged_cache.h: slot = block_table[entry / B] · B + entry % B). An entry the step
+// needs but the runtime did not keep resident is an internal error naming the cache, request and entry.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "kv/step_batch.h"
+#include "ops/cache_view.h"
+
+namespace sieve::dsv4 {
+
+// Which cache group a layer uses and its storage in it.
+struct CacheBinding {
+    std::string group;       // CacheGroupDesc name
+    int64_t layer_slot = 0;  // the layer's storage in the group
+};
+
+struct BoundCache {
+    const CacheGroup* group = nullptr;
+    CacheView view;
+};
+Expected<BoundCache> bind_cache(const StepBatch& batch, const CacheBinding& binding);
+
+// out[t] = slot of the token's own position (per-token caches: SWA rows, compressor state rows).
+// out: [n_tokens]
+Status token_slots(const StepBatch& batch, const BoundCache& cache, int32_t* out);
+
+// out[t, j] = slot of position p_t − window + 1 + j, −1 for positions < 0: the sliding window, oldest
+// first, the token itself last (§3.2: w entries including the query's own token).
+// out: [n_tokens, window]
+Status window_slots(const StepBatch& batch, const BoundCache& cache, int64_t window, int32_t* out);
+
+// Tokens that complete a compressed entry ((p + 1) mod m = 0, §3.4 "Post-processing").
+int64_t count_emissions(const StepBatch& batch, int64_t ratio);
+
+// For each emitting token (in token order), entry k = (p + 1)/m − 1:
+//   gather[e, j]      = state slot of position p − coff·m + 1 + j (−1 below 0), j < coff·m   [n_emit, coff·m]
+//   entry_slots[e]    = slot of entry k in the destination cache                               [n_emit]
+//   entry_positions[e] = k·m, the RoPE position of the entry (§3.4)                             [n_emit]
+Status emission_slots(const StepBatch& batch, const BoundCache& state, const BoundCache& dest, int64_t ratio,
+                      bool overlap, int32_t* gather, int32_t* entry_slots, int64_t* entry_positions);
+
+// Width of the "every visible compressed entry" list: max_t ⌊(p_t + 1)/m⌋ (§3.5).
+int64_t max_visible_entries(const StepBatch& batch, int64_t ratio);
+// out[t, j] = slot of entry j for j < ⌊(p_t + 1)/m⌋, −1 after (HCA: all visible entries, §3.5).
+// out: [n_tokens, width]
+Status visible_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out);
+
+// Per request of the step, the slots of its entries 0 … ⌊end/m⌋ − 1 (the indexer keys it holds after
+// the step), −1 padded: out [n_requests, width], width = max_r ⌊end_r/m⌋.
+int64_t max_request_entries(const StepBatch& batch, int64_t ratio);
+Status request_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out);
+
+// out[t, j] = slot of entry selected[t, j] when 0 ≤ selected[t, j] < ⌊(p_t + 1)/m⌋, else −1 (a selection
+// outside the causal range means none: golden_format.md). selected, out: [n_tokens, width]
+Status selected_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, const int32_t* selected,
+                            int64_t width, int32_t* out);
+
+}  // namespace sieve::dsv4

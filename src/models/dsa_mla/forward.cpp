@@ -1,0 +1,441 @@
+// The forward of one DSA-on-MLA layer over a step (specs/dsa_mla.md §2.10 order, §2.12 compact form):
+// projections and latent cache write, indexer and top-k (full layers) or the source layer's top-k
+// (shared layers), absorbed sparse MLA attention with the sink, W_UV, gate and o_proj.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <span>
+
+#include "models/dsa_mla/model_impl.h"
+#include "ops/hadamard.h"
+#include "ops/layer_norm.h"
+#include "ops/quant_fp8.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
+#include "ops/topk.h"
+
+namespace sieve::dsa_mla {
+
+namespace {
+
+// Scores of one indexer chunk: at most this many floats (rows × candidates), as vLLM bounds its logits
+// buffer (dsa_mla.md §4.2); a single row always fits.
+constexpr int64_t kScoreBudgetFloats = int64_t{1} << 24;
+
+void* at(void* base, DType t, int64_t elements) { return static_cast<char*>(base) + elements * static_cast<int64_t>(dtype_size(t)); }
+
+size_t bytes(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
+
+int64_t n_slots(const CacheGroup& g) { return g.allocator().total_blocks() * g.block_size(); }
+
+std::vector<int64_t> step_signature(const StepBatch& batch) {
+    std::vector<int64_t> s;
+    for (const StepRequest& r : batch.requests) s.insert(s.end(), {r.id, r.start, r.n_tokens});
+    return s;
+}
+
+// RoPE of a [n_tokens, n_heads, head_dim] view in place (ops/rope.h), the positions of the step.
+RopeParams rope_in_place(void* x, DType t, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t token_stride,
+                         int64_t head_stride, const StepBatch& batch, const std::vector<float>& inv_freq,
+                         float attention_factor, int64_t rot_dim, RopeConfigPairing pairing, RopeConfigSlice slice) {
+    RopeParams p;
+    p.x = x;
+    p.y = x;
+    p.positions = batch.positions.data();
+    p.positions_type = DType::i64;
+    p.inv_freq = inv_freq.data();
+    p.n_tokens = n_tokens;
+    p.n_heads = n_heads;
+    p.head_dim = head_dim;
+    p.rot_dim = rot_dim;
+    p.x_token_stride = p.y_token_stride = token_stride;
+    p.x_head_stride = p.y_head_stride = head_stride;
+    p.attention_factor = attention_factor;
+    p.pairing = pairing == RopeConfigPairing::interleaved ? RopePairing::interleaved : RopePairing::half_split;
+    p.slice = slice == RopeConfigSlice::first ? RopeSlice::first : RopeSlice::last;
+    p.x_type = p.y_type = t;
+    return p;
+}
+
+}  // namespace
+
+Status Model::head_proj(const Tensor& weight, const void* x, int64_t x_token_stride, int64_t x_head_stride, void* y,
+                        int64_t y_token_stride, int64_t y_head_stride, int64_t n_tokens, int64_t n_heads, int64_t in,
+                        int64_t out) {
+    MlaHeadProjParams p;
+    p.x = x;
+    p.w = weight.data();
+    p.y = y;
+    p.n_tokens = n_tokens;
+    p.n_heads = n_heads;
+    p.in_features = in;
+    p.out_features = out;
+    p.x_token_stride = x_token_stride;
+    p.x_head_stride = x_head_stride;
+    p.y_token_stride = y_token_stride;
+    p.y_head_stride = y_head_stride;
+    p.math = act_type_ == DType::bf16 ? LinearMath::bf16 : LinearMath::f32;
+    p.x_type = p.y_type = act_type_;
+    p.w_type = weight.dtype();
+    const Workspace ws = op_workspace_.workspace(backend_.mla_head_proj_workspace_size(p));
+    return backend_.mla_head_proj(p, ws);
+}
+
+Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
+                      const float* input) {
+    const DsaMlaConfig& c = config_;
+    const DType a = act_type_;
+    const int64_t T = batch.n_tokens(), D = c.hidden_size, H = c.num_attention_heads, Rq = c.q_lora_rank;
+    const int64_t R = c.kv_lora_rank, Dr = c.qk_rope_head_dim, Dn = c.qk_nope_head_dim, Dqk = c.qk_head_dim;
+    const int64_t w1 = R + Dr;
+
+    // q_c_raw = x·W_qaᵀ, [c_raw | kr] = x·W_kvaᵀ (§2.1)
+    SIEVE_ASSIGN_OR_RETURN(void* qc, q_c_.get(bytes(T * Rq, a)));  // [T, Rq]
+    SIEVE_ASSIGN_OR_RETURN(void* ckv, ckv_.get(bytes(T * w1, a)));  // [T, R + Dr]
+    SIEVE_RETURN_IF_ERROR(w.q_a.run(backend_, op_workspace_, input, DType::f32, D, qc, a, Rq, T));
+    SIEVE_RETURN_IF_ERROR(w.kv_a.run(backend_, op_workspace_, input, DType::f32, D, ckv, a, w1, T));
+    // q_c = RMSNorm(q_c_raw), c = RMSNorm(c_raw), in place; eps = latent_norm_eps ("Decisions for sieve")
+    RmsNormParams n;
+    n.x = n.y = qc;
+    n.weight = w.q_a_norm.data();
+    n.n_tokens = T;
+    n.dim = Rq;
+    n.x_token_stride = n.y_token_stride = Rq;
+    n.x_head_stride = n.y_head_stride = Rq;
+    n.eps = static_cast<float>(c.latent_norm_eps);
+    n.x_type = n.y_type = a;
+    SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
+    n.x = n.y = ckv;
+    n.weight = w.kv_a_norm.data();
+    n.dim = n.x_head_stride = n.y_head_stride = R;
+    n.x_token_stride = n.y_token_stride = w1;
+    SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
+    // RoPE(kr), interleaved on its Dr dims (§2.2)
+    SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(at(ckv, a, R), a, T, 1, Dr, w1, Dr, batch, inv_freq_,
+                                                      rope_attention_factor_, Dr, c.rope_mla.pairing,
+                                                      RopeConfigSlice::last)));
+
+    // q = q_c·W_qbᵀ viewed [T, H, Dqk] = [q_nope | q_pe] (§2.1)
+    SIEVE_ASSIGN_OR_RETURN(void* q, q_.get(bytes(T * H * Dqk, a)));  // [T, H, Dqk]
+    SIEVE_RETURN_IF_ERROR(w.q_b.run(backend_, op_workspace_, qc, a, Rq, q, a, H * Dqk, T));
+    // q_mqa = [q_nope·W_UK | RoPE(q_pe)] (§2.5): the rope part written straight into q_mqa's last Dr dims.
+    SIEVE_ASSIGN_OR_RETURN(void* qm, q_mqa_.get(bytes(T * H * (R + Dr), a)));  // [T, H, R + Dr]
+    RopeParams rp = rope_in_place(at(q, a, Dn), a, T, H, Dr, H * Dqk, Dqk, batch, inv_freq_, rope_attention_factor_, Dr,
+                                  c.rope_mla.pairing, RopeConfigSlice::last);
+    rp.y = at(qm, a, R);
+    rp.y_token_stride = H * (R + Dr);
+    rp.y_head_stride = R + Dr;
+    SIEVE_RETURN_IF_ERROR(backend_.rope(rp));
+    // llama_4_scaling (§2.2) is never passed by Hy4's decoder: nothing to do.
+    SIEVE_RETURN_IF_ERROR(head_proj(w.w_uk, q, H * Dqk, Dqk, qm, H * (R + Dr), R + Dr, T, H, Dn, R));
+
+    // Latent cache entries [c | RoPE(kr)] of the step's tokens (§2.5, §3.4), before attention reads them.
+    SparseMlaCacheWriteParams cw;
+    cw.latent = ckv;
+    cw.rope = at(ckv, a, R);
+    cw.slots = info.latent_slots.data();
+    cw.cache = info.latent->view(layer_pos);
+    cw.n_slots = n_slots(*info.latent);
+    cw.n_tokens = T;
+    cw.kv_lora_rank = R;
+    cw.rope_dim = Dr;
+    cw.latent_row_stride = cw.rope_row_stride = w1;
+    cw.format = latent_format_;
+    cw.latent_type = cw.rope_type = a;
+    return backend_.sparse_mla_cache_write(cw);
+}
+
+Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
+                          const float* input, StepSelection& selection, StageTimes* times) {
+    const DsaMlaConfig& c = config_;
+    const DType a = act_type_;
+    const bool fp8 = key_format_ == DsaIndexerKeyFormat::fp8_blocked;
+    const int64_t T = batch.n_tokens(), D = c.hidden_size, Rq = c.q_lora_rank;
+    const int64_t Dr = c.qk_rope_head_dim, Hi = c.index_n_heads, Di = c.index_head_dim, K = c.index_topk;
+    const int64_t wk = Di + Hi;
+    const int64_t index_slot = indexer_slot_[static_cast<size_t>(layer_pos)];
+    void* iq = nullptr;        // [T, Hi, Di] act
+    float* kw = nullptr;       // [T, Di + Hi] f32: [k_raw | head weights]
+    uint8_t* q8 = nullptr;     // [T, Hi, Di] e4m3 (deployed)
+    float* q_scale = nullptr;  // [T, Hi] (deployed)
+    {
+        ScopedStageTimer timer(times, Stage::indexer);
+        // qI = q_c·W_iqᵀ, [kI_raw | w] = x·[W_ik ; W_iw]ᵀ (§2.6)
+        SIEVE_ASSIGN_OR_RETURN(void* qc, q_c_.get(bytes(T * Rq, a)));  // q_c from project()
+        SIEVE_ASSIGN_OR_RETURN(iq, idx_q_.get(bytes(T * Hi * Di, a)));
+        SIEVE_RETURN_IF_ERROR(w.indexer_wq_b.run(backend_, op_workspace_, qc, a, Rq, iq, a, Hi * Di, T));
+        SIEVE_ASSIGN_OR_RETURN(void* kw_raw, idx_kw_.get(bytes(T * wk, DType::f32)));
+        kw = static_cast<float*>(kw_raw);
+        SIEVE_RETURN_IF_ERROR(w.indexer_wk_weights.run(backend_, op_workspace_, input, DType::f32, D, kw, DType::f32, wk, T));
+        // kI = LayerNorm(x·W_ikᵀ; γ, β, eps) (§2.6, eps "Decisions for sieve")
+        SIEVE_ASSIGN_OR_RETURN(void* k, idx_k_.get(bytes(T * Di, a)));  // [T, Di]
+        LayerNormParams ln;
+        ln.x = kw;
+        ln.y = k;
+        ln.weight = w.k_norm_weight.data();
+        ln.bias = w.k_norm_bias.data();
+        ln.n_tokens = T;
+        ln.dim = Di;
+        ln.x_token_stride = wk;
+        ln.y_token_stride = Di;
+        ln.x_head_stride = ln.y_head_stride = Di;
+        ln.eps = static_cast<float>(c.indexer_key_norm_eps);
+        ln.x_type = DType::f32;
+        ln.y_type = a;
+        SIEVE_RETURN_IF_ERROR(backend_.layer_norm(ln));
+        // RoPE on the indexer rope slice: V3.2 NeoX on the first Dr dims, Hy4 interleaved on the last (§2.2).
+        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(iq, a, T, Hi, Di, Hi * Di, Di, batch, inv_freq_,
+                                                          rope_attention_factor_, Dr, c.rope_indexer.pairing,
+                                                          c.rope_indexer.slice)));
+        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(k, a, T, 1, Di, Di, Di, batch, inv_freq_, rope_attention_factor_,
+                                                          Dr, c.rope_indexer.pairing, c.rope_indexer.slice)));
+        if (hadamard_) {  // deployed deepseek_v32: H_Di / sqrt(Di) on q and k before FP8 (§3.5)
+            HadamardParams hp;
+            hp.x = hp.y = iq;
+            hp.n_tokens = T;
+            hp.n_heads = Hi;
+            hp.dim = Di;
+            hp.x_token_stride = hp.y_token_stride = Hi * Di;
+            hp.x_head_stride = hp.y_head_stride = Di;
+            hp.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Di)));
+            hp.x_type = hp.y_type = a;
+            SIEVE_RETURN_IF_ERROR(backend_.hadamard(hp));
+            hp.x = hp.y = k;
+            hp.n_heads = 1;
+            hp.x_token_stride = hp.y_token_stride = Di;
+            SIEVE_RETURN_IF_ERROR(backend_.hadamard(hp));
+        }
+        if (fp8) {  // qI → e4m3 with one UE8M0 scale per (token, head) (§2.6 "FP8 execution", §3.2)
+            SIEVE_ASSIGN_OR_RETURN(void* q8_raw, idx_q8_.get(bytes(T * Hi * Di, DType::u8)));
+            SIEVE_ASSIGN_OR_RETURN(void* qs_raw, idx_q_scale_.get(bytes(T * Hi, DType::f32)));
+            q8 = static_cast<uint8_t*>(q8_raw);
+            q_scale = static_cast<float*>(qs_raw);
+            QuantFp8Params qp;
+            qp.x = iq;
+            qp.q = q8;
+            qp.scale_f32 = q_scale;
+            qp.n_tokens = T;
+            qp.n_heads = Hi;
+            qp.dim = Di;
+            qp.group_size = Di;
+            qp.x_token_stride = qp.q_token_stride = Hi * Di;
+            qp.x_head_stride = qp.q_head_stride = Di;
+            qp.scale_token_stride = Hi;
+            qp.scale_head_stride = 1;
+            qp.x_type = a;
+            SIEVE_RETURN_IF_ERROR(backend_.quant_fp8(qp));
+        }
+        // The step's keys enter the indexer cache before scoring: candidates are 0..p inclusive (§2.7).
+        DsaIndexerKeyWriteParams kp;
+        kp.k = k;
+        kp.slots = info.indexer_slots.data();
+        kp.cache = info.indexer->view(index_slot);
+        kp.n_slots = n_slots(*info.indexer);
+        kp.n_tokens = T;
+        kp.head_dim = Di;
+        kp.k_row_stride = Di;
+        kp.format = key_format_;
+        kp.k_type = a;
+        SIEVE_RETURN_IF_ERROR(backend_.dsa_indexer_key_write(kp));
+    }
+
+    // Selection: rows with p + 1 ≤ K take every causal token (sparse = dense, §2.7) without scoring;
+    // the others are scored and cut to their top K, in chunks that bound the scores buffer.
+    selection.signature = step_signature(batch);
+    selection.topk.assign(static_cast<size_t>(T * K), -1);
+    const bool keep_scores = observer_ != nullptr;
+    selection.scores.clear();
+    selection.score_begin.assign(keep_scores ? static_cast<size_t>(T + 1) : 0, 0);
+    SIEVE_ASSIGN_OR_RETURN(void* nk_raw, n_keys_.get(bytes(T, DType::i32)));
+    int32_t* n_keys = static_cast<int32_t*>(nk_raw);  // [T] candidates scored per row (0: not scored)
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t candidates = batch.positions[static_cast<size_t>(t)] + 1;
+        n_keys[t] = candidates > K ? static_cast<int32_t>(candidates) : 0;
+    }
+    for (int64_t r0 = 0; r0 < T;) {
+        int64_t r1 = r0, n_cols = 0;
+        while (r1 < T) {
+            const int64_t cols = std::max<int64_t>(n_cols, n_keys[r1]);
+            if (r1 > r0 && (r1 - r0 + 1) * cols > kScoreBudgetFloats) break;
+            n_cols = cols;
+            ++r1;
+        }
+        const int64_t rows = r1 - r0;
+        float* scores = nullptr;  // [rows, n_cols]
+        if (n_cols > 0) {
+            SIEVE_ASSIGN_OR_RETURN(void* s_raw, scores_.get(bytes(rows * n_cols, DType::f32)));
+            scores = static_cast<float*>(s_raw);
+            {
+                ScopedStageTimer timer(times, Stage::indexer);
+                DsaIndexerScoresParams sp;
+                sp.q = fp8 ? static_cast<const void*>(q8 + r0 * Hi * Di) : at(iq, a, r0 * Hi * Di);
+                sp.q_type = fp8 ? DType::f8_e4m3 : DType::f32;
+                sp.q_token_stride = Hi * Di;
+                sp.q_head_stride = Di;
+                sp.q_scale = fp8 ? q_scale + r0 * Hi : nullptr;
+                sp.q_scale_token_stride = Hi;
+                sp.weights = kw + r0 * wk + Di;
+                sp.weights_token_stride = wk;
+                // Hi^-0.5 on the head weights and Di^-0.5 on the dot products (§2.6), folded together.
+                sp.weight_scale = static_cast<float>(c.indexer_head_weight_scale * c.indexer_softmax_scale);
+                sp.keys = info.indexer->view(index_slot);
+                sp.n_slots = n_slots(*info.indexer);
+                sp.block_table = info.indexer_tables.data();
+                sp.n_seqs = batch.n_requests();
+                sp.block_table_stride = info.table_stride;
+                sp.token_seq = info.token_seq.data() + r0;
+                sp.n_keys = n_keys + r0;
+                sp.scores = scores;
+                sp.n_tokens = rows;
+                sp.n_heads = Hi;
+                sp.head_dim = Di;
+                sp.n_cols = n_cols;
+                sp.scores_row_stride = n_cols;
+                sp.format = key_format_;
+                if (!fp8 && a != DType::f32)
+                    return internal_error("{}: f32 indexer keys with {} activations", model_type_, dtype_name(a));
+                const Workspace ws = op_workspace_.workspace(backend_.dsa_indexer_scores_workspace_size(sp));
+                SIEVE_RETURN_IF_ERROR(backend_.dsa_indexer_scores(sp, ws));
+            }
+            ScopedStageTimer timer(times, Stage::topk);
+            TopkParams tp;
+            tp.scores = scores;
+            tp.valid_len = n_keys + r0;
+            tp.out = selection.topk.data() + r0 * K;
+            tp.n_rows = rows;
+            tp.n_cols = n_cols;
+            tp.k = K;
+            tp.scores_row_stride = n_cols;
+            tp.out_row_stride = K;
+            const Workspace ws = op_workspace_.workspace(backend_.topk_workspace_size(tp));
+            SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws));
+        }
+        for (int64_t t = r0; t < r1; ++t) {
+            int32_t* row = selection.topk.data() + t * K;
+            const int64_t pos = batch.positions[static_cast<size_t>(t)];
+            if (n_keys[t] == 0)
+                for (int64_t j = 0; j <= pos; ++j) row[j] = static_cast<int32_t>(j);  // every causal token
+            if (!observer_) continue;
+            std::span<const float> row_scores;
+            if (n_keys[t] > 0) row_scores = {scores + (t - r0) * n_cols, static_cast<size_t>(n_keys[t])};
+            observer_->on_selection(w.layer, batch.request_of_token(t), pos, {row, static_cast<size_t>(K)}, row_scores, 1);
+            if (keep_scores) {
+                selection.scores.insert(selection.scores.end(), row_scores.begin(), row_scores.end());
+                selection.score_begin[static_cast<size_t>(t + 1)] = static_cast<int64_t>(selection.scores.size());
+            }
+        }
+        r0 = r1;
+    }
+    return Status::ok();
+}
+
+Status Model::reuse_selection(const LayerWeights& w, const StepBatch& batch, StepSelection& selection) {
+    auto it = selections_.find(w.topk_source_layer);
+    if (it == selections_.end() || it->second.signature != step_signature(batch))
+        return internal_error("{}: shared layer {} reuses the top-k of layer {} (dsa_mla.md §1.3), which did not run "
+                              "in this step before it",
+                              model_type_, w.layer, w.topk_source_layer);
+    const StepSelection& source = it->second;
+    selection.topk = source.topk;
+    if (!observer_) return Status::ok();
+    const int64_t K = config_.index_topk;
+    const bool have_scores = source.score_begin.size() == static_cast<size_t>(batch.n_tokens() + 1);
+    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+        std::span<const float> scores;
+        if (have_scores) {
+            const auto b = static_cast<size_t>(source.score_begin[static_cast<size_t>(t)]);
+            const auto e = static_cast<size_t>(source.score_begin[static_cast<size_t>(t + 1)]);
+            scores = {source.scores.data() + b, e - b};
+        }
+        observer_->on_selection(w.layer, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)],
+                                {selection.topk.data() + t * K, static_cast<size_t>(K)}, scores, 1);
+    }
+    return Status::ok();
+}
+
+Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
+                     const StepSelection& selection) {
+    const DsaMlaConfig& c = config_;
+    const DType a = act_type_;
+    const int64_t T = batch.n_tokens(), H = c.num_attention_heads, R = c.kv_lora_rank, Dr = c.qk_rope_head_dim;
+    const int64_t K = c.index_topk, B = info.latent->block_size();
+    if (n_slots(*info.latent) > INT32_MAX)
+        return unsupported_error("{}: the '{}' cache has {} slots; the sparse MLA op addresses them as int32", model_type_,
+                                 kLatentGroup, n_slots(*info.latent));
+    // Request-local positions → global latent-cache slots (§4.3); entries past the token's own position
+    // (as reference top-k rows list them for early tokens, §2.7) and −1 mean "none".
+    SIEVE_ASSIGN_OR_RETURN(void* slots_raw, attn_slots_.get(bytes(T * K, DType::i32)));
+    int32_t* slots = static_cast<int32_t*>(slots_raw);  // [T, K]
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t pos = batch.positions[static_cast<size_t>(t)];
+        const int32_t* table = info.latent_tables.data() + info.token_seq[static_cast<size_t>(t)] * info.table_stride;
+        for (int64_t j = 0; j < K; ++j) {
+            const int64_t idx = selection.topk[static_cast<size_t>(t * K + j)];
+            int64_t slot = -1;
+            if (idx >= 0 && idx <= pos) {
+                const int32_t block = table[idx / B];
+                if (block < 0)
+                    return internal_error("{}: layer {} selects position {} of request {}, whose latent block is not "
+                                          "resident",
+                                          model_type_, w.layer, idx, batch.request_of_token(t));
+                slot = static_cast<int64_t>(block) * B + idx % B;
+            }
+            slots[t * K + j] = static_cast<int32_t>(slot);
+        }
+    }
+    SIEVE_ASSIGN_OR_RETURN(void* q, q_mqa_.get(bytes(T * H * (R + Dr), a)));
+    SIEVE_ASSIGN_OR_RETURN(void* out, o_lat_.get(bytes(T * H * R, a)));  // [T, H, R]
+    SparseMlaAttentionParams p;
+    p.q = q;
+    p.q_token_stride = H * (R + Dr);
+    p.q_head_stride = R + Dr;
+    p.cache = info.latent->view(layer_pos);
+    p.n_slots = n_slots(*info.latent);
+    p.slots = slots;
+    p.slots_row_stride = K;
+    p.sink = w.sink.empty() ? nullptr : w.sink.data();  // every path applies the sink (§2.11)
+    p.out = out;
+    p.out_token_stride = H * R;
+    p.out_head_stride = R;
+    p.scale = static_cast<float>(c.softmax_scale);  // Dqk^-0.5 · m² (§2.3)
+    p.n_tokens = T;
+    p.n_heads = H;
+    p.kv_lora_rank = R;
+    p.rope_dim = Dr;
+    p.topk = K;
+    p.format = latent_format_;
+    p.q_type = p.out_type = a;
+    const Workspace ws = op_workspace_.workspace(backend_.sparse_mla_attention_workspace_size(p));
+    return backend_.sparse_mla_attention(p, ws);
+}
+
+Status Model::output_projection(const LayerWeights& w, int64_t T, const float* input, float* output) {
+    const DsaMlaConfig& c = config_;
+    const DType a = act_type_;
+    const int64_t D = c.hidden_size, H = c.num_attention_heads, R = c.kv_lora_rank, Dv = c.v_head_dim;
+    SIEVE_ASSIGN_OR_RETURN(void* o_lat, o_lat_.get(bytes(T * H * R, a)));
+    SIEVE_ASSIGN_OR_RETURN(void* o, o_.get(bytes(T * H * Dv, a)));  // [T, H, Dv]
+    // o[t, h] = W_UV[h]·o_lat[t, h] (§2.5)
+    SIEVE_RETURN_IF_ERROR(head_proj(w.w_uv, o_lat, H * R, R, o, H * Dv, Dv, T, H, R, Dv));
+    if (w.gate_mode != DsaOutputGate::none) {  // o ⊙ sigmoid(x·W_gateᵀ), before o_proj (§2.9)
+        const int64_t gw = w.gate.out_features();
+        SIEVE_ASSIGN_OR_RETURN(void* g, gate_.get(bytes(T * gw, a)));
+        SIEVE_RETURN_IF_ERROR(w.gate.run(backend_, op_workspace_, input, DType::f32, D, g, a, gw, T));
+        DsaOutputGateParams gp;
+        gp.x = o;
+        gp.y = o;
+        gp.gate = g;
+        gp.n_tokens = T;
+        gp.n_heads = H;
+        gp.head_dim = Dv;
+        gp.x_token_stride = gp.y_token_stride = H * Dv;
+        gp.x_head_stride = gp.y_head_stride = Dv;
+        gp.gate_row_stride = gw;
+        gp.mode = w.gate_mode == DsaOutputGate::elementwise ? DsaGateMode::elementwise : DsaGateMode::headwise;
+        gp.x_type = gp.gate_type = gp.y_type = a;
+        SIEVE_RETURN_IF_ERROR(backend_.dsa_output_gate(gp));
+    }
+    return w.o_proj.run(backend_, op_workspace_, o, a, H * Dv, output, DType::f32, D, T);
+}
+
+}  // namespace sieve::dsa_mla

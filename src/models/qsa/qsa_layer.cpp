@@ -1,0 +1,450 @@
+#include "models/qsa/qsa_layer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+
+#include "ops/qsa_expand.h"
+#include "ops/qsa_pool.h"
+#include "ops/qsa_score.h"
+#include "ops/qsa_sparse_gqa.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
+#include "ops/topk.h"
+
+namespace sieve {
+
+namespace {
+
+// Scores of one selection chunk: at most this many bytes of [rows, groups] f32 (vLLM and SGLang
+// chunk their prefill logits the same way, with 128 MiB; qsa.md §12 item 4).
+constexpr size_t kScoreChunkBytes = size_t{64} << 20;
+
+size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// Carves typed sub-buffers out of one scratch allocation: a first pass with base == nullptr sums
+// the sizes, the second hands out the pointers.
+struct Carver {
+    uint8_t* base = nullptr;
+    size_t offset = 0;
+    template <typename T>
+    T* take(size_t count) {
+        T* p = base ? reinterpret_cast<T*>(base + offset) : nullptr;
+        offset += align64(count * sizeof(T));
+        return p;
+    }
+    void* take_bytes(size_t bytes) { return take<uint8_t>(bytes); }
+};
+
+// Packs the request rows of one cache group's block tables into `table` [n_requests, stride] (−1
+// past a request's end) and returns the stride.
+int64_t pack_tables(const StepBatch& batch, const CacheGroup& group, std::vector<int32_t>& table) {
+    int64_t stride = 1;
+    for (const StepRequest& r : batch.requests)
+        stride = std::max<int64_t>(stride, static_cast<int64_t>(group.block_table(r.id).size()));
+    table.assign(static_cast<size_t>(batch.n_requests() * stride), -1);
+    for (int64_t q = 0; q < batch.n_requests(); ++q) {
+        const std::vector<int32_t>& row = group.block_table(batch.requests[static_cast<size_t>(q)].id);
+        std::copy(row.begin(), row.end(), table.begin() + q * stride);
+    }
+    return stride;
+}
+
+QsaBlockTables block_tables(const StepBatch& batch, const std::vector<int32_t>& table, int64_t stride, int64_t token0) {
+    QsaBlockTables t;
+    t.block_table = table.data();
+    t.token_request = batch.token_request.data() + token0;
+    t.n_requests = batch.n_requests();
+    t.block_table_stride = stride;
+    return t;
+}
+
+}  // namespace
+
+void QsaScratch::Aligned::operator()(void* p) const { std::free(p); }
+
+void* QsaScratch::reserve(size_t n) {
+    if (n > capacity || !bytes) {
+        const size_t size = std::max<size_t>(align64(n), 64);
+        bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, size)));
+        capacity = bytes ? size : 0;
+    }
+    return bytes.get();
+}
+
+Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLayerWeights w, NumericsProfile profile,
+                                                     Backend& backend, int64_t layer_slot) {
+    std::unique_ptr<QsaLayer> l(new QsaLayer(c, profile, backend));
+    l->layer_ = w.layer;
+    l->layer_slot_ = layer_slot;
+    l->pl_ = qsa_projection_layout(c);
+    const LinearMath math = profile == NumericsProfile::exact ? LinearMath::f32 : LinearMath::bf16;
+    auto prepare = [&](const Tensor& t, const char* what) -> Expected<std::unique_ptr<PreparedLinear>> {
+        LinearWeights lw;
+        lw.weight = t.data();
+        lw.out_features = t.dim(0);
+        lw.in_features = t.dim(1);
+        lw.weight_row_stride = t.dim(1);
+        lw.weight_type = t.dtype();
+        lw.math = math;
+        auto prepared = backend.linear_prepare(lw);
+        if (!prepared) return prepared.status().with_context(fmt::format("layer {} {}", w.layer, what));
+        return prepared;
+    };
+    SIEVE_ASSIGN_OR_RETURN(l->input_proj_, prepare(w.input_proj, "q|k|v|index_qk projection"));
+    SIEVE_ASSIGN_OR_RETURN(l->o_proj_, prepare(w.o_proj, "o_proj"));
+    l->q_norm_ = std::move(w.q_norm);
+    l->k_norm_ = std::move(w.k_norm);
+    l->index_q_norm_ = std::move(w.index_q_norm);
+    l->index_k_norm_ = std::move(w.index_k_norm);
+    // One table for main q/k and the indexer (qsa.md §4.2: same rotary, R dims, theta^(−2i/R)).
+    RopeFrequencyConfig f;
+    f.rot_dim = c.rotary_dim;
+    f.base = c.rope.theta;
+    l->inv_freq_.resize(static_cast<size_t>(c.rotary_dim / 2));
+    SIEVE_RETURN_IF_ERROR(rope_inv_freq(f, l->inv_freq_.data()));
+    return l;
+}
+
+Expected<const LinearPlan*> QsaLayer::plan(const PreparedLinear& w, PlanCache& cache, const LinearParams& shape) {
+    auto it = cache.by_tokens.find(shape.n_tokens);
+    if (it != cache.by_tokens.end()) return &it->second;
+    if (cache.by_tokens.size() >= 64) cache.by_tokens.clear();  // bounded: batch shapes vary with the schedule
+    SIEVE_ASSIGN_OR_RETURN(LinearPlan p, backend_.linear_plan(w, shape));
+    return &cache.by_tokens.emplace(shape.n_tokens, std::move(p)).first->second;
+}
+
+Status QsaLayer::forward(const StepBatch& batch, const float* input, float* output, QsaScratch& scratch,
+                         SelectionObserver* observer, StageTimes* times) {
+    const int64_t T = batch.n_tokens();
+    if (T == 0) return Status::ok();
+    CacheGroup* kv_group = batch.caches.find(kQsaKvCache);
+    CacheGroup* comp_group = batch.caches.find(kQsaCompressedCache);
+    CacheGroup* ring_group = batch.caches.find(kQsaRingCache);
+    if (!kv_group || !comp_group || !ring_group)
+        return internal_error("QSA layer {}: the step lacks one of the cache groups {}, {}, {}", layer_, kQsaKvCache,
+                              kQsaCompressedCache, kQsaRingCache);
+    const bool exact = profile_ == NumericsProfile::exact;
+    const DType act = exact ? DType::f32 : DType::bf16;  // activations and caches (see qsa_layer.h)
+    const size_t ae = dtype_size(act);
+    const int64_t H = c_.hidden_size, Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;
+    const int64_t Hi = c_.indexer_n_heads, Di = c_.indexer_head_dim, r = c_.indexer_compress_ratio;
+    const int64_t R = c_.rotary_dim, k_top = c_.block_topk, W = c_.output_width, N = pl_.total;
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+
+    // ---- per-token metadata (qsa.md §6) ----
+    std::vector<int64_t>& seq_lens = scratch.seq_lens;
+    std::vector<int32_t>& n_groups = scratch.n_groups;      // groups to score: visible, or 0 for dense rows
+    std::vector<int64_t>& completing = scratch.completing;  // tokens whose position closes a group (§4.3)
+    seq_lens.resize(static_cast<size_t>(T));
+    n_groups.resize(static_cast<size_t>(T));
+    completing.clear();
+    int64_t max_cols = 0;
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t p = batch.positions[static_cast<size_t>(t)];
+        const int64_t L = batch.requests[static_cast<size_t>(batch.token_request[static_cast<size_t>(t)])].end();
+        seq_lens[static_cast<size_t>(t)] = L;
+        const int64_t visible = std::min((p + 1) / r, L / r);  // §4.5
+        n_groups[static_cast<size_t>(t)] = static_cast<int32_t>(visible > k_top ? visible : 0);
+        max_cols = std::max<int64_t>(max_cols, n_groups[static_cast<size_t>(t)]);
+        if ((p + 1) % r == 0) completing.push_back(t);
+    }
+    const int64_t n_new = static_cast<int64_t>(completing.size());
+    const int64_t chunk_rows =
+        max_cols == 0 ? T : std::clamp<int64_t>(static_cast<int64_t>(kScoreChunkBytes / (4 * static_cast<size_t>(max_cols))), 1, T);
+
+    // ---- op params whose workspace sizes the scratch needs ----
+    LinearParams in_lp;
+    in_lp.x = input;
+    in_lp.n_tokens = T;
+    in_lp.x_row_stride = H;
+    in_lp.y_row_stride = N;
+    in_lp.x_type = DType::f32;
+    in_lp.y_type = act;
+    LinearParams out_lp;
+    out_lp.y = output;
+    out_lp.n_tokens = T;
+    out_lp.x_row_stride = Hq * D;
+    out_lp.y_row_stride = H;
+    out_lp.x_type = act;
+    out_lp.y_type = DType::f32;
+    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* in_plan, plan(*input_proj_, input_plans_, in_lp));
+    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* out_plan, plan(*o_proj_, o_plans_, out_lp));
+
+    const int64_t kv_stride = pack_tables(batch, *kv_group, scratch.kv_table);
+    const int64_t comp_stride = pack_tables(batch, *comp_group, scratch.compressed_table);
+
+    QsaSparseGqaParams gp;
+    gp.kv = kv_group->view(layer_slot_);
+    gp.tables = block_tables(batch, scratch.kv_table, kv_stride, 0);
+    gp.n_tokens = T;
+    gp.n_heads = Hq;
+    gp.n_kv_heads = Hkv;
+    gp.head_dim = D;
+    gp.n_indices = W;
+    gp.index_row_stride = W;
+    gp.q_token_stride = Hq * D;
+    gp.q_head_stride = D;
+    gp.gate_token_stride = N;  // the gate halves of q_proj's rows (§3, §4.8)
+    gp.gate_head_stride = 2 * D;
+    gp.out_token_stride = Hq * D;
+    gp.out_head_stride = D;
+    gp.scale = static_cast<float>(c_.softmax_scale);  // D^-0.5 (§4.7)
+    gp.math = exact ? QsaAttentionMath::f32 : QsaAttentionMath::bf16;
+    gp.q_type = gp.kv_type = gp.gate_type = gp.out_type = act;
+
+    TopkParams tk;
+    tk.n_rows = chunk_rows;
+    tk.n_cols = max_cols;
+    tk.k = k_top;
+    tk.scores_row_stride = max_cols;
+    tk.out_row_stride = k_top;
+    const size_t topk_ws = max_cols > 0 ? backend_.topk_workspace_size(tk) : 0;
+    const size_t gqa_ws = backend_.qsa_sparse_gqa_workspace_size(gp);
+
+    // ---- scratch ----
+    auto carve = [&](Carver& cv) {
+        struct Buffers {
+            void* proj;               // [T, N] act: q_gate | k | v | index_q | index_k (QsaProjectionLayout)
+            void* q;                  // [T, Hq, D] act, normed and rotated
+            void* k;                  // [T, Hkv, D] act, normed and rotated
+            void* iq;                 // [T, Hi, Di] act, normed and rotated index queries
+            void* attn;               // [T, Hq, D] act, gated attention output
+            void* pooled;             // [n_new, Di] act, the groups completed in this step
+            int64_t* member_slots;    // [n_new, r] ring slots of their members
+            int64_t* pool_positions;  // [n_new] each group's first position g·r
+            int32_t* idx;             // [T, W] token positions per row (−1 padded)
+            int32_t* sel;             // [T, k_top] selected groups (−1 padded)
+            float* scores;            // [chunk_rows, max_cols] group scores of one row chunk
+            void *lin_ws, *topk_ws, *gqa_ws;
+        } b;
+        b.proj = cv.take_bytes(static_cast<size_t>(T * N) * ae);
+        b.q = cv.take_bytes(static_cast<size_t>(T * Hq * D) * ae);
+        b.k = cv.take_bytes(static_cast<size_t>(T * Hkv * D) * ae);
+        b.iq = cv.take_bytes(static_cast<size_t>(T * Hi * Di) * ae);
+        b.attn = cv.take_bytes(static_cast<size_t>(T * Hq * D) * ae);
+        b.pooled = cv.take_bytes(static_cast<size_t>(std::max<int64_t>(n_new, 1) * Di) * ae);
+        b.member_slots = cv.take<int64_t>(static_cast<size_t>(std::max<int64_t>(n_new, 1) * r));
+        b.pool_positions = cv.take<int64_t>(static_cast<size_t>(std::max<int64_t>(n_new, 1)));
+        b.idx = cv.take<int32_t>(static_cast<size_t>(T * W));
+        b.sel = cv.take<int32_t>(static_cast<size_t>(T * k_top));
+        b.scores = cv.take<float>(static_cast<size_t>(std::max<int64_t>(chunk_rows * max_cols, 1)));
+        b.lin_ws = cv.take_bytes(std::max(in_plan->workspace_bytes, out_plan->workspace_bytes));
+        b.topk_ws = cv.take_bytes(topk_ws);
+        b.gqa_ws = cv.take_bytes(gqa_ws);
+        return b;
+    };
+    Carver sizing;
+    carve(sizing);
+    Carver cv{static_cast<uint8_t*>(scratch.reserve(sizing.offset)), 0};
+    if (cv.base == nullptr)
+        return out_of_memory_error("QSA layer {}: cannot allocate {} bytes of scratch for a step of {} tokens", layer_,
+                                   sizing.offset, T);
+    const auto buf = carve(cv);
+    const size_t lin_ws_bytes = std::max(in_plan->workspace_bytes, out_plan->workspace_bytes);
+
+    // ---- 1. projections, norms, RoPE (§4.1, §4.2) ----
+    {
+        ScopedStageTimer timer(times, Stage::projections);
+        in_lp.y = buf.proj;
+        SIEVE_RETURN_IF_ERROR(backend_.linear(*input_proj_, *in_plan, in_lp, {buf.lin_ws, lin_ws_bytes}));
+        auto norm_rope = [&](int64_t offset, int64_t n_heads, int64_t dim, int64_t head_stride, const Tensor& w,
+                             void* y) -> Status {
+            RmsNormParams n;
+            n.x = static_cast<const uint8_t*>(buf.proj) + static_cast<size_t>(offset) * ae;
+            n.y = y;
+            n.weight = w.as<float>();
+            n.n_tokens = T;
+            n.n_heads = n_heads;
+            n.dim = dim;
+            n.x_token_stride = N;
+            n.x_head_stride = head_stride;
+            n.y_token_stride = n_heads * dim;
+            n.y_head_stride = dim;
+            n.eps = eps;  // rms_norm_eps for every QSA norm (§2.1)
+            n.weight_mode = RmsNormWeight::one_plus;  // Gemma (1 + w) (§4.1)
+            n.x_type = n.y_type = act;
+            SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
+            RopeParams rp;
+            rp.x = rp.y = y;
+            rp.positions = batch.positions.data();
+            rp.inv_freq = inv_freq_.data();
+            rp.n_tokens = T;
+            rp.n_heads = n_heads;
+            rp.head_dim = dim;
+            rp.rot_dim = R;
+            rp.x_token_stride = rp.y_token_stride = n_heads * dim;
+            rp.x_head_stride = rp.y_head_stride = dim;
+            rp.pairing = RopePairing::half_split;  // NeoX on the first R dims, after the norm (§4.1)
+            rp.slice = RopeSlice::first;
+            rp.x_type = rp.y_type = act;
+            rp.positions_type = DType::i64;
+            return backend_.rope(rp);
+        };
+        SIEVE_RETURN_IF_ERROR(norm_rope(pl_.q_gate, Hq, D, 2 * D, q_norm_, buf.q));
+        SIEVE_RETURN_IF_ERROR(norm_rope(pl_.k, Hkv, D, D, k_norm_, buf.k));
+        SIEVE_RETURN_IF_ERROR(norm_rope(pl_.index_q, Hi, Di, Di, index_q_norm_, buf.iq));
+    }
+
+    // ---- 2. cache stores: K|V, raw index keys (§4.9 steps 2.3 and 3; §5.1, §5.2) ----
+    const CacheView kv_view = kv_group->view(layer_slot_);
+    const CacheView ring_view = ring_group->view(layer_slot_);
+    const CacheView comp_view = comp_group->view(layer_slot_);
+    {
+        ScopedStageTimer timer(times, Stage::compressor);
+        const auto* proj = static_cast<const uint8_t*>(buf.proj);
+        const auto* kb = static_cast<const uint8_t*>(buf.k);
+        for (int64_t t = 0; t < T; ++t) {
+            const RequestId id = batch.request_of_token(t);
+            const int64_t p = batch.positions[static_cast<size_t>(t)];
+            const int64_t kv_slot = kv_group->slot(id, p), ring_slot = ring_group->slot(id, p);
+            if (kv_slot < 0 || ring_slot < 0)
+                return internal_error("QSA layer {}: request {} position {} has no {} entry (slot {}, ring slot {})",
+                                      layer_, id, p, kv_slot < 0 ? kQsaKvCache : kQsaRingCache, kv_slot, ring_slot);
+            uint8_t* row = kv_view.row(kv_slot);
+            const size_t head_bytes = static_cast<size_t>(D) * ae;
+            for (int64_t g = 0; g < Hkv; ++g) {
+                std::memcpy(row + static_cast<size_t>(2 * g) * head_bytes, kb + static_cast<size_t>(t * Hkv + g) * head_bytes,
+                            head_bytes);
+                std::memcpy(row + static_cast<size_t>(2 * g + 1) * head_bytes,
+                            proj + static_cast<size_t>(t * N + pl_.v + g * D) * ae, head_bytes);
+            }
+            std::memcpy(ring_view.row(ring_slot), proj + static_cast<size_t>(t * N + pl_.index_k) * ae,
+                        static_cast<size_t>(Di) * ae);
+        }
+
+        // ---- 3. compression of the groups completed in this step (§4.3, §5.3) ----
+        if (n_new > 0) {
+            for (int64_t i = 0; i < n_new; ++i) {
+                const int64_t t = completing[static_cast<size_t>(i)];
+                const RequestId id = batch.request_of_token(t);
+                const int64_t g = batch.positions[static_cast<size_t>(t)] / r;
+                for (int64_t j = 0; j < r; ++j) {
+                    const int64_t s = ring_group->slot(id, g * r + j);
+                    if (s < 0)
+                        return internal_error("QSA layer {}: request {}: the raw key of position {} (group {}) is no "
+                                              "longer in the ring",
+                                              layer_, id, g * r + j, g);
+                    buf.member_slots[i * r + j] = s;
+                }
+                buf.pool_positions[i] = g * r;  // RoPE at the group's FIRST position (§4.3)
+            }
+            QsaPoolParams pp;
+            pp.keys = ring_view;
+            pp.member_slots = buf.member_slots;
+            pp.out = buf.pooled;
+            pp.n_groups = n_new;
+            pp.ratio = r;
+            pp.head_dim = Di;
+            pp.out_row_stride = Di;
+            pp.key_type = pp.out_type = act;  // deployed: the pooled mean rounded to bf16 before the norm (§4.3)
+            SIEVE_RETURN_IF_ERROR(backend_.qsa_pool(pp));
+            RmsNormParams n;
+            n.x = n.y = buf.pooled;
+            n.weight = index_k_norm_.as<float>();
+            n.n_tokens = n_new;
+            n.dim = Di;
+            n.x_token_stride = n.y_token_stride = Di;
+            n.eps = eps;
+            n.weight_mode = RmsNormWeight::one_plus;  // k_layernorm, Gemma (1 + w) (§3, §4.3)
+            n.x_type = n.y_type = act;
+            SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
+            RopeParams rp;
+            rp.x = rp.y = buf.pooled;
+            rp.positions = buf.pool_positions;
+            rp.inv_freq = inv_freq_.data();
+            rp.n_tokens = n_new;
+            rp.head_dim = Di;
+            rp.rot_dim = R;
+            rp.x_token_stride = rp.y_token_stride = Di;
+            rp.pairing = RopePairing::half_split;
+            rp.slice = RopeSlice::first;
+            rp.x_type = rp.y_type = act;
+            rp.positions_type = DType::i64;
+            SIEVE_RETURN_IF_ERROR(backend_.rope(rp));
+            for (int64_t i = 0; i < n_new; ++i) {
+                const int64_t t = completing[static_cast<size_t>(i)];
+                const RequestId id = batch.request_of_token(t);
+                const int64_t g = batch.positions[static_cast<size_t>(t)] / r;
+                const int64_t s = comp_group->slot(id, g);
+                if (s < 0)
+                    return internal_error("QSA layer {}: request {} has no compressed-key entry {}", layer_, id, g);
+                std::memcpy(comp_view.row(s), static_cast<const uint8_t*>(buf.pooled) + static_cast<size_t>(i * Di) * ae,
+                            static_cast<size_t>(Di) * ae);
+            }
+        }
+    }
+
+    // ---- 4. selection (§4.4–§4.6), in row chunks of bounded score memory ----
+    for (int64_t t0 = 0; t0 < T; t0 += chunk_rows) {
+        const int64_t t1 = std::min(T, t0 + chunk_rows);
+        bool any = false;
+        for (int64_t t = t0; t < t1; ++t) any |= n_groups[static_cast<size_t>(t)] > 0;
+        if (any) {
+            {
+                ScopedStageTimer timer(times, Stage::indexer);
+                QsaScoreParams sp;
+                sp.q = static_cast<const uint8_t*>(buf.iq) + static_cast<size_t>(t0 * Hi * Di) * ae;
+                sp.keys = comp_view;
+                sp.tables = block_tables(batch, scratch.compressed_table, comp_stride, t0);
+                sp.n_groups = n_groups.data() + t0;
+                sp.scores = buf.scores;
+                sp.n_tokens = t1 - t0;
+                sp.n_heads = Hi;
+                sp.head_dim = Di;
+                sp.q_token_stride = Hi * Di;
+                sp.q_head_stride = Di;
+                sp.n_cols = max_cols;
+                sp.scores_row_stride = max_cols;
+                sp.scale = static_cast<float>(c_.indexer_score_scale);  // Di^-0.5 (§4.4)
+                sp.q_type = sp.key_type = act;
+                SIEVE_RETURN_IF_ERROR(backend_.qsa_score(sp));
+            }
+            ScopedStageTimer timer(times, Stage::topk);
+            TopkParams p = tk;
+            p.scores = buf.scores;
+            p.valid_len = n_groups.data() + t0;
+            p.out = buf.sel + t0 * k_top;
+            p.n_rows = t1 - t0;
+            SIEVE_RETURN_IF_ERROR(backend_.topk(p, {buf.topk_ws, topk_ws}));
+        }
+        ScopedStageTimer timer(times, Stage::topk);
+        QsaExpandParams ep;
+        ep.sel = buf.sel + t0 * k_top;
+        ep.positions = batch.positions.data() + t0;
+        ep.seq_lens = seq_lens.data() + t0;
+        ep.out = buf.idx + t0 * W;
+        ep.n_tokens = t1 - t0;
+        ep.ratio = r;
+        ep.block_topk = k_top;
+        ep.out_width = W;
+        ep.sel_row_stride = k_top;
+        ep.out_row_stride = W;
+        SIEVE_RETURN_IF_ERROR(backend_.qsa_expand(ep));
+        if (observer) {
+            for (int64_t t = t0; t < t1; ++t) {
+                const int32_t n = n_groups[static_cast<size_t>(t)];
+                std::span<const float> scores;
+                if (n > 0) scores = std::span<const float>(buf.scores + (t - t0) * max_cols, static_cast<size_t>(n));
+                observer->on_selection(layer_, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)],
+                                       std::span<int32_t>(buf.idx + t * W, static_cast<size_t>(W)), scores, r);
+            }
+        }
+    }
+
+    // ---- 5. sparse GQA × sigmoid(gate), o_proj (§4.7, §4.8) ----
+    {
+        ScopedStageTimer timer(times, Stage::attention);
+        gp.q = buf.q;
+        gp.indices = buf.idx;
+        gp.gate = static_cast<const uint8_t*>(buf.proj) + static_cast<size_t>(pl_.q_gate + D) * ae;
+        gp.out = buf.attn;
+        SIEVE_RETURN_IF_ERROR(backend_.qsa_sparse_gqa(gp, {buf.gqa_ws, gqa_ws}));
+    }
+    ScopedStageTimer timer(times, Stage::output);
+    out_lp.x = buf.attn;
+    return backend_.linear(*o_proj_, *out_plan, out_lp, {buf.lin_ws, lin_ws_bytes});
+}
+
+}  // namespace sieve

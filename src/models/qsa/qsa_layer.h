@@ -1,0 +1,89 @@
+// One QSA layer (specs/qsa.md §4): gated GQA whose weight-free indexer mean-pools raw index keys in
+// groups of r tokens and selects a token budget. The layer orchestrates backend ops and the three
+// caches of one step (§4.9 order):
+//   1. fused projection [q_gate | k | v | index_q | index_k]; Gemma (1 + w) RMSNorm on q, k (per head
+//      of D) and the index queries (per head of Di); partial NeoX RoPE on the first R dims of each
+//      (positions are 1-D: text-only MRoPE is plain RoPE, §4.1);
+//   2. K|V → main KV cache, the raw (unnormalized, unrotated) index key → the raw-key ring (§5.1, §5.2);
+//   3. every token that completes a group g (p + 1 ≡ 0 mod r) pools its r ring entries (mean), then
+//      k_layernorm and RoPE at position g·r, into compressed-key entry g (§4.3, §5.3);
+//   4. selection: a token with visible = (p + 1) / r complete groups takes all of them when
+//      visible ≤ block_topk (exactly dense, §4.5), else scores them (qsa_score), keeps the top
+//      block_topk (topk op: ties to the lower group) and expands to token positions plus its open
+//      tail (qsa_expand; width budget + r − 1, −1 padded, §4.6); the SelectionObserver sees each row;
+//   5. sparse GQA over those positions, × sigmoid(gate) (qsa_sparse_gqa), then o_proj (§4.7, §4.8).
+//
+// Profiles: `exact` computes and caches in fp32 (matches transformers); `deployed` uses bf16
+// activations (bf16 GEMM inputs with fp32 accumulation), bf16 caches (main KV, ring and compressed
+// keys: QSA's production formats, qsa.md "Decisions for sieve"), bf16 P for PV and the bf16 gate
+// (§9). RoPE uses fp32 cos/sin in both (§9 item 4: within BF16 noise of the BF16 table).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/stage_timer.h"
+#include "io/config_qsa.h"
+#include "kv/cache_spec.h"
+#include "kv/step_batch.h"
+#include "models/attention_model.h"
+#include "models/qsa/qsa_weights.h"
+
+namespace sieve {
+
+// Names of the three cache groups (as models/qsa/layout.cpp names the caches).
+inline constexpr const char* kQsaKvCache = "kv";
+inline constexpr const char* kQsaCompressedCache = "compressed_keys";
+inline constexpr const char* kQsaRingCache = "raw_key_ring";
+
+// Scratch shared by the layers of a model (grown on demand, reused across steps).
+struct QsaScratch {
+    struct Aligned {
+        void operator()(void* p) const;
+    };
+    std::unique_ptr<uint8_t, Aligned> bytes;
+    size_t capacity = 0;
+    // Returns a 64-byte aligned buffer of at least `n` bytes (nullptr when out of memory); previous
+    // contents are lost.
+    void* reserve(size_t n);
+    // Per-step metadata, kept to reuse their memory.
+    std::vector<int64_t> seq_lens, completing;                // [n_tokens], [groups completed in the step]
+    std::vector<int32_t> n_groups, kv_table, compressed_table;  // [n_tokens], packed block tables
+};
+
+class QsaLayer {
+public:
+    // `weights` are consumed (prepared by `backend`; the source tensors are dropped).
+    static Expected<std::unique_ptr<QsaLayer>> create(const QsaConfig& config, QsaLayerWeights weights,
+                                                      NumericsProfile profile, Backend& backend, int64_t layer_slot);
+
+    int64_t layer() const { return layer_; }
+    int64_t layer_slot() const { return layer_slot_; }
+
+    // The layer for every token of the step. input, output: [n_tokens, hidden] f32.
+    Status forward(const StepBatch& batch, const float* input, float* output, QsaScratch& scratch,
+                   SelectionObserver* observer, StageTimes* times);
+
+private:
+    QsaLayer(const QsaConfig& c, NumericsProfile profile, Backend& backend) : c_(c), profile_(profile), backend_(backend) {}
+    struct PlanCache {
+        std::map<int64_t, LinearPlan> by_tokens;
+    };
+    Expected<const LinearPlan*> plan(const PreparedLinear& w, PlanCache& cache, const LinearParams& shape);
+
+    const QsaConfig& c_;
+    NumericsProfile profile_;
+    Backend& backend_;
+    int64_t layer_ = 0;
+    int64_t layer_slot_ = 0;
+    QsaProjectionLayout pl_;
+    std::unique_ptr<PreparedLinear> input_proj_, o_proj_;
+    PlanCache input_plans_, o_plans_;
+    Tensor q_norm_, k_norm_, index_q_norm_, index_k_norm_;  // [D], [D], [Di], [Di] f32
+    std::vector<float> inv_freq_;                          // [R / 2]: the one table of q, k, index q, pooled k (§4.2)
+};
+
+}  // namespace sieve

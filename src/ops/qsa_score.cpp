@@ -1,0 +1,50 @@
+#include "ops/qsa_score.h"
+
+#include <cmath>
+#include <limits>
+
+#include "ops/op_common.h"
+
+namespace sieve {
+
+Status validate(const QsaScoreParams& p) {
+    constexpr const char* op = "qsa_score";
+    using namespace op_check;
+    SIEVE_RETURN_IF_ERROR(require_dtype(op, "q_type", p.q_type, {DType::f32, DType::bf16}));
+    SIEVE_RETURN_IF_ERROR(require_dtype(op, "key_type", p.key_type, {DType::f32, DType::bf16}));
+    SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_tokens", p.n_tokens, 0));
+    SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_heads", p.n_heads, 1));
+    SIEVE_RETURN_IF_ERROR(require_at_least(op, "head_dim", p.head_dim, 1));
+    SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_cols", p.n_cols, 0));
+    if (p.n_cols > std::numeric_limits<int32_t>::max())
+        return invalid_argument_error("{}: n_cols = {} does not fit the int32 group counts", op, p.n_cols);
+    if (!std::isfinite(p.scale)) return invalid_argument_error("{}: scale = {} is not finite", op, p.scale);
+    SIEVE_ASSIGN_OR_RETURN(
+        int64_t q_extent,
+        rows_extent(op, "q", {p.n_tokens, p.n_heads, p.head_dim, p.q_token_stride, p.q_head_stride}, dtype_size(p.q_type)));
+    SIEVE_ASSIGN_OR_RETURN(int64_t s_extent,
+                           output_rows_extent(op, "scores", {p.n_tokens, 1, p.n_cols, p.scores_row_stride, 0}, 4));
+    if (p.n_tokens == 0) return Status::ok();
+    SIEVE_RETURN_IF_ERROR(require_ptr(op, "n_groups", p.n_groups));
+    SIEVE_RETURN_IF_ERROR(validate_qsa_block_tables(op, "tables", p.tables, p.n_tokens));
+    bool any = false;
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+        const int32_t n = p.n_groups[t];
+        if (n < 0 || n > p.n_cols)
+            return invalid_argument_error("{}: n_groups[{}] = {}, expected in [0, n_cols = {}]", op, t, n, p.n_cols);
+        any |= n > 0;
+    }
+    if (!any) return Status::ok();
+    SIEVE_RETURN_IF_ERROR(require_ptr(op, "q", p.q));
+    SIEVE_RETURN_IF_ERROR(require_ptr(op, "scores", p.scores));
+    SIEVE_ASSIGN_OR_RETURN(int64_t key_bytes, bytes_of(op, "key row", p.head_dim, dtype_size(p.key_type)));
+    SIEVE_RETURN_IF_ERROR(validate_qsa_cache_view(op, "keys", p.keys, key_bytes));
+    SIEVE_RETURN_IF_ERROR(validate_qsa_tokens_resident(op, "keys", p.tables, p.keys, p.n_tokens,
+                                                       [&](int64_t t) { return int64_t{p.n_groups[t]}; }));
+    const int64_t s_bytes = s_extent * 4;
+    SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "q", p.q, q_extent * static_cast<int64_t>(dtype_size(p.q_type)),
+                                                   "scores", p.scores, s_bytes, false));
+    return require_same_or_disjoint(op, "n_groups", p.n_groups, p.n_tokens * 4, "scores", p.scores, s_bytes, false);
+}
+
+}  // namespace sieve

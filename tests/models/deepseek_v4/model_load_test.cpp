@@ -1,0 +1,263 @@
+// Loading the DeepSeek-V4 model: cache groups against the layout `sieve inspect` shows, layer
+// selection, clear errors for missing or misshapen tensors and unsupported configurations, and the
+// two checkpoint layouts (transformers names with fp32 weights; original names with FP8 e4m3 weights
+// and UE8M0 128×128 block scales) giving the same layer.
+#include <fmt/format.h>
+
+#include "dsv4_test_util.h"
+#include "models/attention_layout.h"
+#include "models/model_factory.h"
+
+namespace sieve::dsv4_test {
+namespace {
+
+std::unique_ptr<Backend> cpu_backend() {
+    auto b = make_backend("cpu");
+    EXPECT_TRUE(b.has_value()) << b.status().to_string();
+    return std::move(b).value();
+}
+
+bool same_spec(const CacheSpec& a, const CacheSpec& b) {
+    return a.name == b.name && a.format == b.format && a.entry_bytes == b.entry_bytes &&
+           a.tokens_per_entry == b.tokens_per_entry && a.window_tokens == b.window_tokens;
+}
+
+TEST(DeepseekV4Load, CacheGroupsAgreeWithTheLayout) {
+    Fixture f = load_fixture();
+    auto backend = cpu_backend();
+    for (NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+        SCOPED_TRACE(numerics_profile_name(profile));
+        DeepseekV4Options o;
+        o.profile = profile;
+        o.backend = backend.get();
+        auto model = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+        ASSERT_TRUE(model.has_value()) << model.status().to_string();
+        EXPECT_EQ((*model)->model_type(), "deepseek_v4");
+        EXPECT_EQ((*model)->hidden_size(), 64);
+        EXPECT_EQ((*model)->layers(), (std::vector<int64_t>{0, 1, 2}));
+        const std::vector<CacheGroupDesc> groups = (*model)->cache_groups();
+        std::map<std::string, CacheGroupDesc> by_name;
+        for (const CacheGroupDesc& g : groups) by_name[g.name] = g;
+        ASSERT_EQ(by_name.size(), groups.size()) << "group names are unique";
+        // (group, layers, block size): vLLM block sizes (§4.2) — 64 window rows, 256-token compressed and
+        // indexer blocks (64 entries at m = 4, 16 at m = 16), state blocks of coff·m rows.
+        const std::vector<std::tuple<std::string, int64_t, int64_t>> want = {
+            {"swa_kv", 3, 64},         {"compressed_kv.m4", 1, 64},         {"compressor_state.m4", 1, 8},
+            {"indexer_keys.m4", 1, 64}, {"indexer_compressor_state.m4", 1, 8}, {"compressed_kv.m16", 1, 16},
+            {"compressor_state.m16", 1, 16}};
+        ASSERT_EQ(groups.size(), want.size());
+        for (const auto& [name, layers, block] : want) {
+            ASSERT_TRUE(by_name.count(name)) << name;
+            EXPECT_EQ(by_name[name].n_layers, layers) << name;
+            EXPECT_EQ(by_name[name].block_size, block) << name;
+        }
+        // Every cache of every layer in the layout is the spec of exactly the group named after it.
+        auto layout = attention_layout(f.config, profile);
+        ASSERT_TRUE(layout.has_value());
+        for (const AttentionLayerLayout& l : layout->layers) {
+            for (const CacheSpec& cs : l.caches) {
+                const int64_t m = f.v4().layers[static_cast<size_t>(l.layer)].compress_ratio;
+                const std::string name = cs.name == "swa_kv" ? cs.name : fmt::format("{}.m{}", cs.name, m);
+                ASSERT_TRUE(by_name.count(name)) << name;
+                EXPECT_TRUE(same_spec(by_name[name].spec, cs)) << name << " of layer " << l.layer;
+            }
+        }
+        // deployed rows are fp8_ds_mla records (48 B for d = 32, r = 8) and 20-byte FP8 keys; exact f32.
+        const bool exact = profile == NumericsProfile::exact;
+        EXPECT_EQ(by_name["swa_kv"].spec.entry_bytes, exact ? 128 : 48);
+        EXPECT_EQ(by_name["indexer_keys.m4"].spec.entry_bytes, exact ? 64 : 20);
+    }
+}
+
+TEST(DeepseekV4Load, FactoryAndLayerSelection) {
+    Fixture f = load_fixture();
+    auto backend = cpu_backend();
+    ModelOptions mo;
+    mo.backend = backend.get();
+    mo.layers = {1, 2};
+    auto model = load_attention_model(f.config, *f.checkpoint, mo);
+    ASSERT_TRUE(model.has_value()) << model.status().to_string();
+    EXPECT_EQ((*model)->layers(), (std::vector<int64_t>{1, 2}));
+    for (const CacheGroupDesc& g : (*model)->cache_groups()) {
+        if (g.name == "swa_kv") {
+            EXPECT_EQ(g.n_layers, 2);
+        }
+    }
+
+    mo.layers = {2, 1};
+    auto bad = load_attention_model(f.config, *f.checkpoint, mo);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_NE(bad.status().message().find("ascending"), std::string::npos) << bad.status().message();
+    mo.layers = {5};
+    bad = load_attention_model(f.config, *f.checkpoint, mo);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_NE(bad.status().message().find("layer 5 does not exist"), std::string::npos) << bad.status().message();
+    mo.layers = {};
+    mo.backend = nullptr;
+    bad = load_attention_model(f.config, *f.checkpoint, mo);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_EQ(bad.status().code(), StatusCode::invalid_argument);
+}
+
+TEST(DeepseekV4Load, MissingTensorIsAClearError) {
+    Fixture f = load_fixture();
+    auto backend = cpu_backend();
+    const TensorMap all = checkpoint_tensors(*f.checkpoint);
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"model.layers.1.attn.compressor.wgate.weight", "layers.1.attn.compressor.wgate.weight"},
+        {"model.layers.1.attn.indexer.compressor.ape", "layers.1.attn.indexer.compressor.ape"},
+        {"model.layers.2.attn.compressor.norm.weight", "layers.2.attn.compressor.norm.weight"},
+        {"model.layers.0.attn.norm.weight", "layers.0.attn.kv_norm.weight"},
+        {"model.layers.2.attn.attn_sink", "layers.2.attn.attn_sink"},
+    };
+    for (const auto& [stored, canonical] : cases) {
+        SCOPED_TRACE(stored);
+        TensorMap t = all;
+        ASSERT_EQ(t.erase(stored), 1u);
+        auto ckpt = memory_checkpoint(t);
+        DeepseekV4Options o;
+        o.backend = backend.get();
+        auto model = load_deepseek_v4_model(f.v4(), *ckpt, o);
+        ASSERT_FALSE(model.has_value());
+        const std::string msg = model.status().message();
+        EXPECT_EQ(model.status().code(), StatusCode::not_found) << msg;
+        EXPECT_NE(msg.find(canonical), std::string::npos) << msg;
+        const std::string layer = canonical.substr(7, 1);
+        EXPECT_NE(msg.find("deepseek_v4 layer " + layer), std::string::npos) << msg;
+    }
+}
+
+TEST(DeepseekV4Load, WrongShapeIsAClearError) {
+    Fixture f = load_fixture();
+    auto backend = cpu_backend();
+    TensorMap t = checkpoint_tensors(*f.checkpoint);
+    TensorBytes& ape = t.at("model.layers.2.attn.compressor.ape");  // [16, 32]
+    ape.shape = {8, 64};
+    auto ckpt = memory_checkpoint(t);
+    DeepseekV4Options o;
+    o.backend = backend.get();
+    auto model = load_deepseek_v4_model(f.v4(), *ckpt, o);
+    ASSERT_FALSE(model.has_value());
+    const std::string msg = model.status().message();
+    EXPECT_NE(msg.find("compressor.ape"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[16, 32]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[8, 64]"), std::string::npos) << msg;
+}
+
+TEST(DeepseekV4Load, UnsupportedConfigurationsAreErrors) {
+    Fixture f = load_fixture();
+    auto backend = cpu_backend();
+    DeepseekV4Options o;
+    o.backend = backend.get();
+    DeepseekV4Config c = f.v4();
+    c.num_key_value_heads = 2;
+    auto m = load_deepseek_v4_model(c, *f.checkpoint, o);
+    ASSERT_FALSE(m.has_value());
+    EXPECT_EQ(m.status().code(), StatusCode::unsupported);
+    EXPECT_NE(m.status().message().find("num_key_value_heads = 2"), std::string::npos) << m.status().message();
+    c = f.v4();
+    c.layers[1].compressor_overlap = false;  // a CSA layer must overlap (§3.4)
+    m = load_deepseek_v4_model(c, *f.checkpoint, o);
+    ASSERT_FALSE(m.has_value());
+    EXPECT_NE(m.status().message().find("layer 1"), std::string::npos) << m.status().message();
+    c = f.v4();
+    c.layers[2].rope.pairing = RopeConfigPairing::neox;
+    m = load_deepseek_v4_model(c, *f.checkpoint, o);
+    ASSERT_FALSE(m.has_value());
+    EXPECT_EQ(m.status().code(), StatusCode::unsupported);
+    EXPECT_NE(m.status().message().find("interleaved"), std::string::npos) << m.status().message();
+    o.swa_block_size = 0;
+    m = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+    ASSERT_FALSE(m.has_value());
+    EXPECT_EQ(m.status().code(), StatusCode::invalid_argument);
+}
+
+// The original DeepSeek layout (§6, "Decisions for sieve"): no "model." prefix, attn.kv_norm, and the
+// FP8 linears as e4m3 with a `.scale` sibling of UE8M0 bytes per 128×128 block. Built from the fixture
+// by quantizing its linears; the transformers-layout twin holds the dequantized fp32 values. Both must
+// give the same layer outputs (exact profile: W = e4m3 · 2^(S − 127) once, in fp32).
+TEST(DeepseekV4Load, OriginalLayoutWithFp8BlocksMatchesDequantizedWeights) {
+    Fixture f = load_fixture();
+    auto backend = cpu_backend();
+    const TensorMap hf = checkpoint_tensors(*f.checkpoint);
+    TensorMap original, dequantized;
+    const std::vector<std::string> fp8_leaves = {"wq_a.weight", "wq_b.weight", "wkv.weight",
+                                                 "wo_a.weight", "wo_b.weight", "indexer.wq_b.weight"};
+    int64_t n_fp8 = 0;
+    for (const auto& [name, t] : hf) {
+        if (name.rfind("model.layers.", 0) != 0 || name.find(".attn.") == std::string::npos) continue;
+        std::string orig = name.substr(6);  // drop "model."
+        if (const size_t p = orig.find(".attn.norm.weight"); p != std::string::npos)
+            orig = orig.substr(0, p) + ".attn.kv_norm.weight";
+        bool fp8 = false;
+        for (const std::string& leaf : fp8_leaves)
+            fp8 |= orig.size() > leaf.size() && orig.compare(orig.size() - leaf.size(), leaf.size(), leaf) == 0 &&
+                   orig.find(".compressor.") == std::string::npos;
+        if (!fp8) {
+            original[orig] = t;
+            dequantized[name] = t;
+            continue;
+        }
+        ++n_fp8;
+        const int64_t rows = t.shape[0], cols = t.shape[1];
+        const float* w = reinterpret_cast<const float*>(t.bytes.data());
+        const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
+        TensorBytes q{DType::f8_e4m3, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
+        TensorBytes s{DType::f8_e8m0, {br, bc}, std::vector<uint8_t>(static_cast<size_t>(br * bc))};
+        TensorBytes d = t;
+        float* dv = reinterpret_cast<float*>(d.bytes.data());
+        for (int64_t bi = 0; bi < br; ++bi)
+            for (int64_t bj = 0; bj < bc; ++bj) {
+                float amax = 0;
+                for (int64_t o = bi * 128; o < std::min(rows, bi * 128 + 128); ++o)
+                    for (int64_t i = bj * 128; i < std::min(cols, bj * 128 + 128); ++i)
+                        amax = std::max(amax, std::fabs(w[o * cols + i]));
+                const float scale = ue8m0_scale_for_amax(amax);
+                s.bytes[static_cast<size_t>(bi * bc + bj)] = ue8m0_from_pow2(scale);
+                for (int64_t o = bi * 128; o < std::min(rows, bi * 128 + 128); ++o)
+                    for (int64_t i = bj * 128; i < std::min(cols, bj * 128 + 128); ++i) {
+                        const uint8_t b = f32_to_fp8_e4m3(w[o * cols + i] / scale);
+                        q.bytes[static_cast<size_t>(o * cols + i)] = b;
+                        dv[o * cols + i] = fp8_e4m3_to_f32(b) * scale;
+                    }
+            }
+        original[orig] = q;
+        original[orig.substr(0, orig.size() - std::string("weight").size()) + "scale"] = s;
+        dequantized[name] = d;
+    }
+    EXPECT_EQ(n_fp8, 3 * 5 + 1);
+    auto ckpt_original = memory_checkpoint(original), ckpt_dequantized = memory_checkpoint(dequantized);
+    DeepseekV4Options o;
+    o.backend = backend.get();
+    auto m_original = load_deepseek_v4_model(f.v4(), *ckpt_original, o);
+    auto m_dequantized = load_deepseek_v4_model(f.v4(), *ckpt_dequantized, o);
+    ASSERT_TRUE(m_original.has_value()) << m_original.status().to_string();
+    ASSERT_TRUE(m_dequantized.has_value()) << m_dequantized.status().to_string();
+    RunOptions ro;
+    ro.requests = {2};
+    const RunResult a = run_fixture(f, **m_original, ro), b = run_fixture(f, **m_dequantized, ro);
+    ASSERT_TRUE(a.status.is_ok()) << a.status.to_string();
+    ASSERT_TRUE(b.status.is_ok()) << b.status.to_string();
+    for (size_t l = 0; l < 3; ++l) {
+        const std::vector<float>& x = a.outputs.at(2)[l];
+        const std::vector<float>& y = b.outputs.at(2)[l];
+        double d2 = 0, r2 = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            d2 += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+            r2 += static_cast<double>(y[i]) * y[i];
+        }
+        // Same W in fp32; only the GEMMs' accumulation order differs (FP8 vs f32 panels).
+        EXPECT_LE(std::sqrt(d2 / r2), 1e-5) << "layer " << l;
+        EXPECT_EQ(a.selections.at({2, 1}), b.selections.at({2, 1}));
+    }
+    // FP8 weights also load in the deployed profile (packed, W8A16) and run.
+    o.profile = NumericsProfile::deployed;
+    auto m_deployed = load_deepseek_v4_model(f.v4(), *ckpt_original, o);
+    ASSERT_TRUE(m_deployed.has_value()) << m_deployed.status().to_string();
+    const RunResult c = run_fixture(f, **m_deployed, ro);
+    ASSERT_TRUE(c.status.is_ok()) << c.status.to_string();
+    for (float v : c.outputs.at(2)[1]) ASSERT_TRUE(std::isfinite(v));
+}
+
+}  // namespace
+}  // namespace sieve::dsv4_test

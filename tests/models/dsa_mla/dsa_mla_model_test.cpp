@@ -1,0 +1,411 @@
+// The DSA-on-MLA model's pieces against an independent naive (non-absorbed) reference (naive_reference.h):
+// absorbed MLA ≡ naive MLA under the model's own sparse selection, sparse ≡ dense when every causal token is
+// selected (requests shorter than index_topk, and index_topk raised above every request), shared layers
+// reusing their source's selection; cache groups agreeing with the layout; loading both checkpoint name
+// layouts and FP8 block-scaled weights; and the errors for missing or malformed tensors and unsupported
+// configurations.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <regex>
+
+#include "backends/backend.h"
+#include "fixture_util.h"
+#include "models/attention_layout.h"
+#include "models/model_factory.h"
+#include "naive_reference.h"
+
+namespace sieve::dsa_test {
+namespace {
+
+RunOptions schedule_options(const std::string& schedule) {
+    RunOptions o;
+    o.schedule = schedule;
+    return o;
+}
+
+std::unique_ptr<Backend> backend(const char* spec = "cpu") {
+    auto b = make_backend(spec);
+    EXPECT_TRUE(b.has_value()) << b.status().to_string();
+    return std::move(*b);
+}
+
+Expected<std::unique_ptr<AttentionModel>> load(const ModelConfig& config, const Checkpoint& ckpt, Backend& b,
+                                               NumericsProfile profile = NumericsProfile::exact,
+                                               std::vector<int64_t> layers = {}) {
+    ModelOptions o;
+    o.profile = profile;
+    o.backend = &b;
+    o.layers = std::move(layers);
+    return load_attention_model(config, ckpt, o);
+}
+
+ModelConfig config_with(const Fixture& f, const std::string& from, const std::string& to) {
+    std::string json = f.config_json;
+    const size_t at = json.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    json.replace(at, from.size(), to);
+    auto c = parse_model_config(json, "modified config.json");
+    EXPECT_TRUE(c.has_value()) << c.status().to_string();
+    return std::move(*c);
+}
+
+// Per position, the selection the model used (from the run's observer records).
+std::vector<std::vector<int32_t>> selections_of(const RunResult& r, int64_t request, int64_t layer, int64_t T) {
+    std::vector<std::vector<int32_t>> out(static_cast<size_t>(T));
+    const auto& rows = r.selections.at({request, layer});
+    for (int64_t p = 0; p < T; ++p) out[static_cast<size_t>(p)] = rows.at(p);
+    return out;
+}
+
+class NaiveEquivalence : public testing::TestWithParam<std::string> {};
+
+// Absorbed sparse MLA (the model) = naive MLA masked to the model's own selection; shared layers use the
+// selection their source layer made in the same step.
+TEST_P(NaiveEquivalence, AbsorbedSparseEqualsNaiveOnTheSameSelection) {
+    Fixture f = load_fixture(GetParam());
+    const DsaMlaConfig& c = *f.config.dsa_mla();
+    const auto weights = read_all(*f.checkpoint);
+    auto b = backend();
+    auto model = load(f.config, *f.checkpoint, *b);
+    ASSERT_TRUE(model.has_value()) << model.status().to_string();
+    for (const char* schedule : {"one-shot", "chunk:6"}) {
+        auto run = run_model(**model, f, schedule_options(schedule));
+        ASSERT_TRUE(run.has_value()) << run.status().to_string();
+        for (int64_t r = 0; r < f.n_requests; ++r) {
+            const int64_t T = f.request_tokens[static_cast<size_t>(r)];
+            for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+                SCOPED_TRACE(fmt::format("{} {} request {} layer {}", GetParam(), schedule, r, l));
+                const auto sel = selections_of(*run, r, l, T);
+                const int64_t source = c.layers[static_cast<size_t>(l)].topk_source_layer;
+                if (source != l) {
+                    EXPECT_EQ(sel, selections_of(*run, r, source, T)) << "shared layer reuses layer " << source;
+                }
+                for (int64_t p = 0; p < T; ++p) {  // every row: min(K, p + 1) distinct causal positions, ascending
+                    const auto& row = sel[static_cast<size_t>(p)];
+                    ASSERT_EQ(static_cast<int64_t>(row.size()), c.index_topk);
+                    const int64_t n = std::min<int64_t>(c.index_topk, p + 1);
+                    for (int64_t j = 0; j < c.index_topk; ++j) {
+                        if (j < n) {
+                            EXPECT_GE(row[static_cast<size_t>(j)], 0);
+                            EXPECT_LE(row[static_cast<size_t>(j)], p);
+                            if (j > 0) {
+                                EXPECT_LT(row[static_cast<size_t>(j - 1)], row[static_cast<size_t>(j)]);
+                            }
+                        } else {
+                            EXPECT_EQ(row[static_cast<size_t>(j)], -1);
+                        }
+                    }
+                }
+                NaiveLayer naive(c, weights, l);
+                const auto want = naive.forward(f.inputs[static_cast<size_t>(r)].at(l), sel);
+                const Diff d = diff(run->outputs[static_cast<size_t>(r)][static_cast<size_t>(l)], want);
+                EXPECT_LE(d.rel, 2e-6) << "max |Δ| " << d.max_abs;
+            }
+        }
+    }
+}
+
+// Sparse = dense exactly when every causal token is selected: requests shorter than index_topk take the
+// whole causal prefix without scoring (observer: empty scores), and raising index_topk above every
+// request makes all rows dense; both equal the naive dense-causal reference.
+TEST_P(NaiveEquivalence, SparseEqualsDenseWhenEveryTokenIsSelected) {
+    Fixture f = load_fixture(GetParam());
+    const auto weights = read_all(*f.checkpoint);
+    auto b = backend();
+    const std::string k_field = fmt::format("\"index_topk\": {}", f.config.dsa_mla()->index_topk);
+    for (const bool raised : {false, true}) {
+        const ModelConfig config = raised ? config_with(f, k_field, "\"index_topk\": 1000") : f.config;
+        const DsaMlaConfig& c = *config.dsa_mla();
+        auto model = load(config, *f.checkpoint, *b);
+        ASSERT_TRUE(model.has_value()) << model.status().to_string();
+        auto run = run_model(**model, f, schedule_options("chunk:5"));
+        ASSERT_TRUE(run.has_value()) << run.status().to_string();
+        for (int64_t r = 0; r < f.n_requests; ++r) {
+            const int64_t T = f.request_tokens[static_cast<size_t>(r)];
+            if (!raised && T > c.index_topk) continue;  // selects for p ≥ K: covered by the test above
+            for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+                SCOPED_TRACE(fmt::format("{} index_topk {} request {} layer {}", GetParam(), c.index_topk, r, l));
+                for (int64_t p = 0; p < T; ++p) {
+                    EXPECT_TRUE(run->scores.at({r, l}).at(p).empty()) << "position " << p << " was scored";
+                    const auto& row = run->selections.at({r, l}).at(p);
+                    for (int64_t j = 0; j <= p; ++j) EXPECT_EQ(row[static_cast<size_t>(j)], j);
+                }
+                const auto want = NaiveLayer(c, weights, l).forward(f.inputs[static_cast<size_t>(r)].at(l), {});
+                const Diff d = diff(run->outputs[static_cast<size_t>(r)][static_cast<size_t>(l)], want);
+                EXPECT_LE(d.rel, 2e-6) << "max |Δ| " << d.max_abs;
+                // And the transformers reference agrees (for T ≤ K it is dense too).
+                if (!raised) {
+                    EXPECT_LE(diff(run->outputs[static_cast<size_t>(r)][static_cast<size_t>(l)],
+                                   f.outputs[static_cast<size_t>(r)].at(l)).rel, 1e-5);
+                }
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, NaiveEquivalence, testing::Values("deepseek_v32", "hy_v4"));
+
+TEST(DsaMlaModel, CacheGroupsAgreeWithLayout) {
+    for (const char* name : {"deepseek_v32", "hy_v4"}) {
+        Fixture f = load_fixture(name);
+        auto b = backend();
+        for (const auto profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+            SCOPED_TRACE(fmt::format("{} {}", name, numerics_profile_name(profile)));
+            auto model = load(f.config, *f.checkpoint, *b, profile);
+            ASSERT_TRUE(model.has_value()) << model.status().to_string();
+            const auto groups = (*model)->cache_groups();
+            const AttentionLayout layout = *attention_layout(f.config, profile);
+            const DsaMlaConfig& c = *f.config.dsa_mla();
+            int64_t full = 0;
+            for (const auto& l : c.layers) full += l.kind == DsaLayerKind::full;
+            ASSERT_EQ(groups.size(), 2u);
+            EXPECT_EQ(groups[0].name, "latent_kv");
+            EXPECT_EQ(groups[0].n_layers, c.num_hidden_layers);
+            EXPECT_EQ(groups[1].name, "indexer_keys");
+            EXPECT_EQ(groups[1].n_layers, full);
+            EXPECT_EQ(groups[0].block_size, 64);  // dsa_mla.md §4.1
+            const bool exact = profile == NumericsProfile::exact;
+            // R = 32, Dr = 8, Di = 16: exact f32 [40] and [16]; deployed 32 fp8 + 1 scale + 8 bf16, 16 fp8 + 1 scale.
+            EXPECT_EQ(groups[0].spec.entry_bytes, exact ? 160 : 32 + 4 + 16);
+            EXPECT_EQ(groups[1].spec.entry_bytes, exact ? 64 : 16 + 4);
+            for (const auto& l : layout.layers)
+                for (const CacheSpec& s : l.caches) {
+                    const auto& g = s.name == "latent_kv" ? groups[0] : groups[1];
+                    EXPECT_EQ(g.spec.entry_bytes, s.entry_bytes) << s.name;
+                    EXPECT_EQ(g.spec.format, s.format) << s.name;
+                }
+            EXPECT_EQ((*model)->layers().size(), static_cast<size_t>(c.num_hidden_layers));
+        }
+    }
+}
+
+// The DeepSeek reference's names (layers.N.attn.wq_a …, dsa_mla.md §6.1) load the same model.
+TEST(DsaMlaModel, DeepseekNameLayoutLoadsTheSameModel) {
+    Fixture f = load_fixture("deepseek_v32");
+    const std::vector<std::pair<std::string, std::string>> renames = {
+        {"self_attn.q_a_proj", "attn.wq_a"},         {"self_attn.q_a_layernorm", "attn.q_norm"},
+        {"self_attn.q_b_proj", "attn.wq_b"},         {"self_attn.kv_a_proj_with_mqa", "attn.wkv_a"},
+        {"self_attn.kv_a_layernorm", "attn.kv_norm"}, {"self_attn.kv_b_proj", "attn.wkv_b"},
+        {"self_attn.o_proj", "attn.wo"},             {"self_attn.indexer", "attn.indexer"}};
+    auto tensors = read_all(*f.checkpoint);
+    for (HostTensor& t : tensors) {
+        for (const auto& [hf, ds] : renames) {
+            const size_t at = t.name.find(hf);
+            if (at != std::string::npos) {
+                t.name.replace(at, hf.size(), ds);
+                t.name = t.name.substr(std::string("model.").size());  // DS-ref: no "model." prefix
+                break;
+            }
+        }
+    }
+    auto ckpt = make_checkpoint(tensors, "deepseek names");
+    ASSERT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
+    auto b = backend();
+    auto hf = load(f.config, *f.checkpoint, *b);
+    auto ds = load(f.config, **ckpt, *b);
+    ASSERT_TRUE(hf.has_value()) << hf.status().to_string();
+    ASSERT_TRUE(ds.has_value()) << ds.status().to_string();
+    auto a = run_model(**hf, f, schedule_options("chunk:7"));
+    auto d = run_model(**ds, f, schedule_options("chunk:7"));
+    ASSERT_TRUE(a.has_value()) << a.status().to_string();
+    ASSERT_TRUE(d.has_value()) << d.status().to_string();
+    EXPECT_EQ(a->outputs, d->outputs);
+
+    // Both layouts at once is ambiguous.
+    auto both = tensors;
+    for (const HostTensor& t : read_all(*f.checkpoint))
+        if (t.name.find("self_attn") != std::string::npos) both.push_back(t);
+    auto ckpt_both = make_checkpoint(both, "both layouts");
+    ASSERT_TRUE(ckpt_both.has_value()) << ckpt_both.status().to_string();
+    auto bad = load(f.config, **ckpt_both, *b);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_NE(bad.status().message().find("both"), std::string::npos) << bad.status().to_string();
+}
+
+// FP8 e4m3 weights with 128×128 block scales (`.weight_scale_inv` f32 or `.scale` e8m0, §3.6) give the same
+// model as their dequantized f32 values.
+TEST(DsaMlaModel, Fp8BlockWeightsEqualTheirDequantizedValues) {
+    Fixture f = load_fixture("hy_v4");
+    const std::regex fp8_names(R"(.*self_attn\.(q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|o_proj|indexer\.wq_b|indexer\.wk)\.weight)");
+    for (const bool e8m0 : {false, true}) {
+        std::vector<HostTensor> fp8, dequant;
+        for (const HostTensor& t : read_all(*f.checkpoint)) {
+            if (!std::regex_match(t.name, fp8_names)) {
+                fp8.push_back(t);
+                dequant.push_back(t);
+                continue;
+            }
+            const std::vector<float> v = t.f32();
+            const int64_t rows = t.shape[0], cols = t.shape[1], br = (rows + 127) / 128, bc = (cols + 127) / 128;
+            std::vector<float> scale(static_cast<size_t>(br * bc), 0.0f);
+            for (int64_t o = 0; o < rows; ++o)
+                for (int64_t i = 0; i < cols; ++i) {
+                    float& s = scale[static_cast<size_t>((o / 128) * bc + i / 128)];
+                    s = std::max(s, std::fabs(v[static_cast<size_t>(o * cols + i)]));
+                }
+            for (float& s : scale) s = ue8m0_scale_for_amax(s);
+            HostTensor w{t.name, DType::f8_e4m3, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
+            std::vector<float> dq(static_cast<size_t>(rows * cols));
+            for (int64_t o = 0; o < rows; ++o)
+                for (int64_t i = 0; i < cols; ++i) {
+                    const float s = scale[static_cast<size_t>((o / 128) * bc + i / 128)];
+                    const uint8_t q = f32_to_fp8_e4m3(v[static_cast<size_t>(o * cols + i)] / s);
+                    w.bytes[static_cast<size_t>(o * cols + i)] = q;
+                    dq[static_cast<size_t>(o * cols + i)] = fp8_e4m3_to_f32(q) * s;
+                }
+            const std::string stem = t.name.substr(0, t.name.size() - std::string(".weight").size());
+            if (e8m0) {
+                HostTensor s{stem + ".scale", DType::f8_e8m0, {br, bc}, {}};
+                for (float x : scale) s.bytes.push_back(ue8m0_from_pow2(x));
+                fp8.push_back(std::move(s));
+            } else {
+                fp8.push_back(HostTensor::from_f32(stem + ".weight_scale_inv", {br, bc}, scale));
+            }
+            fp8.push_back(std::move(w));
+            dequant.push_back(HostTensor::from_f32(t.name, t.shape, dq));
+        }
+        auto c8 = make_checkpoint(fp8, "fp8");
+        auto cd = make_checkpoint(dequant, "dequantized");
+        ASSERT_TRUE(c8.has_value() && cd.has_value());
+        for (const char* spec : {"cpu", "ref"}) {
+            SCOPED_TRACE(fmt::format("{} scales, backend {}", e8m0 ? "e8m0" : "f32", spec));
+            auto b = backend(spec);
+            auto m8 = load(f.config, **c8, *b);
+            auto md = load(f.config, **cd, *b);
+            ASSERT_TRUE(m8.has_value()) << m8.status().to_string();
+            ASSERT_TRUE(md.has_value()) << md.status().to_string();
+            auto r8 = run_model(**m8, f, schedule_options("one-shot"));
+            auto rd = run_model(**md, f, schedule_options("one-shot"));
+            ASSERT_TRUE(r8.has_value() && rd.has_value());
+            for (int64_t r = 0; r < f.n_requests; ++r)
+                for (size_t l = 0; l < r8->outputs[static_cast<size_t>(r)].size(); ++l)
+                    EXPECT_LE(diff(r8->outputs[static_cast<size_t>(r)][l], rd->outputs[static_cast<size_t>(r)][l]).rel, 1e-6)
+                        << "request " << r << " layer " << l;
+            EXPECT_EQ(r8->selections, rd->selections);
+        }
+    }
+}
+
+// vLLM's headwise gate (§2.9: linear_gate [H, D], one sigmoid per head), which transformers does not
+// implement: the model against the naive reference on a checkpoint whose gates were replaced.
+TEST(DsaMlaModel, HeadwiseGateMatchesNaive) {
+    Fixture f = load_fixture("hy_v4");
+    const ModelConfig config = config_with(f, "\"indexer_types\"", "\"gating_type\": \"headwise\", \"indexer_types\"");
+    ASSERT_EQ(config.dsa_mla()->output_gate, DsaOutputGate::headwise);
+    const DsaMlaConfig& c = *config.dsa_mla();
+    auto tensors = read_all(*f.checkpoint);
+    uint32_t seed = 12345;
+    for (HostTensor& t : tensors) {
+        if (t.name.find("self_attn.linear_gate.weight") == std::string::npos) continue;
+        std::vector<float> g(static_cast<size_t>(c.num_attention_heads * c.hidden_size));
+        for (float& v : g) {
+            seed = seed * 1664525u + 1013904223u;
+            v = (static_cast<float>(seed >> 8) / 16777216.0f - 0.5f) * 0.5f;
+        }
+        t = HostTensor::from_f32(t.name, {c.num_attention_heads, c.hidden_size}, g);
+    }
+    auto ckpt = make_checkpoint(tensors, "headwise gate");
+    ASSERT_TRUE(ckpt.has_value());
+    auto b = backend();
+    auto model = load(config, **ckpt, *b);
+    ASSERT_TRUE(model.has_value()) << model.status().to_string();
+    auto run = run_model(**model, f, schedule_options("chunk:9"));
+    ASSERT_TRUE(run.has_value()) << run.status().to_string();
+    for (int64_t r = 0; r < f.n_requests; ++r)
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+            const int64_t T = f.request_tokens[static_cast<size_t>(r)];
+            const auto want = NaiveLayer(c, tensors, l).forward(f.inputs[static_cast<size_t>(r)].at(l), selections_of(*run, r, l, T));
+            const Diff d = diff(run->outputs[static_cast<size_t>(r)][static_cast<size_t>(l)], want);
+            EXPECT_LE(d.rel, 2e-6) << "request " << r << " layer " << l;
+            // The gate made a difference: the elementwise-gated reference output is far away.
+            EXPECT_GT(diff(run->outputs[static_cast<size_t>(r)][static_cast<size_t>(l)], f.outputs[static_cast<size_t>(r)].at(l)).rel, 1e-2);
+        }
+    // An elementwise-sized gate under a headwise config is an error naming both.
+    auto wrong = load(config, *f.checkpoint, *b);
+    ASSERT_FALSE(wrong.has_value());
+    EXPECT_NE(wrong.status().message().find("linear_gate.weight"), std::string::npos) << wrong.status().to_string();
+}
+
+// Errors name the tensor, the values and the rule.
+TEST(DsaMlaModel, LoadErrors) {
+    Fixture f = load_fixture("hy_v4");
+    auto b = backend();
+    auto expect_error = [&](const ModelConfig& config, const std::vector<HostTensor>& tensors, StatusCode code,
+                            const std::vector<std::string>& needles, std::vector<int64_t> layers = {},
+                            NumericsProfile profile = NumericsProfile::exact) {
+        auto ckpt = make_checkpoint(tensors, "modified");
+        ASSERT_TRUE(ckpt.has_value());
+        auto m = load(config, **ckpt, *b, profile, layers);
+        ASSERT_FALSE(m.has_value());
+        EXPECT_EQ(m.status().code(), code) << m.status().to_string();
+        for (const auto& n : needles) EXPECT_NE(m.status().message().find(n), std::string::npos) << m.status().to_string();
+    };
+    const auto all = read_all(*f.checkpoint);
+    auto without = [&](const std::string& name) {
+        std::vector<HostTensor> v;
+        for (const HostTensor& t : all)
+            if (t.name != name) v.push_back(t);
+        return v;
+    };
+    // A missing tensor.
+    expect_error(f.config, without("model.layers.2.self_attn.kv_b_proj.weight"), StatusCode::not_found,
+                 {"model.layers.2.self_attn.kv_b_proj.weight"});
+    expect_error(f.config, without("model.layers.0.self_attn.indexer.k_norm.bias"), StatusCode::not_found,
+                 {"indexer.k_norm.bias"});
+    expect_error(f.config, without("model.layers.1.self_attn.q_a_proj.weight"), StatusCode::not_found,
+                 {"layer 1", "model.layers.1.self_attn.q_a_proj.weight", "layers.1.attn.wq_a.weight"});
+    // A wrong shape.
+    auto reshaped = all;
+    for (HostTensor& t : reshaped)
+        if (t.name == "model.layers.0.self_attn.q_b_proj.weight") {
+            t.shape = {48, 64};
+            t.bytes.resize(48 * 64 * 4);
+        }
+    expect_error(f.config, reshaped, StatusCode::invalid_argument,
+                 {"model.layers.0.self_attn.q_b_proj.weight", "[48, 64]", "[96, 32]"});
+    // Gate and sink must agree with the config (the checkpoint decides, "Decisions for sieve").
+    expect_error(f.config, without("model.layers.3.self_attn.linear_gate.weight"), StatusCode::invalid_argument,
+                 {"layer 3", "elementwise", "linear_gate.weight", "absent"});
+    expect_error(f.config, without("model.layers.0.self_attn.learnable_sink_param"), StatusCode::invalid_argument,
+                 {"learnable_sink", "absent"});
+    // Layers: a shared layer without its source, an MTP layer, an unknown one.
+    expect_error(f.config, all, StatusCode::invalid_argument, {"layer 3", "layer 2", "not among"}, {0, 3});
+    expect_error(f.config, all, StatusCode::invalid_argument, {"layer 9"}, {9});
+    const ModelConfig mtp = config_with(f, "\"num_hidden_layers\": 4", "\"num_hidden_layers\": 4, \"num_nextn_predict_layers\": 1");
+    expect_error(mtp, all, StatusCode::unsupported, {"MTP"}, {4});
+    // Unsupported deployed geometry: an fp8_ds_mla latent needs whole 128-value scale groups.
+    const ModelConfig wide = config_with(f, "\"kv_lora_rank\": 32", "\"kv_lora_rank\": 160");
+    expect_error(wide, all, StatusCode::unsupported, {"kv_lora_rank = 160"}, {}, NumericsProfile::deployed);
+}
+
+// A shared layer run without its source layer in the same step is an error, never a silent reuse of stale
+// indices (dsa_mla.md §1.3, §7.9).
+TEST(DsaMlaModel, SharedLayerNeedsItsSourceInTheSameStep) {
+    Fixture f = load_fixture("hy_v4");
+    auto b = backend();
+    auto model = load(f.config, *f.checkpoint, *b);
+    ASSERT_TRUE(model.has_value());
+    std::vector<std::unique_ptr<CacheGroup>> groups;
+    StepCaches caches;
+    for (const CacheGroupDesc& d : (*model)->cache_groups()) {
+        groups.push_back(CacheGroup::create(d.name, d.spec, d.block_size, 4, d.n_layers).value());
+        ASSERT_TRUE(groups.back()->reserve(7, 3).is_ok());
+        caches.groups.push_back(groups.back().get());
+    }
+    const StepBatch batch = make_step_batch({{7, 0, 3, false}}, caches);
+    std::vector<float> in(3 * 64, 0.5f), out(3 * 64);
+    const Status s = (*model)->forward(1, batch, in.data(), out.data(), nullptr);
+    EXPECT_EQ(s.code(), StatusCode::internal);
+    EXPECT_NE(s.message().find("reuses the top-k of layer 0"), std::string::npos) << s.to_string();
+    ASSERT_TRUE((*model)->forward(0, batch, in.data(), out.data(), nullptr).is_ok());
+    EXPECT_TRUE((*model)->forward(1, batch, in.data(), out.data(), nullptr).is_ok());
+    const StepBatch next = make_step_batch({{7, 0, 2, false}}, caches);  // another step: layer 0 not rerun
+    EXPECT_EQ((*model)->forward(1, next, in.data(), out.data(), nullptr).code(), StatusCode::internal);
+}
+
+}  // namespace
+}  // namespace sieve::dsa_test

@@ -1,0 +1,225 @@
+// The QSA layer through the engine against the independent double-precision reference of
+// qsa_test_util (specs/qsa.md §4), on random small configs that the golden fixture does not cover
+// (r = 1, 2, 3, 5; one KV head; head dims that are not multiples of the vector width; full rotary),
+// under one-shot, chunked (chunks that split groups), decode and mixed schedules; and the dense
+// equivalence of contexts up to budget + r − 1 tokens (§4.5).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "backends/backend.h"
+#include "models/model_factory.h"
+#include "models/qsa/model.h"
+#include "qsa_test_util.h"
+
+namespace sieve::qsa_test {
+namespace {
+
+struct Loaded {
+    ModelConfig config;
+    std::unique_ptr<Checkpoint> checkpoint;
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<AttentionModel> model;
+};
+
+Loaded load(const QsaTestConfig& tc, uint64_t seed, const std::string& backend, NumericsProfile profile) {
+    Loaded l;
+    auto config = parse_model_config(qsa_config_json(tc), "test config.json");
+    EXPECT_TRUE(config.has_value()) << config.status().to_string();
+    l.config = *config;
+    auto ckpt = qsa_checkpoint(tc, qsa_random_weights(tc, seed));
+    EXPECT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
+    l.checkpoint = std::move(*ckpt);
+    auto b = make_backend(backend);
+    EXPECT_TRUE(b.has_value()) << b.status().to_string();
+    l.backend = std::move(*b);
+    ModelOptions o;
+    o.profile = profile;
+    o.backend = l.backend.get();
+    auto m = load_attention_model(l.config, *l.checkpoint, o);
+    EXPECT_TRUE(m.has_value()) << m.status().to_string();
+    if (m) l.model = std::move(*m);
+    return l;
+}
+
+std::vector<RequestInput> random_requests(const std::vector<int64_t>& lengths, int64_t n_layers, int64_t hidden,
+                                          uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<RequestInput> out;
+    for (int64_t n : lengths) {
+        RequestInput r;
+        r.n_tokens = r.prompt_tokens = n;
+        for (int64_t l = 0; l < n_layers; ++l) {
+            std::vector<float> x(static_cast<size_t>(n * hidden));
+            for (float& v : x) v = normal(rng);
+            r.inputs.push_back(std::move(x));
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+struct Compared {
+    double worst_rel = 0;
+    int64_t tokens = 0, tie_tokens = 0;
+};
+
+// Every request and layer against the reference: equal selected sets (tokens whose reference
+// selection has a boundary tie are skipped and counted), outputs within `tol` relative error over
+// the other rows.
+Compared compare_with_reference(Loaded& l, const std::vector<RequestInput>& requests, const RunResult& run, double tol) {
+    Compared c;
+    const QsaConfig& qc = *l.config.qsa();
+    const std::vector<int64_t> layers = l.model->layers();
+    for (size_t lp = 0; lp < layers.size(); ++lp) {
+        auto w = reference_weights(*l.checkpoint, l.config, layers[lp]);
+        EXPECT_TRUE(w.has_value()) << w.status().to_string();
+        if (!w) return c;
+        for (size_t r = 0; r < requests.size(); ++r) {
+            SCOPED_TRACE(fmt::format("layer {} request {}", layers[lp], r));
+            const ReferenceResult ref = reference_layer(qc, *w, requests[r].inputs[lp].data(), requests[r].n_tokens);
+            std::vector<int64_t> rows;
+            for (int64_t t = 0; t < requests[r].n_tokens; ++t) {
+                ++c.tokens;
+                const ReferenceToken& rt = ref.tokens[static_cast<size_t>(t)];
+                const Selection& s = run.selections[r][lp][static_cast<size_t>(t)];
+                const std::set<int32_t> mine(s.tokens.begin(), s.tokens.end());
+                EXPECT_EQ(s.tokens.size(), mine.size()) << "position " << t << ": a repeated token";
+                EXPECT_TRUE(std::is_sorted(s.tokens.begin(), s.tokens.end())) << "position " << t;
+                EXPECT_EQ(s.tokens_per_score, qc.indexer_compress_ratio);
+                EXPECT_EQ(s.scores.size(), rt.scores.size()) << "position " << t;
+                if (rt.boundary_tie) {
+                    ++c.tie_tokens;
+                    continue;
+                }
+                EXPECT_EQ(mine, rt.tokens) << "position " << t;
+                for (size_t g = 0; g < std::min(s.scores.size(), rt.scores.size()); ++g)
+                    EXPECT_NEAR(s.scores[g], rt.scores[g], 1e-5 * (1 + std::fabs(rt.scores[g]))) << "position " << t << " group " << g;
+                rows.push_back(t);
+            }
+            const double rel = relative_error(run.outputs[r][lp], ref.out, qc.hidden_size, rows);
+            EXPECT_LE(rel, tol);
+            c.worst_rel = std::max(c.worst_rel, rel);
+        }
+    }
+    return c;
+}
+
+struct ConfigCase {
+    const char* name;
+    QsaTestConfig config;
+    std::vector<int64_t> lengths;
+};
+
+std::vector<ConfigCase> config_cases() {
+    std::vector<ConfigCase> cases;
+    QsaTestConfig a;  // r = 3, block_topk 2, W 8; GQA group 2; D 16, R 8 (partial 0.5), Di 8
+    cases.push_back({"r3_k2", a, {8, 13, 41}});
+    QsaTestConfig b;  // one KV head (group 6), D 24, full rotary, Di = R = 24, r = 2, block_topk 4
+    b.hidden = 40, b.heads = 6, b.kv_heads = 1, b.head_dim = 24, b.partial_rotary = 1.0, b.index_heads = 3,
+    b.index_dim = 24, b.budget = 8, b.ratio = 2, b.layer_types = {"qwen_sparse_attention", "linear_attention",
+                                                                  "qwen_sparse_attention"};
+    cases.push_back({"r2_k4_gqa6", b, {9, 30}});
+    QsaTestConfig c;  // r = 1: no tail, every token its own group; block_topk 5
+    c.hidden = 32, c.heads = 2, c.kv_heads = 2, c.head_dim = 8, c.partial_rotary = 0.25, c.index_heads = 1,
+    c.index_dim = 4, c.budget = 5, c.ratio = 1;
+    cases.push_back({"r1_k5", c, {5, 23}});
+    QsaTestConfig d;  // r = 5, block_topk 1, multimodal names, θ 1e6
+    d.hidden = 64, d.heads = 8, d.kv_heads = 4, d.head_dim = 32, d.partial_rotary = 0.25, d.theta = 1e6,
+    d.index_heads = 4, d.index_dim = 16, d.budget = 5, d.ratio = 5, d.multimodal = true;
+    cases.push_back({"r5_k1_multimodal", d, {9, 36}});
+    return cases;
+}
+
+TEST(QsaLayer, MatchesReferenceUnderEverySchedule) {
+    for (const ConfigCase& cc : config_cases()) {
+        for (const std::string backend : {"cpu", "ref"}) {
+            SCOPED_TRACE(fmt::format("{} on {}", cc.name, backend));
+            Loaded l = load(cc.config, 11, backend, NumericsProfile::exact);
+            ASSERT_TRUE(l.model);
+            const int64_t n_layers = static_cast<int64_t>(l.model->layers().size());
+            const std::vector<std::string> schedules =
+                backend == "ref" ? std::vector<std::string>{"chunk:4", "mixed:3"}
+                                 : std::vector<std::string>{"one-shot", "chunk:3", "chunk:5", "decode", "mixed:1", "mixed:2"};
+            double worst = 0;
+            int64_t ties = 0;
+            for (const std::string& sched : schedules) {
+                SCOPED_TRACE(sched);
+                std::vector<RequestInput> requests = random_requests(cc.lengths, n_layers, cc.config.hidden, 5);
+                const EngineOptions opts = schedule(sched, requests);
+                auto run = run_requests(*l.model, requests, opts);
+                ASSERT_TRUE(run.has_value()) << run.status().to_string();
+                // fp32 against double: a few ulps per reduction (dims ≤ 64), far below 1e-5.
+                const Compared c = compare_with_reference(l, requests, *run, 1e-5);
+                EXPECT_LE(c.tie_tokens * 20, c.tokens) << "too many boundary ties for the test to mean much";
+                worst = std::max(worst, c.worst_rel);
+                ties += c.tie_tokens;
+            }
+            std::printf("  %-18s %-3s worst relative error vs the double reference over %zu schedules: %.3e "
+                        "(boundary-tie tokens skipped: %lld)\n",
+                        cc.name, backend.c_str(), schedules.size(), worst, static_cast<long long>(ties));
+        }
+    }
+}
+
+// qsa.md §4.5: a row with p + 1 ≤ budget + r − 1 takes every group plus its tail: exactly dense.
+// Shown three ways: its selection is {0, …, p} without scoring; its output is bit-identical to the
+// same layer with every selection forced to {0, …, p}; and it matches a plain dense causal
+// attention (double precision). Rows past that length are sparse: the same rewrite (there: the
+// first budget + r − 1 tokens) changes them, so the bit-identity above is not vacuous.
+TEST(QsaLayer, ShortContextsAreExactlyDense) {
+    for (const ConfigCase& cc : config_cases()) {
+        SCOPED_TRACE(cc.name);
+        Loaded l = load(cc.config, 23, "cpu", NumericsProfile::exact);
+        ASSERT_TRUE(l.model);
+        const QsaConfig& qc = *l.config.qsa();
+        const int64_t W = qc.output_width;
+        const int64_t n_layers = static_cast<int64_t>(l.model->layers().size());
+        std::vector<RequestInput> requests = random_requests({W, W + 3 * qc.indexer_compress_ratio + 2}, n_layers,
+                                                             qc.hidden_size, 9);
+        const EngineOptions opts = schedule("chunk:3", requests);
+        auto sparse = run_requests(*l.model, requests, opts);
+        ASSERT_TRUE(sparse.has_value()) << sparse.status().to_string();
+        auto dense = run_requests(*l.model, requests, opts, [](int64_t, RequestId, int64_t position, std::span<int32_t> sel, std::span<const float>) {
+            for (size_t j = 0; j < sel.size(); ++j) sel[j] = static_cast<int64_t>(j) <= position ? static_cast<int32_t>(j) : -1;
+        });
+        ASSERT_TRUE(dense.has_value()) << dense.status().to_string();
+        int64_t sparse_rows_changed = 0;
+        for (size_t r = 0; r < requests.size(); ++r) {
+            for (int64_t lp = 0; lp < n_layers; ++lp) {
+                auto w = reference_weights(*l.checkpoint, l.config, l.model->layers()[static_cast<size_t>(lp)]);
+                ASSERT_TRUE(w.has_value());
+                const std::vector<double> ref_dense =
+                    reference_dense_layer(qc, *w, requests[r].inputs[static_cast<size_t>(lp)].data(), requests[r].n_tokens);
+                const std::vector<float>& a = sparse->outputs[r][static_cast<size_t>(lp)];
+                const std::vector<float>& b = dense->outputs[r][static_cast<size_t>(lp)];
+                std::vector<int64_t> short_rows;
+                for (int64_t t = 0; t < requests[r].n_tokens; ++t) {
+                    const Selection& s = sparse->selections[r][static_cast<size_t>(lp)][static_cast<size_t>(t)];
+                    const bool row_equal = std::equal(a.begin() + t * qc.hidden_size, a.begin() + (t + 1) * qc.hidden_size,
+                                                      b.begin() + t * qc.hidden_size);
+                    if (t + 1 <= W) {
+                        std::vector<int32_t> all(static_cast<size_t>(t + 1));
+                        std::iota(all.begin(), all.end(), 0);
+                        EXPECT_EQ(s.tokens, all) << "position " << t;
+                        EXPECT_TRUE(s.scores.empty()) << "position " << t;
+                        EXPECT_TRUE(row_equal) << "position " << t << ": not bit-identical to dense";
+                        short_rows.push_back(t);
+                    } else {
+                        EXPECT_FALSE(s.scores.empty()) << "position " << t;
+                        EXPECT_LT(static_cast<int64_t>(s.tokens.size()), t + 1) << "position " << t;
+                        sparse_rows_changed += row_equal ? 0 : 1;
+                    }
+                }
+                EXPECT_LE(relative_error(a, ref_dense, qc.hidden_size, short_rows), 1e-5);
+            }
+        }
+        EXPECT_GT(sparse_rows_changed, 0) << "forcing dense rows changed nothing: the comparison proves nothing";
+    }
+}
+
+}  // namespace
+}  // namespace sieve::qsa_test

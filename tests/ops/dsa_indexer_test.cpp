@@ -1,0 +1,402 @@
+// Conformance of the DSA Lightning Indexer ops (ops/dsa_indexer.h): key writes byte-exact with ref in
+// both formats; the fp8_blocked layout matches dsa_mla.md §3.3 byte by byte (132 bytes per token for
+// Di = 128, values of a block first, then its scales); index scores agree with ref within a derived bound
+// over paged block tables, several sequences, ragged n_keys, and with hand-computed values; validate()
+// rejects malformed calls.
+#include <cmath>
+#include <limits>
+
+#include "dsa_test_util.h"
+#include "ops/dsa_indexer.h"
+
+namespace sieve::test {
+namespace {
+
+DsaIndexerKeyWriteParams key_write(const GuardedCache& cache, DsaIndexerKeyFormat f, int64_t d, const void* k,
+                                   DType kt, int64_t stride, const int64_t* slots, int64_t n) {
+    DsaIndexerKeyWriteParams p;
+    p.k = k;
+    p.slots = slots;
+    p.cache = cache.view;
+    p.n_slots = cache.n_slots();
+    p.n_tokens = n;
+    p.head_dim = d;
+    p.k_row_stride = stride;
+    p.format = f;
+    p.k_type = kt;
+    return p;
+}
+
+TEST(DsaIndexerKeyWrite, EveryBackendMatchesRefBitForBit) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(7201);
+    for (int c = 0; c < 16; ++c) {
+        const int64_t d = rng.pick<int64_t>({128, 16, 20, 64, 1});
+        const auto f = c % 2 ? DsaIndexerKeyFormat::fp8_blocked : DsaIndexerKeyFormat::f32;
+        const int64_t n = rng.pick<int64_t>({1, 6, 19}), block_size = rng.pick<int64_t>({4, 64}), n_blocks = 3;
+        const DType kt = rng.coin() ? DType::bf16 : DType::f32;
+        SCOPED_TRACE(fmt::format("case {}: Di {} {} T {} B {} {}", c, d, dsa_indexer_key_format_name(f), n, block_size,
+                                 dtype_name(kt)));
+        std::vector<int64_t> all(static_cast<size_t>(n_blocks * block_size));
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), rng.engine());
+        std::vector<int64_t> slots(all.begin(), all.begin() + std::min<int64_t>(n, n_blocks * block_size));
+        for (auto& s : slots)
+            if (rng.coin(0.15)) s = -1;
+        const int64_t n_tok = static_cast<int64_t>(slots.size());
+        const int64_t stride = d + rng.integer(0, 3);
+        std::vector<uint8_t> k(static_cast<size_t>(n_tok * stride) * dtype_size(kt));
+        fill_rows(k.data(), kt, n_tok, 1, d, stride, 0, [&, i = int64_t{0}]() mutable {
+            const int64_t row = i++ / d;
+            if (row % 5 == 4 && rng.coin(0.3)) return std::numeric_limits<float>::quiet_NaN();  // poisoned key
+            return rng.normal(std::ldexp(1.0f, static_cast<int>(row % 9) - 4));
+        });
+        const int64_t entry = dsa_indexer_key_entry_bytes(f, d);
+        GuardedCache want(n_blocks, block_size, entry, 64);
+        ASSERT_TRUE(ref->dsa_indexer_key_write(key_write(want, f, d, k.data(), kt, stride, slots.data(), n_tok)).is_ok());
+        for (auto& nb : backends) {
+            GuardedCache got(n_blocks, block_size, entry, 64);
+            const Status st = nb.backend->dsa_indexer_key_write(key_write(got, f, d, k.data(), kt, stride, slots.data(), n_tok));
+            ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
+            EXPECT_TRUE(bytes_equal(want.buf.data(), got.buf.data(), want.buf.bytes(), nb.spec));
+            EXPECT_TRUE(got.buf.guards_intact(nb.spec));
+        }
+    }
+}
+
+// dsa_mla.md §3.3 with Di = 128, B = 64: a block is 64·132 bytes; token i's 128 e4m3 values at
+// blk·B·132 + i·128, its fp32 scale at blk·B·132 + B·128 + 4·i; the scale is 2^ceil(log2(amax/448)).
+TEST(DsaIndexerKeyWrite, DeepGemmBlockLayoutByteByByte) {
+    ASSERT_EQ(dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::fp8_blocked, 128), 132);
+    ASSERT_EQ(dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::fp8_blocked, 16), 20);  // the fixtures' Di
+    auto backends = backends_under_test();
+    backends.push_back({"ref", ref_backend()});
+    Rng rng(7202);
+    const int64_t d = 128, B = 64;
+    std::vector<float> k(3 * d);
+    const float amax[3] = {3.0f, 448.0f * 4.0f, 7e-3f};
+    for (int t = 0; t < 3; ++t)
+        for (int i = 0; i < d; ++i) k[static_cast<size_t>(t * d + i)] = i == 9 ? amax[t] : rng.uniform(-amax[t], amax[t]);
+    const int64_t slots[3] = {B + 0, B + 63, 2 * B + 17};  // first and last entry of block 1, one of block 2
+    for (auto& nb : backends) {
+        SCOPED_TRACE(nb.spec);
+        GuardedCache cache(3, B, 132);
+        ASSERT_EQ(cache.view.block_bytes, B * 132);
+        ASSERT_TRUE(nb.backend
+                        ->dsa_indexer_key_write(key_write(cache, DsaIndexerKeyFormat::fp8_blocked, d, k.data(),
+                                                          DType::f32, d, slots, 3))
+                        .is_ok());
+        const uint8_t* base = cache.buf.as<uint8_t>();
+        std::vector<bool> written(cache.buf.bytes(), false);
+        for (int t = 0; t < 3; ++t) {
+            const int64_t blk = slots[t] / B, off = slots[t] % B;
+            const int64_t value_at = blk * B * 132 + off * 128, scale_at = blk * B * 132 + B * 128 + 4 * off;
+            EXPECT_EQ(value_at, dsa_indexer_fp8_value_offset(cache.view, d, slots[t]));
+            EXPECT_EQ(scale_at, dsa_indexer_fp8_scale_offset(cache.view, d, slots[t]));
+            float s;
+            std::memcpy(&s, base + scale_at, 4);
+            const float want_s = static_cast<float>(std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(amax[t] / 448.0)))));
+            EXPECT_EQ(s, want_s) << "token " << t;
+            for (int i = 0; i < d; ++i)
+                EXPECT_EQ(base[value_at + i], f32_to_fp8_e4m3(k[static_cast<size_t>(t * d + i)] / want_s))
+                    << "token " << t << " value " << i;
+            for (int i = 0; i < 128; ++i) written[static_cast<size_t>(value_at + i)] = true;
+            for (int i = 0; i < 4; ++i) written[static_cast<size_t>(scale_at + i)] = true;
+        }
+        EXPECT_EQ(base[B * 132 + 9], 0x7c) << "token 0's amax 3 / 2^-7 = 384 = 1.100b·2^8 → e4m3 0x7C";
+        for (size_t i = 0; i < cache.buf.bytes(); ++i)
+            if (!written[i]) {
+                ASSERT_EQ(base[i], kPoison) << "byte " << i << " outside the written entries";
+            }
+        EXPECT_TRUE(cache.buf.guards_intact(nb.spec));
+    }
+}
+
+struct ScoreCase {
+    int64_t heads, dim, tokens, seqs, block_size;
+    DsaIndexerKeyFormat format;
+};
+
+TEST(DsaIndexerScores, EveryBackendAgreesWithRef) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(7203);
+    const std::vector<ScoreCase> cases = {
+        {8, 16, 6, 2, 4, DsaIndexerKeyFormat::f32},   {8, 16, 5, 3, 4, DsaIndexerKeyFormat::fp8_blocked},
+        {64, 128, 3, 1, 64, DsaIndexerKeyFormat::fp8_blocked}, {32, 128, 4, 2, 64, DsaIndexerKeyFormat::f32},
+        {5, 20, 7, 3, 8, DsaIndexerKeyFormat::f32},   {3, 24, 4, 2, 16, DsaIndexerKeyFormat::fp8_blocked},
+        {1, 1, 3, 1, 4, DsaIndexerKeyFormat::f32},    {7, 128, 2, 2, 16, DsaIndexerKeyFormat::fp8_blocked},
+    };
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+        const ScoreCase& k = cases[ci];
+        const bool fp8 = k.format == DsaIndexerKeyFormat::fp8_blocked;
+        // Sequence lengths up to ~1.3 key chunks of the cpu kernel, some short.
+        std::vector<int64_t> seq_len(static_cast<size_t>(k.seqs));
+        for (auto& L : seq_len) L = rng.pick<int64_t>({1, 9, 70, 300, 1300});
+        int64_t blocks_needed = 0, max_len = 0;
+        for (int64_t L : seq_len) {
+            blocks_needed += (L + k.block_size - 1) / k.block_size;
+            max_len = std::max(max_len, L);
+        }
+        SCOPED_TRACE(fmt::format("case {}: Hi {} Di {} T {} seqs {} B {} {}", ci, k.heads, k.dim, k.tokens, k.seqs,
+                                 k.block_size, dsa_indexer_key_format_name(k.format)));
+        const int64_t n_blocks = blocks_needed + 2;
+        GuardedCache cache(n_blocks, k.block_size, dsa_indexer_key_entry_bytes(k.format, k.dim));
+        std::vector<int32_t> free_blocks;
+        const int64_t table_stride = (max_len + k.block_size - 1) / k.block_size + 1;
+        std::vector<int32_t> tables(static_cast<size_t>(k.seqs * table_stride), -1);
+        for (int64_t s = 0; s < k.seqs; ++s) {  // write every key of every sequence through ref
+            const std::vector<int32_t> t = random_block_table(rng, seq_len[static_cast<size_t>(s)], k.block_size, n_blocks, free_blocks);
+            std::copy(t.begin(), t.end(), tables.begin() + s * table_stride);
+            const int64_t L = seq_len[static_cast<size_t>(s)];
+            std::vector<float> keys(static_cast<size_t>(L * k.dim));
+            for (auto& v : keys) v = rng.normal(1.0f);
+            std::vector<int64_t> slots(static_cast<size_t>(L));
+            for (int64_t u = 0; u < L; ++u) slots[static_cast<size_t>(u)] = t[static_cast<size_t>(u / k.block_size)] * k.block_size + u % k.block_size;
+            ASSERT_TRUE(ref->dsa_indexer_key_write(key_write(cache, k.format, k.dim, keys.data(), DType::f32, k.dim,
+                                                             slots.data(), L))
+                            .is_ok());
+        }
+        const int64_t q_head = k.dim + rng.integer(0, 2), q_token = k.heads * q_head + rng.integer(0, 3);
+        std::vector<float> qf(static_cast<size_t>(k.tokens * q_token));
+        std::vector<uint8_t> q8(static_cast<size_t>(k.tokens * q_token));
+        for (auto& v : qf) v = rng.normal(1.0f);
+        for (auto& b : q8) {
+            b = static_cast<uint8_t>(rng.integer(0, 255));
+            if ((b & 0x7f) == 0x7f) b = 0x38;  // no NaN codes in q
+        }
+        const int64_t w_stride = k.heads + rng.integer(0, 3);
+        std::vector<float> w(static_cast<size_t>(k.tokens * w_stride)), q_scale(static_cast<size_t>(k.tokens * w_stride));
+        for (auto& v : w) v = rng.normal(1.0f);
+        for (auto& v : q_scale) v = std::ldexp(1.0f, static_cast<int>(rng.integer(-8, 2)));
+        std::vector<int32_t> token_seq(static_cast<size_t>(k.tokens)), n_keys(static_cast<size_t>(k.tokens));
+        int64_t n_cols = 0;
+        for (int64_t t = 0; t < k.tokens; ++t) {
+            token_seq[static_cast<size_t>(t)] = static_cast<int32_t>(rng.integer(0, k.seqs - 1));
+            const int64_t L = seq_len[static_cast<size_t>(token_seq[static_cast<size_t>(t)])];
+            n_keys[static_cast<size_t>(t)] = static_cast<int32_t>(t == 0 ? 0 : rng.integer(std::max<int64_t>(1, L - 5), L));
+            n_cols = std::max<int64_t>(n_cols, n_keys[static_cast<size_t>(t)]);
+        }
+        n_cols += 3;  // −inf tail on every row
+        const float weight_scale = 0.125f;
+        const int64_t s_stride = n_cols + rng.integer(0, 3);
+        auto params = [&](float* scores) {
+            DsaIndexerScoresParams p;
+            p.q = fp8 ? static_cast<const void*>(q8.data()) : qf.data();
+            p.q_type = fp8 ? DType::f8_e4m3 : DType::f32;
+            p.q_scale = fp8 ? q_scale.data() : nullptr;
+            p.q_scale_token_stride = w_stride;
+            p.weights = w.data();
+            p.weights_token_stride = w_stride;
+            p.weight_scale = weight_scale;
+            p.keys = cache.view;
+            p.n_slots = cache.n_slots();
+            p.block_table = tables.data();
+            p.n_seqs = k.seqs;
+            p.block_table_stride = table_stride;
+            p.token_seq = token_seq.data();
+            p.n_keys = n_keys.data();
+            p.scores = scores;
+            p.n_tokens = k.tokens;
+            p.n_heads = k.heads;
+            p.head_dim = k.dim;
+            p.n_cols = n_cols;
+            p.q_token_stride = q_token;
+            p.q_head_stride = q_head;
+            p.scores_row_stride = s_stride;
+            p.format = k.format;
+            return p;
+        };
+        GuardedBuffer want(static_cast<size_t>(k.tokens * s_stride) * 4);
+        ASSERT_TRUE(ref->dsa_indexer_scores(params(want.as<float>()), {}).is_ok());
+        // Tolerance: each head's dot d_j is off by ≤ γ(Di+1)·Σ_d|q·k|; ReLU is 1-Lipschitz; the weighted head sum
+        // adds γ(Hi+1)·Σ_j|w_j·relu(d_j)|; folding weight_scale, q_scale and the key scale adds ≤ 4u relative.
+        std::vector<double> want_v, tol;
+        for (int64_t t = 0; t < k.tokens; ++t)
+            for (int64_t u = 0; u < n_cols; ++u) {
+                const double wv = want.as<float>()[t * s_stride + u];
+                want_v.push_back(wv);
+                if (u >= n_keys[static_cast<size_t>(t)]) {
+                    tol.push_back(0.0);
+                    continue;
+                }
+                const int64_t sq = token_seq[static_cast<size_t>(t)];
+                const int64_t slot = tables[static_cast<size_t>(sq * table_stride + u / k.block_size)] * k.block_size + u % k.block_size;
+                std::vector<double> key(static_cast<size_t>(k.dim));
+                double ks = 1.0;
+                if (fp8) {
+                    const uint8_t* kv = cache.view.base + dsa_indexer_fp8_value_offset(cache.view, k.dim, slot);
+                    float s;
+                    std::memcpy(&s, cache.view.base + dsa_indexer_fp8_scale_offset(cache.view, k.dim, slot), 4);
+                    ks = s;
+                    for (int64_t i = 0; i < k.dim; ++i) key[static_cast<size_t>(i)] = fp8_e4m3_to_f32(kv[i]);
+                } else {
+                    const float* kv = reinterpret_cast<const float*>(cache.view.base + (slot / k.block_size) * cache.view.block_bytes +
+                                                                     (slot % k.block_size) * cache.view.entry_bytes);
+                    for (int64_t i = 0; i < k.dim; ++i) key[static_cast<size_t>(i)] = kv[i];
+                }
+                double bound = 0, mass = 0;
+                for (int64_t j = 0; j < k.heads; ++j) {
+                    double wj = w[static_cast<size_t>(t * w_stride + j)] * weight_scale;
+                    if (fp8) wj *= q_scale[static_cast<size_t>(t * w_stride + j)];
+                    double dot = 0, sabs = 0;
+                    for (int64_t i = 0; i < k.dim; ++i) {
+                        const double qi = fp8 ? fp8_e4m3_to_f32(q8[static_cast<size_t>(t * q_token + j * q_head + i)])
+                                              : qf[static_cast<size_t>(t * q_token + j * q_head + i)];
+                        dot += qi * key[static_cast<size_t>(i)];
+                        sabs += std::fabs(qi * key[static_cast<size_t>(i)]);
+                    }
+                    bound += std::fabs(wj) * gamma_n(static_cast<double>(k.dim) + 1) * sabs;
+                    mass += std::fabs(wj * std::max(dot, 0.0));
+                }
+                tol.push_back(ks * (bound + (gamma_n(static_cast<double>(k.heads) + 1) + 4 * kU) * mass) + 2 * kU * std::fabs(wv) + 1e-30);
+            }
+        for (auto& nb : backends) {
+            GuardedBuffer got(static_cast<size_t>(k.tokens * s_stride) * 4);
+            auto p = params(got.as<float>());
+            const size_t ws_bytes = nb.backend->dsa_indexer_scores_workspace_size(p);
+            GuardedBuffer ws(std::max<size_t>(1, ws_bytes));
+            const Status st = nb.backend->dsa_indexer_scores(p, {ws.data(), ws_bytes});
+            ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
+            std::vector<double> got_v;
+            for (int64_t t = 0; t < k.tokens; ++t)
+                for (int64_t u = 0; u < n_cols; ++u) got_v.push_back(got.as<float>()[t * s_stride + u]);
+            EXPECT_TRUE(all_close(want_v, got_v, tol, nb.spec));
+            EXPECT_TRUE(untouched_outside_rows(got, k.tokens, 1, n_cols, s_stride, 0, 4, nb.spec));
+            EXPECT_TRUE(got.guards_intact(nb.spec));
+            EXPECT_TRUE(ws.guards_intact(nb.spec + " workspace"));
+        }
+    }
+}
+
+// Hand-computed scores, Hi = 2, Di = 2, f32 keys k_0 = (1, 0), k_1 = (0, 2), k_2 = (−1, −1):
+//   q_0 = (1, 1), q_1 = (2, −1), weights (1, −0.5), weight_scale 2:
+//   I[u] = 2·(1·relu(q_0·k_u) − 0.5·relu(q_1·k_u)) → I[0] = 2·(1 − 1) = 0, I[1] = 2·(2 − 0) = 4, I[2] = 0,
+//   and −inf past n_keys = 3. The fp8 form of the same keys: one scale per key, q scale folded in.
+TEST(DsaIndexerScores, KnownValues) {
+    auto backends = backends_under_test();
+    backends.push_back({"ref", ref_backend()});
+    const float keys[3][2] = {{1, 0}, {0, 2}, {-1, -1}};
+    const float q[4] = {1, 1, 2, -1};
+    const float w[2] = {1, -0.5f};
+    for (const auto format : {DsaIndexerKeyFormat::f32, DsaIndexerKeyFormat::fp8_blocked}) {
+        for (auto& nb : backends) {
+            SCOPED_TRACE(fmt::format("{} {}", nb.spec, dsa_indexer_key_format_name(format)));
+            GuardedCache cache(2, 2, dsa_indexer_key_entry_bytes(format, 2));
+            const int64_t slots[3] = {2, 3, 0};  // block table {1, 0}
+            ASSERT_TRUE(nb.backend->dsa_indexer_key_write(key_write(cache, format, 2, keys, DType::f32, 2, slots, 3)).is_ok());
+            const int32_t table[2] = {1, 0}, seq = 0, n_keys = 3;
+            uint8_t q8[4];
+            float q_scale[2];
+            for (int j = 0; j < 2; ++j) {  // q quantized as the model does: one UE8M0 scale per head
+                const float amax = std::max(std::fabs(q[2 * j]), std::fabs(q[2 * j + 1]));
+                q_scale[j] = ue8m0_scale_for_amax(amax);
+                for (int i = 0; i < 2; ++i) q8[2 * j + i] = f32_to_fp8_e4m3(q[2 * j + i] / q_scale[j]);
+            }
+            float scores[4] = {7, 7, 7, 7};
+            DsaIndexerScoresParams p;
+            const bool fp8 = format == DsaIndexerKeyFormat::fp8_blocked;
+            p.q = fp8 ? static_cast<const void*>(q8) : q;
+            p.q_type = fp8 ? DType::f8_e4m3 : DType::f32;
+            p.q_scale = fp8 ? q_scale : nullptr;
+            p.q_scale_token_stride = 2;
+            p.weights = w;
+            p.weights_token_stride = 2;
+            p.weight_scale = 2.0f;
+            p.keys = cache.view;
+            p.n_slots = cache.n_slots();
+            p.block_table = table;
+            p.n_seqs = 1;
+            p.block_table_stride = 2;
+            p.token_seq = &seq;
+            p.n_keys = &n_keys;
+            p.scores = scores;
+            p.n_tokens = 1;
+            p.n_heads = 2;
+            p.head_dim = 2;
+            p.n_cols = 4;
+            p.q_token_stride = 4;
+            p.q_head_stride = 2;
+            p.scores_row_stride = 4;
+            p.format = format;
+            std::vector<uint8_t> ws(nb.backend->dsa_indexer_scores_workspace_size(p) + 64);
+            void* aligned = ws.data() + (64 - reinterpret_cast<uintptr_t>(ws.data()) % 64) % 64;
+            ASSERT_TRUE(nb.backend->dsa_indexer_scores(p, {aligned, nb.backend->dsa_indexer_scores_workspace_size(p)}).is_ok());
+            // These small integers are exact in e4m3 with power-of-two scales: both formats give the same values.
+            EXPECT_FLOAT_EQ(scores[0], 0.0f);
+            EXPECT_FLOAT_EQ(scores[1], 4.0f);
+            EXPECT_FLOAT_EQ(scores[2], 0.0f);
+            EXPECT_EQ(scores[3], -std::numeric_limits<float>::infinity());
+        }
+    }
+}
+
+TEST(DsaIndexerValidate, RejectsMalformedCalls) {
+    GuardedCache cache(2, 4, dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::f32, 4));
+    std::vector<float> q(2 * 8, 0.0f), w(4, 1.0f), scores(2 * 8);
+    std::vector<int32_t> table = {1, 0}, seq = {0, 0}, n_keys = {5, 8};
+    auto base = [&] {
+        DsaIndexerScoresParams p;
+        p.q = q.data();
+        p.weights = w.data();
+        p.weights_token_stride = 2;
+        p.weight_scale = 0.5f;
+        p.keys = cache.view;
+        p.n_slots = cache.n_slots();
+        p.block_table = table.data();
+        p.n_seqs = 1;
+        p.block_table_stride = 2;
+        p.token_seq = seq.data();
+        p.n_keys = n_keys.data();
+        p.scores = scores.data();
+        p.n_tokens = 2;
+        p.n_heads = 2;
+        p.head_dim = 4;
+        p.n_cols = 8;
+        p.q_token_stride = 8;
+        p.q_head_stride = 4;
+        p.scores_row_stride = 8;
+        return p;
+    };
+    ASSERT_TRUE(validate(base()).is_ok()) << validate(base()).to_string();
+    auto expect_bad = [&](const DsaIndexerScoresParams& p, StatusCode code, const char* needle) {
+        const Status s = validate(p);
+        EXPECT_EQ(s.code(), code) << s.to_string();
+        EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
+    };
+    auto p = base();
+    p.q_type = DType::f8_e4m3;  // with f32 keys
+    expect_bad(p, StatusCode::invalid_argument, "q_type");
+    p = base();
+    p.format = DsaIndexerKeyFormat::fp8_blocked;  // f32 q with fp8 keys
+    expect_bad(p, StatusCode::invalid_argument, "q_type");
+    n_keys[1] = 9;
+    expect_bad(base(), StatusCode::invalid_argument, "n_keys[1] = 9");
+    n_keys[1] = 8;
+    table[0] = -1;  // a candidate block not resident
+    expect_bad(base(), StatusCode::invalid_argument, "physical block -1");
+    table[0] = 2;  // past the cache
+    expect_bad(base(), StatusCode::invalid_argument, "physical block 2");
+    table[0] = 1;
+    seq[1] = 1;
+    expect_bad(base(), StatusCode::invalid_argument, "token_seq[1] = 1");
+    seq[1] = 0;
+    p = base();
+    p.head_dim = 256;
+    p.format = DsaIndexerKeyFormat::fp8_blocked;
+    p.q_type = DType::f8_e4m3;
+    expect_bad(p, StatusCode::unsupported, "head_dim = 256");
+    p = base();
+    p.weight_scale = -1.0f;
+    expect_bad(p, StatusCode::invalid_argument, "weight_scale");
+    p = base();
+    p.scores = q.data();  // overlaps q
+    expect_bad(p, StatusCode::invalid_argument, "overlap");
+    p = base();
+    p.q_scale = w.data();  // q_scale with f32 q
+    expect_bad(p, StatusCode::invalid_argument, "q_scale");
+}
+
+}  // namespace
+}  // namespace sieve::test

@@ -1,0 +1,198 @@
+// "run of an op allocates nothing" (DESIGN.md) for the DSA-on-MLA ops of every cpu backend variant:
+// operator new is replaced by a counting version; the second run of each op must not allocate on any
+// thread. (The ref backend, the oracle, may allocate.)
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <new>
+
+#include "dsa_test_util.h"
+#include "ops/dsa_indexer.h"
+#include "ops/dsa_output_gate.h"
+#include "ops/mla_head_proj.h"
+#include "ops/sparse_mla.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 inlines the replacement operator delete into new-expressions and then reports free() on
+// memory "from operator new": a false positive here, since this operator new is malloc.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+    if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace sieve::test {
+namespace {
+
+template <typename F>
+int64_t allocations_during(F&& fn) {
+    g_allocations = 0;
+    g_counting = true;
+    fn();
+    g_counting = false;
+    return g_allocations.load();
+}
+
+TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
+    Rng rng(79);
+    const int64_t T = 5, H = 4, R = 64, Dr = 16, Hi = 4, Di = 32, K = 8, B = 16;
+    for (const bool fp8 : {false, true}) {
+        const auto lf = fp8 ? SparseMlaCacheFormat::fp8_ds_mla : SparseMlaCacheFormat::f32;
+        const auto kf = fp8 ? DsaIndexerKeyFormat::fp8_blocked : DsaIndexerKeyFormat::f32;
+        GuardedCache latent(4, B, sparse_mla_entry_bytes(lf, R, Dr)), keys(4, B, dsa_indexer_key_entry_bytes(kf, Di));
+        std::vector<float> c(static_cast<size_t>(T * (R + Dr))), k(static_cast<size_t>(T * Di));
+        for (float& v : c) v = rng.normal();
+        for (float& v : k) v = rng.normal();
+        std::vector<int64_t> slots = {3, 17, 18, 40, 41};
+        SparseMlaCacheWriteParams cw;
+        cw.latent = c.data();
+        cw.rope = c.data() + R;
+        cw.slots = slots.data();
+        cw.cache = latent.view;
+        cw.n_slots = latent.n_slots();
+        cw.n_tokens = T;
+        cw.kv_lora_rank = R;
+        cw.rope_dim = Dr;
+        cw.latent_row_stride = cw.rope_row_stride = R + Dr;
+        cw.format = lf;
+        DsaIndexerKeyWriteParams kw;
+        kw.k = k.data();
+        kw.slots = slots.data();
+        kw.cache = keys.view;
+        kw.n_slots = keys.n_slots();
+        kw.n_tokens = T;
+        kw.head_dim = Di;
+        kw.k_row_stride = Di;
+        kw.format = kf;
+
+        std::vector<float> q(static_cast<size_t>(T * H * (R + Dr))), out(static_cast<size_t>(T * H * R)), sink(H, 0.5f);
+        for (float& v : q) v = rng.normal();
+        std::vector<int32_t> sel(static_cast<size_t>(T * K), -1);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = 0; j <= t; ++j) sel[static_cast<size_t>(t * K + j)] = static_cast<int32_t>(slots[static_cast<size_t>(j)]);
+        SparseMlaAttentionParams ap;
+        ap.q = q.data();
+        ap.cache = latent.view;
+        ap.n_slots = latent.n_slots();
+        ap.slots = sel.data();
+        ap.sink = sink.data();
+        ap.out = out.data();
+        ap.scale = 0.1f;
+        ap.n_tokens = T;
+        ap.n_heads = H;
+        ap.kv_lora_rank = R;
+        ap.rope_dim = Dr;
+        ap.topk = K;
+        ap.q_token_stride = H * (R + Dr);
+        ap.q_head_stride = R + Dr;
+        ap.slots_row_stride = K;
+        ap.out_token_stride = H * R;
+        ap.out_head_stride = R;
+        ap.format = lf;
+
+        std::vector<float> iq(static_cast<size_t>(T * Hi * Di)), w(static_cast<size_t>(T * Hi)), qs(static_cast<size_t>(T * Hi), 0.25f);
+        std::vector<uint8_t> iq8(iq.size(), 0x38);
+        for (float& v : iq) v = rng.normal();
+        for (float& v : w) v = rng.normal();
+        std::vector<float> scores(static_cast<size_t>(T * 48));
+        const std::vector<int32_t> table = {2, 1, 0}, seq(static_cast<size_t>(T), 0), n_keys = {48, 20, 0, 33, 1};
+        DsaIndexerScoresParams sp;
+        sp.q = fp8 ? static_cast<const void*>(iq8.data()) : iq.data();
+        sp.q_type = fp8 ? DType::f8_e4m3 : DType::f32;
+        sp.q_scale = fp8 ? qs.data() : nullptr;
+        sp.q_scale_token_stride = Hi;
+        sp.weights = w.data();
+        sp.weights_token_stride = Hi;
+        sp.weight_scale = 0.1f;
+        sp.keys = keys.view;
+        sp.n_slots = keys.n_slots();
+        sp.block_table = table.data();
+        sp.n_seqs = 1;
+        sp.block_table_stride = 3;
+        sp.token_seq = seq.data();
+        sp.n_keys = n_keys.data();
+        sp.scores = scores.data();
+        sp.n_tokens = T;
+        sp.n_heads = Hi;
+        sp.head_dim = Di;
+        sp.n_cols = 48;
+        sp.q_token_stride = Hi * Di;
+        sp.q_head_stride = Di;
+        sp.scores_row_stride = 48;
+        sp.format = kf;
+
+        std::vector<float> o(static_cast<size_t>(T * H * 16)), g(o.size());
+        for (float& v : g) v = rng.normal();
+        DsaOutputGateParams gp;
+        gp.x = gp.y = o.data();
+        gp.gate = g.data();
+        gp.n_tokens = T;
+        gp.n_heads = H;
+        gp.head_dim = 16;
+        gp.x_token_stride = gp.y_token_stride = gp.gate_row_stride = H * 16;
+        gp.x_head_stride = gp.y_head_stride = 16;
+
+        std::vector<uint16_t> wuv(static_cast<size_t>(H * R * 16), f32_to_bf16(0.01f));
+        MlaHeadProjParams hp;
+        hp.x = out.data();
+        hp.w = wuv.data();
+        hp.y = o.data();
+        hp.n_tokens = T;
+        hp.n_heads = H;
+        hp.in_features = R;
+        hp.out_features = 16;
+        hp.x_token_stride = H * R;
+        hp.x_head_stride = R;
+        hp.y_token_stride = H * 16;
+        hp.y_head_stride = 16;
+        hp.math = LinearMath::bf16;
+        hp.w_type = DType::bf16;
+
+        for (auto& nb : backends_under_test()) {
+            SCOPED_TRACE(fmt::format("{} fp8 {}", nb.spec, fp8));
+            Backend& b = *nb.backend;
+            std::vector<uint8_t> ws_a(b.sparse_mla_attention_workspace_size(ap) + 64);
+            std::vector<uint8_t> ws_s(b.dsa_indexer_scores_workspace_size(sp) + 64);
+            std::vector<uint8_t> ws_h(b.mla_head_proj_workspace_size(hp) + 64);
+            auto aligned = [](std::vector<uint8_t>& v, size_t n) {
+                return Workspace{v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64, n};
+            };
+            const Workspace wa = aligned(ws_a, b.sparse_mla_attention_workspace_size(ap));
+            const Workspace wsc = aligned(ws_s, b.dsa_indexer_scores_workspace_size(sp));
+            const Workspace wh = aligned(ws_h, b.mla_head_proj_workspace_size(hp));
+            const std::vector<std::pair<const char*, std::function<Status()>>> ops = {
+                {"sparse_mla_cache_write", [&] { return b.sparse_mla_cache_write(cw); }},
+                {"sparse_mla_attention", [&] { return b.sparse_mla_attention(ap, wa); }},
+                {"dsa_indexer_key_write", [&] { return b.dsa_indexer_key_write(kw); }},
+                {"dsa_indexer_scores", [&] { return b.dsa_indexer_scores(sp, wsc); }},
+                {"dsa_output_gate", [&] { return b.dsa_output_gate(gp); }},
+                {"mla_head_proj", [&] { return b.mla_head_proj(hp, wh); }},
+            };
+            for (const auto& op : ops) {  // (no structured binding: clang 14 cannot capture one)
+                const char* name = op.first;
+                const std::function<Status()>& run = op.second;
+                ASSERT_TRUE(run().is_ok()) << name;  // warm-up (thread pool, lazy state)
+                Status st;
+                const int64_t n = allocations_during([&] { st = run(); });
+                ASSERT_TRUE(st.is_ok()) << name << ": " << st.to_string();
+                EXPECT_EQ(n, 0) << name << " allocated " << n << " times";
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace sieve::test

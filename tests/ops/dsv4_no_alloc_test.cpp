@@ -1,0 +1,158 @@
+// "run of an op allocates nothing" (DESIGN.md) for DeepSeek-V4's ops on every cpu backend variant:
+// operator new is replaced by a counting version; each op runs once to warm up, then again counted
+// (on any thread of the pool).
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "dsv4_cache_util.h"
+#include "ops/compressor.h"
+#include "ops/indexer_scores.h"
+#include "ops/kv_record.h"
+#include "ops/sparse_mqa.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 inlines the replacement operator delete into new-expressions and then reports free() on
+// memory "from operator new": a false positive here, since this operator new is malloc.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+    if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace sieve::test {
+namespace {
+
+template <typename F>
+int64_t allocations_during(F&& fn) {
+    g_allocations = 0;
+    g_counting = true;
+    fn();
+    g_counting = false;
+    return g_allocations.load();
+}
+
+TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
+    Rng rng(4505);
+    const int64_t n = 6, H = 4, d = 512, r = 64, cI = 128, HI = 8;
+    const KvRecordLayout kv{KvRecordFormat::fp8_ds_mla, d, r}, keys{KvRecordFormat::fp8_scaled, cI, 0};
+    TestCache kv_cache(kv.entry_bytes(), 4, 4), key_cache(keys.entry_bytes(), 4, 4), state(8 * 2 * 64, 8, 2);
+    std::vector<float> rows(static_cast<size_t>(n * d)), q(static_cast<size_t>(n * H * d)), out(q.size());
+    std::vector<float> iq(static_cast<size_t>(n * HI * cI)), iw(static_cast<size_t>(n * HI)), scores(static_cast<size_t>(n * n));
+    std::vector<float> ab(static_cast<size_t>(n * 2 * 128)), ape(static_cast<size_t>(4 * 128)), pooled(2 * 64), sink(H, 0.5f);
+    for (auto* v : {&rows, &q, &iq, &iw, &ab, &ape}) for (float& x : *v) x = rng.normal();
+    std::vector<int32_t> slots = {0, 1, 2, 3, 4, 5}, window(static_cast<size_t>(n * 3)), token_list(n, 0), n_keys(n);
+    for (int64_t t = 0; t < n; ++t) {
+        n_keys[static_cast<size_t>(t)] = static_cast<int32_t>(t + 1);
+        for (int64_t j = 0; j < 3; ++j) window[static_cast<size_t>(t * 3 + j)] = static_cast<int32_t>(std::max<int64_t>(t - j, -1));
+    }
+    std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5};
+    std::vector<int32_t> gather = {-1, -1, -1, -1, 0, 1, 2, 3};
+
+    for (auto& nb : backends_under_test()) {
+        SCOPED_TRACE(nb.spec);
+        Backend& b = *nb.backend;
+        KvStoreParams st;
+        st.x = rows.data();
+        st.slots = slots.data();
+        st.cache = kv_cache.view();
+        st.layout = kv;
+        st.n_rows = n;
+        st.x_row_stride = d;
+        KvStoreParams kst = st;
+        kst.cache = key_cache.view();
+        kst.layout = keys;
+        kst.x_row_stride = cI;
+        KvLoadParams ld;
+        ld.cache = kv_cache.view();
+        ld.layout = kv;
+        ld.slots = slots.data();
+        ld.y = out.data();
+        ld.n_rows = n;
+        ld.y_row_stride = d;
+        CompressorStateStoreParams ss;
+        ss.kv = ab.data();
+        ss.gate = ab.data() + 128;
+        ss.ape = ape.data();
+        ss.positions = pos.data();
+        ss.slots = slots.data();
+        ss.state = state.view();
+        ss.n_tokens = n;
+        ss.width = 128;
+        ss.ratio = 4;
+        ss.kv_row_stride = ss.gate_row_stride = 256;
+        CompressorPoolParams pp;
+        pp.state = state.view();
+        pp.gather_slots = gather.data();
+        pp.out = pooled.data();
+        pp.n_entries = 1;
+        pp.head_dim = 64;
+        pp.ratio = 4;
+        pp.overlap = true;
+        IndexerScoresParams ip;
+        ip.q = iq.data();
+        ip.q_token_stride = HI * cI;
+        ip.q_head_stride = cI;
+        ip.weights = iw.data();
+        ip.weights_row_stride = HI;
+        ip.keys = key_cache.view();
+        ip.key_format = KvRecordFormat::fp8_scaled;
+        ip.key_slots = slots.data();
+        ip.key_slots_stride = n;
+        ip.token_list = token_list.data();
+        ip.n_keys = n_keys.data();
+        ip.scores = scores.data();
+        ip.scores_row_stride = n;
+        ip.n_tokens = n;
+        ip.n_heads = HI;
+        ip.head_dim = cI;
+        ip.n_lists = 1;
+        ip.max_keys = n;
+        SparseMqaParams mp;
+        mp.q = q.data();
+        mp.q_token_stride = H * d;
+        mp.q_head_stride = d;
+        mp.window = kv_cache.view();
+        mp.window_format = KvRecordFormat::fp8_ds_mla;
+        mp.window_slots = window.data();
+        mp.n_window = 3;
+        mp.window_slots_stride = 3;
+        mp.sink = sink.data();
+        mp.scale = 0.04f;
+        mp.out = out.data();
+        mp.out_token_stride = H * d;
+        mp.out_head_stride = d;
+        mp.n_tokens = n;
+        mp.n_heads = H;
+        mp.head_dim = d;
+        mp.rope_dim = r;
+        GuardedBuffer ws_i(b.indexer_scores_workspace_size(ip) + 64), ws_m(b.sparse_mqa_workspace_size(mp) + 64);
+        auto all = [&] {
+            EXPECT_TRUE(b.kv_store(st).is_ok());
+            EXPECT_TRUE(b.kv_store(kst).is_ok());
+            EXPECT_TRUE(b.kv_load(ld).is_ok());
+            EXPECT_TRUE(b.compressor_state_store(ss).is_ok());
+            EXPECT_TRUE(b.compressor_pool(pp).is_ok());
+            EXPECT_TRUE(b.indexer_scores(ip, Workspace{ws_i.data(), b.indexer_scores_workspace_size(ip)}).is_ok());
+            EXPECT_TRUE(b.sparse_mqa(mp, Workspace{ws_m.data(), b.sparse_mqa_workspace_size(mp)}).is_ok());
+        };
+        all();  // warm-up (thread pool start)
+        EXPECT_EQ(allocations_during(all), 0);
+    }
+}
+
+}  // namespace
+}  // namespace sieve::test

@@ -1,0 +1,284 @@
+// ops/sparse_mqa.h: every cpu backend against ref (f32 and fp8_ds_mla caches, −1 holes, duplicated
+// slots, tokens with no valid row, with and without a sink, bf16 / f32, strided q / out, decode-sized
+// batches that split heads), with tolerances derived from the dot-product length; and the semantics
+// of the sink against values computed by hand.
+#include <cmath>
+
+#include "dsv4_cache_util.h"
+#include "ops/sparse_mqa.h"
+
+namespace sieve::test {
+namespace {
+
+struct MqaCase {
+    int64_t n_tokens, n_heads, head_dim, rope_dim, n_window, n_compressed;
+    KvRecordFormat window_format, compressed_format;
+    bool sink, padded;
+    DType q_type, out_type;
+};
+
+// Fills `n` entries of a cache with random rows through ref kv_store; returns their slots.
+std::vector<int32_t> fill_cache(Backend& ref, Rng& rng, TestCache& cache, const KvRecordLayout& l, int64_t n) {
+    std::vector<float> rows(static_cast<size_t>(n * l.dim));
+    for (float& v : rows) v = rng.normal(1.0f);
+    std::vector<int32_t> slots = random_slots(rng, n, cache.capacity());
+    KvStoreParams p;
+    p.x = rows.data();
+    p.slots = slots.data();
+    p.cache = cache.view();
+    p.layout = l;
+    p.n_rows = n;
+    p.x_row_stride = l.dim;
+    EXPECT_TRUE(ref.kv_store(p).is_ok());
+    return slots;
+}
+
+std::vector<float> load_rows(Backend& ref, TestCache& cache, const KvRecordLayout& l, const std::vector<int32_t>& slots) {
+    std::vector<float> y(slots.size() * static_cast<size_t>(l.dim));
+    KvLoadParams p;
+    p.cache = cache.view();
+    p.layout = l;
+    p.slots = slots.data();
+    p.y = y.data();
+    p.n_rows = static_cast<int64_t>(slots.size());
+    p.y_row_stride = l.dim;
+    EXPECT_TRUE(ref.kv_load(p).is_ok());
+    return y;
+}
+
+TEST(SparseMqaConformance, EveryBackendMatchesRef) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(4202);
+    std::vector<MqaCase> cases;
+    for (int c = 0; c < 24; ++c) {
+        MqaCase m;
+        const int64_t dims[][2] = {{32, 8}, {512, 64}, {72, 8}, {40, 0}, {17, 4}};
+        m.head_dim = dims[c % 5][0];
+        m.rope_dim = dims[c % 5][1];
+        m.n_tokens = rng.pick<int64_t>({1, 2, 5});  // 1, 2: fewer tokens than threads, heads are split
+        m.n_heads = rng.pick<int64_t>({1, 3, 4, 8});
+        m.n_window = rng.pick<int64_t>({1, 8, 13});
+        m.n_compressed = c % 4 == 0 ? 0 : rng.pick<int64_t>({1, 6, 20});
+        const bool fp8 = m.head_dim % 2 == 0 && (m.head_dim - m.rope_dim) > 0 && rng.coin(0.6);
+        m.window_format = fp8 ? KvRecordFormat::fp8_ds_mla : KvRecordFormat::f32;
+        m.compressed_format = fp8 && rng.coin(0.8) ? KvRecordFormat::fp8_ds_mla : KvRecordFormat::f32;
+        m.sink = rng.coin(0.75);
+        m.padded = rng.coin();
+        m.q_type = rng.coin() ? DType::bf16 : DType::f32;
+        m.out_type = rng.coin() ? DType::bf16 : DType::f32;
+        cases.push_back(m);
+    }
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+        const MqaCase& c = cases[ci];
+        SCOPED_TRACE(fmt::format("case {}: T {} H {} d {} r {} window {} ({}) compressed {} ({}) sink {} q {} out {}", ci,
+                                 c.n_tokens, c.n_heads, c.head_dim, c.rope_dim, c.n_window,
+                                 kv_record_format_name(c.window_format), c.n_compressed,
+                                 kv_record_format_name(c.compressed_format), c.sink, dtype_name(c.q_type),
+                                 dtype_name(c.out_type)));
+        const KvRecordLayout wl{c.window_format, c.head_dim, c.rope_dim}, cl{c.compressed_format, c.head_dim, c.rope_dim};
+        TestCache wcache(wl.entry_bytes(), 3, 8), ccache(cl.entry_bytes(), 5, 6);
+        const std::vector<int32_t> wslots_all = fill_cache(*ref, rng, wcache, wl, 20);
+        const std::vector<int32_t> cslots_all = fill_cache(*ref, rng, ccache, cl, 25);
+        // Slot lists: random picks (duplicates allowed), −1 holes; the last token (of several) has only −1.
+        const int64_t ws = c.n_window + (c.padded ? 3 : 0), cs = c.n_compressed + (c.padded ? 2 : 0);
+        std::vector<int32_t> wlist(static_cast<size_t>(c.n_tokens * ws), -7), clist(static_cast<size_t>(c.n_tokens * std::max<int64_t>(cs, 1)), -7);
+        for (int64_t t = 0; t < c.n_tokens; ++t) {
+            const bool empty = t == c.n_tokens - 1 && c.n_tokens > 1;
+            for (int64_t j = 0; j < c.n_window; ++j)
+                wlist[static_cast<size_t>(t * ws + j)] = empty || rng.coin(0.2) ? -1 : rng.pick(wslots_all);
+            for (int64_t j = 0; j < c.n_compressed; ++j)
+                clist[static_cast<size_t>(t * cs + j)] = empty || rng.coin(0.3) ? -1 : rng.pick(cslots_all);
+        }
+        const RowsLayout ql = make_rows_layout(rng, c.n_tokens, c.n_heads, c.head_dim, c.padded);
+        const RowsLayout ol = make_rows_layout(rng, c.n_tokens, c.n_heads, c.head_dim, c.padded);
+        RowsTensor q(ql, c.q_type);
+        q.fill([&] { return rng.normal(1.5f); });
+        std::vector<float> sink(static_cast<size_t>(c.n_heads));
+        for (float& s : sink) s = rng.normal(2.0f);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+        auto run = [&](Backend& b, RowsTensor& out) {
+            SparseMqaParams p;
+            p.q = q.data();
+            p.q_type = c.q_type;
+            p.q_token_stride = ql.token_stride;
+            p.q_head_stride = ql.head_stride;
+            p.window = wcache.view();
+            p.window_format = c.window_format;
+            p.window_slots = wlist.data();
+            p.n_window = c.n_window;
+            p.window_slots_stride = ws;
+            p.compressed = ccache.view();
+            p.compressed_format = c.compressed_format;
+            p.compressed_slots = c.n_compressed ? clist.data() : nullptr;
+            p.n_compressed = c.n_compressed;
+            p.compressed_slots_stride = cs;
+            p.sink = c.sink ? sink.data() : nullptr;
+            p.scale = scale;
+            p.out = out.data();
+            p.out_type = c.out_type;
+            p.out_token_stride = ol.token_stride;
+            p.out_head_stride = ol.head_stride;
+            p.n_tokens = c.n_tokens;
+            p.n_heads = c.n_heads;
+            p.head_dim = c.head_dim;
+            p.rope_dim = c.rope_dim;
+            GuardedBuffer w(std::max<size_t>(b.sparse_mqa_workspace_size(p), 1));
+            const Status st = b.sparse_mqa(p, Workspace{w.data(), b.sparse_mqa_workspace_size(p)});
+            EXPECT_TRUE(w.guards_intact("sparse_mqa workspace"));
+            return st;
+        };
+        RowsTensor want(ol, c.out_type);
+        ASSERT_TRUE(run(*ref, want).is_ok());
+
+        // Tolerance (the harness's rules): a logit l_j = scale·<q, v_j> is off by at most
+        // ε_l = |scale|·γ_{d+1}·Σ_i|q_i v_ji| (+ one rounding), so each softmax weight by a relative
+        // 2ε_l + a few u (exp, max shift); o is a convex combination of rows (and 0 for the sink), so a
+        // relative weight error δ moves it by ≤ 2δ·max|v|, and its own accumulation adds γ_{n+2}·max|v|
+        // (doubled: the normalisation by the reciprocal rounds once more; factor 2 of margin on δ).
+        std::vector<double> tol;
+        for (int64_t t = 0; t < c.n_tokens; ++t) {
+            std::vector<int32_t> wl_t(wlist.begin() + t * ws, wlist.begin() + t * ws + c.n_window);
+            std::vector<int32_t> cl_t;
+            if (c.n_compressed) cl_t.assign(clist.begin() + t * cs, clist.begin() + t * cs + c.n_compressed);
+            const std::vector<float> wrows = load_rows(*ref, wcache, wl, wl_t), crows = load_rows(*ref, ccache, cl, cl_t);
+            std::vector<const float*> rows;
+            for (size_t j = 0; j < wl_t.size(); ++j)
+                if (wl_t[j] >= 0) rows.push_back(wrows.data() + j * static_cast<size_t>(c.head_dim));
+            for (size_t j = 0; j < cl_t.size(); ++j)
+                if (cl_t[j] >= 0) rows.push_back(crows.data() + j * static_cast<size_t>(c.head_dim));
+            double vmax = 0.0;
+            for (const float* r : rows)
+                for (int64_t i = 0; i < c.head_dim; ++i) vmax = std::max(vmax, std::fabs(static_cast<double>(r[i])));
+            for (int64_t h = 0; h < c.n_heads; ++h) {
+                double eps_l = 0.0;
+                for (const float* r : rows) {
+                    double s = 0.0, l = 0.0;
+                    for (int64_t i = 0; i < c.head_dim; ++i) {
+                        s += std::fabs(q.get(t, h, i) * static_cast<double>(r[i]));
+                        l += q.get(t, h, i) * static_cast<double>(r[i]);
+                    }
+                    eps_l = std::max(eps_l, scale * (gamma_n(static_cast<double>(c.head_dim) + 1) * s) + 2 * kU * std::fabs(scale * l));
+                }
+                const double n = static_cast<double>(rows.size());
+                const double bound = vmax * (4.0 * (2.0 * eps_l + 8.0 * kU) + 2.0 * gamma_n(n + 2)) + 1e-30;
+                for (int64_t i = 0; i < c.head_dim; ++i) {
+                    const double w = want.get(t, h, i);
+                    tol.push_back(bound + (c.out_type == DType::bf16 ? bf16_ulp(std::fabs(w) + bound) : 0.0));
+                }
+            }
+        }
+        for (auto& nb : backends) {
+            SCOPED_TRACE(nb.spec);
+            RowsTensor got(ol, c.out_type);
+            const Status st = run(*nb.backend, got);
+            ASSERT_TRUE(st.is_ok()) << st.to_string();
+            EXPECT_TRUE(all_close(want.values(), got.values(), tol, "sparse_mqa out"));
+            EXPECT_TRUE(got.intact("sparse_mqa out"));
+            if (c.n_tokens > 1) {  // the token without valid rows: exactly 0 (§3.8)
+                for (int64_t h = 0; h < c.n_heads; ++h)
+                    for (int64_t i = 0; i < c.head_dim; ++i) ASSERT_EQ(got.get(c.n_tokens - 1, h, i), 0.0f);
+            }
+        }
+    }
+}
+
+// The sink semantics by hand: one row v with logit l, sink s: o = v·e^l / (e^l + e^s).
+TEST(SparseMqaKnownValues, SinkDuplicatesAndEmptyLists) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    std::vector<Backend*> all = {ref.get()};
+    for (auto& nb : backends) all.push_back(nb.backend.get());
+    const KvRecordLayout l{KvRecordFormat::f32, 4, 0};
+    TestCache cache(l.entry_bytes(), 2, 2);
+    // rows: slot 0 = (1, 2, 3, 4), slot 3 = (−4, 0, 0, 0)
+    float* base0 = reinterpret_cast<float*>(cache.view().row(0));
+    float* base3 = reinterpret_cast<float*>(cache.view().row(3));
+    const float r0[4] = {1, 2, 3, 4}, r3[4] = {-4, 0, 0, 0};
+    std::memcpy(base0, r0, 16);
+    std::memcpy(base3, r3, 16);
+    const float q[2][4] = {{0.5f, 0, 0, 0}, {0.25f, 0, 0, 0}};  // head 0: l0 = 0.5, l3 = −2 (scale 1)
+    const float sink[2] = {0.0f, -1e30f};
+    for (Backend* b : all) {
+        SCOPED_TRACE(b->name());
+        auto attend = [&](std::vector<int32_t> window, const float* sink_ptr) {
+            std::vector<float> out(8, 99.0f);
+            SparseMqaParams p;
+            p.q = q;
+            p.q_token_stride = 8;
+            p.q_head_stride = 4;
+            p.window = cache.view();
+            p.window_slots = window.data();
+            p.n_window = static_cast<int64_t>(window.size());
+            p.window_slots_stride = p.n_window;
+            p.sink = sink_ptr;
+            p.scale = 1.0f;
+            p.out = out.data();
+            p.out_token_stride = 8;
+            p.out_head_stride = 4;
+            p.n_tokens = 1;
+            p.n_heads = 2;
+            p.head_dim = 4;
+            GuardedBuffer w(std::max<size_t>(b->sparse_mqa_workspace_size(p), 1));
+            EXPECT_TRUE(b->sparse_mqa(p, Workspace{w.data(), b->sparse_mqa_workspace_size(p)}).is_ok());
+            return out;
+        };
+        const double e05 = std::exp(0.5), em2 = std::exp(-2.0);
+        // One row, sink 0: o = v · e^0.5 / (e^0.5 + 1).
+        std::vector<float> o = attend({0, -1}, sink);
+        for (int i = 0; i < 4; ++i) EXPECT_NEAR(o[static_cast<size_t>(i)], r0[i] * e05 / (e05 + 1.0), 1e-6);
+        // Head 1 with a sink of −1e30: plain softmax over one row = the row.
+        for (int i = 0; i < 4; ++i) EXPECT_NEAR(o[static_cast<size_t>(4 + i)], r0[i], 1e-6);
+        // The same row listed twice counts twice; two rows mix by their weights.
+        o = attend({0, 0, 3}, sink);
+        for (int i = 0; i < 4; ++i)
+            EXPECT_NEAR(o[static_cast<size_t>(i)], (2 * e05 * r0[i] + em2 * r3[i]) / (2 * e05 + em2 + 1.0), 1e-6);
+        // No sink pointer: no virtual key.
+        o = attend({3}, nullptr);
+        for (int i = 0; i < 4; ++i) EXPECT_NEAR(o[static_cast<size_t>(i)], r3[i], 1e-6);
+        // No valid row: 0 even with a sink.
+        o = attend({-1, -1}, sink);
+        for (float v : o) EXPECT_EQ(v, 0.0f);
+    }
+}
+
+TEST(SparseMqaValidate, RejectsBadInputs) {
+    const KvRecordLayout l{KvRecordFormat::fp8_ds_mla, 32, 8};
+    TestCache cache(l.entry_bytes(), 2, 2);
+    float q[32] = {}, out[32];
+    int32_t slots[2] = {0, -1};
+    SparseMqaParams p;
+    p.q = q;
+    p.out = out;
+    p.window = cache.view();
+    p.window_format = KvRecordFormat::fp8_ds_mla;
+    p.window_slots = slots;
+    p.n_window = 2;
+    p.window_slots_stride = 2;
+    p.n_tokens = 1;
+    p.n_heads = 1;
+    p.head_dim = 32;
+    p.rope_dim = 8;
+    p.q_token_stride = p.out_token_stride = 32;
+    EXPECT_TRUE(validate(p).is_ok()) << validate(p).message();
+    SparseMqaParams b = p;
+    b.window_format = KvRecordFormat::f32;  // entry bytes 128 ≠ 48
+    EXPECT_NE(validate(b).message().find("entry_bytes"), std::string::npos);
+    b = p;
+    b.n_compressed = 3;  // no list
+    EXPECT_NE(validate(b).message().find("compressed_slots is null"), std::string::npos) << validate(b).message();
+    b = p;
+    slots[1] = -3;
+    EXPECT_NE(validate(b).message().find("window_slots[0, 1] = -3"), std::string::npos) << validate(b).message();
+    slots[1] = -1;
+    b = p;
+    b.out = q;  // out overlaps q
+    EXPECT_EQ(validate(b).code(), StatusCode::invalid_argument);
+    b = p;
+    b.scale = NAN;
+    EXPECT_EQ(validate(b).code(), StatusCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace sieve::test

@@ -1,0 +1,143 @@
+// "run of an op allocates nothing" (DESIGN.md) for the QSA ops of every cpu backend variant:
+// operator new is replaced by a counting version; the second run of each op must not allocate on
+// any thread. (The ref backend, the oracle, may allocate.)
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <new>
+
+#include "qsa_paged.h"
+#include "ops/qsa_expand.h"
+#include "ops/qsa_pool.h"
+#include "ops/qsa_score.h"
+#include "ops/qsa_sparse_gqa.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 inlines the replacement operator delete into new-expressions and then reports free() on
+// memory "from operator new": a false positive here, since this operator new is malloc.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+    if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace sieve::test {
+namespace {
+
+template <typename F>
+int64_t allocations_during(F&& fn) {
+    g_allocations = 0;
+    g_counting = true;
+    fn();
+    g_counting = false;
+    return g_allocations.load();
+}
+
+TEST(QsaNoAllocation, EveryCpuQsaOpRunsWithoutAllocating) {
+    Rng rng(77);
+    const int64_t T = 6, Hq = 8, Hkv = 2, D = 64, Hi = 4, Di = 32, r = 4, k = 3, W = k * r + r - 1;
+    std::vector<int32_t> token_request = {0, 0, 0, 1, 1, 1};
+    std::vector<int64_t> positions = {37, 38, 39, 2, 3, 4}, seq_lens = {40, 40, 40, 5, 5, 5};
+    QsaPagedCache kv(rng, {40, 5}, 16, 2 * Hkv * D * 4), comp(rng, {10, 1}, 4, Di * 4), ring(rng, {40, 5}, 4, Di * 4);
+    kv.fill(DType::f32, 2 * Hkv * D, [&] { return rng.normal(); });
+    comp.fill(DType::f32, Di, [&] { return rng.normal(); });
+    ring.fill(DType::f32, Di, [&] { return rng.normal(); });
+    std::vector<float> q(static_cast<size_t>(T * Hq * D)), iq(static_cast<size_t>(T * Hi * Di)), out(q.size()),
+        scores(static_cast<size_t>(T * 10)), pooled(static_cast<size_t>(2 * Di));
+    for (float& v : q) v = rng.normal();
+    for (float& v : iq) v = rng.normal();
+    std::vector<int32_t> n_groups = {10, 10, 10, 0, 0, 0}, sel(static_cast<size_t>(T * k)), idx(static_cast<size_t>(T * W));
+    std::vector<int64_t> slots = {ring.slot(0, 36), ring.slot(0, 37), ring.slot(0, 38), ring.slot(0, 39),
+                                  ring.slot(1, 0),  ring.slot(1, 1),  ring.slot(1, 2),  ring.slot(1, 3)};
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < k; ++j) sel[static_cast<size_t>(t * k + j)] = t < 3 ? static_cast<int32_t>(2 * j + 1) : -1;
+
+    QsaPoolParams pp;
+    pp.keys = ring.view();
+    pp.member_slots = slots.data();
+    pp.out = pooled.data();
+    pp.n_groups = 2;
+    pp.ratio = r;
+    pp.head_dim = Di;
+    pp.out_row_stride = Di;
+    QsaScoreParams sp;
+    sp.q = iq.data();
+    sp.keys = comp.view();
+    sp.tables = comp.tables(token_request);
+    sp.n_groups = n_groups.data();
+    sp.scores = scores.data();
+    sp.n_tokens = T;
+    sp.n_heads = Hi;
+    sp.head_dim = Di;
+    sp.q_token_stride = Hi * Di;
+    sp.q_head_stride = Di;
+    sp.n_cols = 10;
+    sp.scores_row_stride = 10;
+    QsaExpandParams ep;
+    ep.sel = sel.data();
+    ep.positions = positions.data();
+    ep.seq_lens = seq_lens.data();
+    ep.out = idx.data();
+    ep.n_tokens = T;
+    ep.ratio = r;
+    ep.block_topk = k;
+    ep.out_width = W;
+    ep.sel_row_stride = k;
+    ep.out_row_stride = W;
+    QsaSparseGqaParams gp;
+    gp.q = q.data();
+    gp.kv = kv.view();
+    gp.tables = kv.tables(token_request);
+    gp.indices = idx.data();
+    gp.gate = q.data();
+    gp.out = out.data();
+    gp.n_tokens = T;
+    gp.n_heads = Hq;
+    gp.n_kv_heads = Hkv;
+    gp.head_dim = D;
+    gp.n_indices = W;
+    gp.index_row_stride = W;
+    gp.q_token_stride = gp.gate_token_stride = gp.out_token_stride = Hq * D;
+    gp.q_head_stride = gp.gate_head_stride = gp.out_head_stride = D;
+    gp.scale = 0.125f;
+
+    for (auto& nb : backends_under_test()) {
+        SCOPED_TRACE(nb.spec);
+        Backend& b = *nb.backend;
+        ASSERT_TRUE(b.qsa_expand(ep).is_ok());  // the attention below reads these rows
+        GuardedBuffer ws(std::max<size_t>(b.qsa_sparse_gqa_workspace_size(gp), 1));
+        bool all_ok = true;
+        const std::vector<std::pair<std::string, std::function<void()>>> ops = {
+            {"qsa_pool", [&] { all_ok &= b.qsa_pool(pp).is_ok(); }},
+            {"qsa_score", [&] { all_ok &= b.qsa_score(sp).is_ok(); }},
+            {"qsa_expand", [&] { all_ok &= b.qsa_expand(ep).is_ok(); }},
+            {"qsa_sparse_gqa",
+             [&] { all_ok &= b.qsa_sparse_gqa(gp, {ws.data(), b.qsa_sparse_gqa_workspace_size(gp)}).is_ok(); }},
+        };
+        for (auto& [name, fn] : ops) {
+            fn();  // warm-up
+            EXPECT_EQ(allocations_during(fn), 0) << name;
+        }
+        EXPECT_TRUE(all_ok);
+    }
+}
+
+TEST(QsaNoAllocation, CounterSeesAllocations) {  // the check itself can fail
+    EXPECT_GE(allocations_during([] { delete new std::vector<int>(100); }), 2);
+}
+
+}  // namespace
+}  // namespace sieve::test

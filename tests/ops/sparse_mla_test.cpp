@@ -1,0 +1,466 @@
+// Conformance of the DSA-on-MLA latent cache (ops/sparse_mla.h): every backend writes ref's bytes in
+// both formats; the fp8_ds_mla record matches dsa_mla.md §3.4 byte by byte (656 bytes for 512 + 64);
+// sparse MLA attention agrees with ref within a derived bound and with hand-computed values (sink,
+// lonely rows, duplicates, ±inf sinks); validate() rejects malformed calls.
+#include <cmath>
+#include <limits>
+
+#include "dsa_test_util.h"
+#include "rows.h"
+#include "ops/sparse_mla.h"
+
+namespace sieve::test {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Independent decode of one latent entry (dsa_mla.md §3.4 / ops/sparse_mla.h), for the tolerance and the
+// known-value checks.
+std::vector<double> decode_entry(const CacheView& c, SparseMlaCacheFormat f, int64_t r, int64_t dr, int64_t slot) {
+    const uint8_t* e = c.base + (slot / c.block_size) * c.block_bytes + (slot % c.block_size) * c.entry_bytes;
+    std::vector<double> out(static_cast<size_t>(r + dr));
+    if (f == SparseMlaCacheFormat::f32) {
+        for (int64_t i = 0; i < r + dr; ++i) {
+            float v;
+            std::memcpy(&v, e + 4 * i, 4);
+            out[static_cast<size_t>(i)] = v;
+        }
+        return out;
+    }
+    const int64_t g = std::min<int64_t>(r, 128);
+    for (int64_t i = 0; i < r; ++i) {
+        float s;
+        std::memcpy(&s, e + r + 4 * (i / g), 4);
+        out[static_cast<size_t>(i)] = static_cast<double>(fp8_e4m3_to_f32(e[i])) * s;
+    }
+    for (int64_t j = 0; j < dr; ++j) {
+        uint16_t b;
+        std::memcpy(&b, e + r + 4 * (r / g) + 2 * j, 2);
+        out[static_cast<size_t>(r + j)] = bf16_to_f32(b);
+    }
+    return out;
+}
+
+SparseMlaCacheWriteParams write_params(const GuardedCache& cache, SparseMlaCacheFormat f, int64_t r, int64_t dr,
+                                       const void* latent, const void* rope, const int64_t* slots, int64_t n_tokens,
+                                       int64_t latent_stride, int64_t rope_stride, DType lt, DType rt) {
+    SparseMlaCacheWriteParams p;
+    p.latent = latent;
+    p.rope = rope;
+    p.slots = slots;
+    p.cache = cache.view;
+    p.n_slots = cache.n_slots();
+    p.n_tokens = n_tokens;
+    p.kv_lora_rank = r;
+    p.rope_dim = dr;
+    p.latent_row_stride = latent_stride;
+    p.rope_row_stride = rope_stride;
+    p.format = f;
+    p.latent_type = lt;
+    p.rope_type = rt;
+    return p;
+}
+
+TEST(SparseMlaCacheWrite, EveryBackendMatchesRefBitForBit) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(7101);
+    const std::vector<std::pair<int64_t, int64_t>> dims = {{512, 64}, {32, 8}, {40, 8}, {256, 64}, {128, 0}, {384, 32}};
+    for (int c = 0; c < 24; ++c) {
+        const int64_t r = dims[static_cast<size_t>(c) % dims.size()].first;
+        const int64_t dr = dims[static_cast<size_t>(c) % dims.size()].second;
+        const auto f = c % 2 ? SparseMlaCacheFormat::fp8_ds_mla : SparseMlaCacheFormat::f32;
+        const int64_t n_tokens = rng.pick<int64_t>({1, 5, 17});
+        const int64_t block_size = rng.pick<int64_t>({4, 16});
+        const int64_t n_blocks = 8;
+        const DType lt = rng.coin() ? DType::bf16 : DType::f32, rt = rng.coin() ? DType::bf16 : DType::f32;
+        SCOPED_TRACE(fmt::format("case {}: R {} Dr {} {} T {} B {} latent {} rope {}", c, r, dr,
+                                 sparse_mla_cache_format_name(f), n_tokens, block_size, dtype_name(lt), dtype_name(rt)));
+        const int64_t entry = sparse_mla_entry_bytes(f, r, dr);
+        const int64_t extra = rng.pick<int64_t>({0, 64});
+        // Distinct random slots, some skipped.
+        std::vector<int64_t> all(static_cast<size_t>(n_blocks * block_size));
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), rng.engine());
+        std::vector<int64_t> slots(all.begin(), all.begin() + n_tokens);
+        for (auto& s : slots)
+            if (rng.coin(0.15)) s = -1;
+        const int64_t ls = r + rng.integer(0, 5), rs = dr + rng.integer(0, 5);
+        std::vector<uint8_t> latent(static_cast<size_t>(n_tokens * ls) * dtype_size(lt));
+        std::vector<uint8_t> rope(static_cast<size_t>(std::max<int64_t>(1, n_tokens * rs)) * dtype_size(rt));
+        // Per 128-value group a magnitude 2^-20 … 2^20; some groups all zero or poisoned (NaN / inf).
+        float mag = 1.0f;
+        int kind = 0;
+        fill_rows(latent.data(), lt, n_tokens, 1, r, ls, 0, [&, i = int64_t{0}]() mutable {
+            if (i++ % std::min<int64_t>(r, 128) == 0) {
+                mag = std::ldexp(1.0f, static_cast<int>(rng.integer(-20, 20)));
+                kind = static_cast<int>(rng.integer(0, 12));
+            }
+            if (kind == 0) return 0.0f;
+            if (kind == 1 && rng.coin(0.2)) return std::numeric_limits<float>::quiet_NaN();
+            if (kind == 2 && rng.coin(0.2)) return -kInf;
+            return rng.normal(mag);
+        });
+        fill_rows(rope.data(), rt, n_tokens, 1, dr, rs, 0, [&] { return rng.normal(3.0f); });
+        GuardedCache want(n_blocks, block_size, entry, extra);
+        ASSERT_TRUE(ref->sparse_mla_cache_write(write_params(want, f, r, dr, latent.data(), rope.data(), slots.data(),
+                                                             n_tokens, ls, rs, lt, rt))
+                        .is_ok());
+        for (auto& nb : backends) {
+            GuardedCache got(n_blocks, block_size, entry, extra);
+            const Status st = nb.backend->sparse_mla_cache_write(
+                write_params(got, f, r, dr, latent.data(), rope.data(), slots.data(), n_tokens, ls, rs, lt, rt));
+            ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
+            EXPECT_TRUE(bytes_equal(want.buf.data(), got.buf.data(), want.buf.bytes(), nb.spec));
+            EXPECT_TRUE(got.buf.guards_intact(nb.spec));
+        }
+    }
+}
+
+// dsa_mla.md §3.4: bytes [0, 512) e4m3 latent, [512, 528) four fp32 UE8M0 scales (tile i covers
+// [128i, 128i + 128)), [528, 656) 64 bf16 rope values; 656 bytes per token, entries back to back in a
+// block. Checked for every backend at a slot inside the second block.
+TEST(SparseMlaCacheWrite, FlashMlaRecordLayoutByteByByte) {
+    ASSERT_EQ(sparse_mla_entry_bytes(SparseMlaCacheFormat::fp8_ds_mla, 512, 64), 656);
+    ASSERT_EQ(sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 512, 64), 576 * 4);
+    ASSERT_EQ(sparse_mla_entry_bytes(SparseMlaCacheFormat::fp8_ds_mla, 32, 8), 32 + 4 + 16);  // the fixtures' geometry
+    auto backends = backends_under_test();
+    backends.push_back({"ref", ref_backend()});
+    Rng rng(7102);
+    std::vector<float> latent(512), rope(64);
+    // Tile amaxes: 1.0 (scale 2^-8: 1/448 rounds up), 448·2^-3 (exactly a power of two: 2^-3), 3e5, 2e-3.
+    const float amax[4] = {1.0f, 448.0f / 8.0f, 3e5f, 2e-3f};
+    for (int g = 0; g < 4; ++g)
+        for (int j = 0; j < 128; ++j)
+            latent[static_cast<size_t>(128 * g + j)] = j == 5 ? -amax[g] : rng.uniform(-amax[g], amax[g]);
+    for (auto& v : rope) v = rng.normal(2.0f);
+    const float want_scale[4] = {std::ldexp(1.0f, -8), std::ldexp(1.0f, -3), std::ldexp(1.0f, 10), std::ldexp(1.0f, -17)};
+    for (int g = 0; g < 4; ++g)  // the rule itself: 2^ceil(log2(amax / 448))
+        ASSERT_EQ(want_scale[g], static_cast<float>(std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(amax[g] / 448.0))))));
+    const int64_t slot = 64 + 6;  // block 1, offset 6
+    for (auto& nb : backends) {
+        SCOPED_TRACE(nb.spec);
+        GuardedCache cache(3, 64, 656);
+        ASSERT_EQ(cache.view.block_bytes, 64 * 656);
+        ASSERT_TRUE(nb.backend
+                        ->sparse_mla_cache_write(write_params(cache, SparseMlaCacheFormat::fp8_ds_mla, 512, 64,
+                                                              latent.data(), rope.data(), &slot, 1, 512, 64, DType::f32,
+                                                              DType::f32))
+                        .is_ok());
+        const uint8_t* rec = cache.buf.as<uint8_t>() + 1 * 64 * 656 + 6 * 656;
+        for (int g = 0; g < 4; ++g) {
+            float s;
+            std::memcpy(&s, rec + 512 + 4 * g, 4);
+            EXPECT_EQ(s, want_scale[g]) << "scale of tile " << g;
+            for (int j = 0; j < 128; ++j) {
+                const float x = latent[static_cast<size_t>(128 * g + j)];
+                const uint8_t b = rec[128 * g + j];
+                EXPECT_EQ(b, f32_to_fp8_e4m3(x / want_scale[g])) << "latent byte " << 128 * g + j;
+                // e4m3 keeps 3 mantissa bits: |dequant − x| ≤ 2^-4·|x| (normals) or half a subnormal step.
+                EXPECT_LE(std::fabs(fp8_e4m3_to_f32(b) * want_scale[g] - x),
+                          std::max(std::fabs(x) / 16.0f, std::ldexp(1.0f, -10) * want_scale[g]));
+            }
+        }
+        EXPECT_EQ(rec[5], 0xf8) << "−amax/scale of tile 0 is −1/2^-8 = −256 = −1.000·2^8 → e4m3 0xF8";
+        EXPECT_EQ(rec[128 + 5], 0xfe) << "−(448/8)/(2^-3) = −448 → e4m3 0xFE";
+        for (int j = 0; j < 64; ++j) {
+            uint16_t b;
+            std::memcpy(&b, rec + 528 + 2 * j, 2);
+            EXPECT_EQ(b, f32_to_bf16(rope[static_cast<size_t>(j)])) << "rope value " << j;
+        }
+        // Nothing else in the cache was written.
+        const uint8_t* p = cache.buf.as<uint8_t>();
+        for (size_t i = 0; i < cache.buf.bytes(); ++i)
+            if (p + i < rec || p + i >= rec + 656) {
+                ASSERT_EQ(p[i], kPoison) << "byte " << i << " outside the record";
+            }
+        EXPECT_TRUE(cache.buf.guards_intact(nb.spec));
+    }
+}
+
+struct AttnCase {
+    int64_t r, dr, heads, tokens, topk;
+    SparseMlaCacheFormat format;
+    DType q_type, out_type;
+    int sink;  // 0 none, 1 finite, 2 with ±inf heads
+};
+
+// Fills every slot of a cache with random entries (through ref's writer, so fp8 records are valid).
+void fill_cache(Backend& ref, GuardedCache& cache, SparseMlaCacheFormat f, int64_t r, int64_t dr, Rng& rng) {
+    const int64_t n = cache.n_slots();
+    std::vector<float> latent(static_cast<size_t>(n * r)), rope(static_cast<size_t>(std::max<int64_t>(1, n * dr)));
+    for (auto& v : latent) v = rng.normal(1.0f);
+    for (auto& v : rope) v = rng.normal(1.0f);
+    std::vector<int64_t> slots(static_cast<size_t>(n));
+    std::iota(slots.begin(), slots.end(), 0);
+    ASSERT_TRUE(ref.sparse_mla_cache_write(write_params(cache, f, r, dr, latent.data(), rope.data(), slots.data(), n, r,
+                                                        dr, DType::f32, DType::f32))
+                    .is_ok());
+}
+
+TEST(SparseMlaAttention, EveryBackendAgreesWithRef) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(7103);
+    const std::vector<AttnCase> cases = {
+        {32, 8, 4, 5, 16, SparseMlaCacheFormat::f32, DType::f32, DType::f32, 1},
+        {32, 8, 4, 3, 16, SparseMlaCacheFormat::fp8_ds_mla, DType::bf16, DType::bf16, 1},
+        {512, 64, 16, 2, 70, SparseMlaCacheFormat::fp8_ds_mla, DType::bf16, DType::f32, 0},
+        {512, 64, 3, 1, 150, SparseMlaCacheFormat::f32, DType::f32, DType::bf16, 2},
+        {40, 8, 5, 4, 9, SparseMlaCacheFormat::f32, DType::f32, DType::f32, 2},
+        {40, 8, 2, 7, 65, SparseMlaCacheFormat::fp8_ds_mla, DType::f32, DType::f32, 1},
+        {128, 0, 1, 3, 1, SparseMlaCacheFormat::f32, DType::bf16, DType::f32, 0},
+        {256, 64, 8, 6, 33, SparseMlaCacheFormat::fp8_ds_mla, DType::bf16, DType::bf16, 1},
+    };
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+        const AttnCase& k = cases[ci];
+        const int64_t dqk = k.r + k.dr, block_size = 16, n_blocks = 12;
+        SCOPED_TRACE(fmt::format("case {}: R {} Dr {} H {} T {} topk {} {} q {} out {} sink {}", ci, k.r, k.dr, k.heads,
+                                 k.tokens, k.topk, sparse_mla_cache_format_name(k.format), dtype_name(k.q_type),
+                                 dtype_name(k.out_type), k.sink));
+        GuardedCache cache(n_blocks, block_size, sparse_mla_entry_bytes(k.format, k.r, k.dr));
+        fill_cache(*ref, cache, k.format, k.r, k.dr, rng);
+        const int64_t q_head = dqk + rng.integer(0, 3), q_token = k.heads * q_head + rng.integer(0, 7);
+        const int64_t o_head = k.r + rng.integer(0, 3), o_token = k.heads * o_head + rng.integer(0, 7);
+        const int64_t s_row = k.topk + rng.integer(0, 3);
+        std::vector<uint8_t> q(static_cast<size_t>(k.tokens * q_token) * dtype_size(k.q_type));
+        fill_rows(q.data(), k.q_type, k.tokens, k.heads, dqk, q_token, q_head, [&] { return rng.normal(1.0f); });
+        std::vector<int32_t> slots(static_cast<size_t>(k.tokens * s_row), -7);
+        for (int64_t t = 0; t < k.tokens; ++t)
+            for (int64_t j = 0; j < k.topk; ++j) {
+                const bool empty_row = t == 1;  // a lonely row
+                slots[static_cast<size_t>(t * s_row + j)] =
+                    empty_row || rng.coin(0.2) ? -1 : static_cast<int32_t>(rng.integer(0, cache.n_slots() - 1));
+            }
+        std::vector<float> sink(static_cast<size_t>(k.heads));
+        for (auto& s : sink) s = rng.normal(2.0f);
+        if (k.sink == 2) {
+            sink[0] = kInf;
+            if (k.heads > 1) sink[1] = -kInf;
+        }
+        const float scale = rng.uniform(0.05f, 0.4f);
+        auto params = [&](void* out) {
+            SparseMlaAttentionParams p;
+            p.q = q.data();
+            p.cache = cache.view;
+            p.n_slots = cache.n_slots();
+            p.slots = slots.data();
+            p.sink = k.sink ? sink.data() : nullptr;
+            p.out = out;
+            p.scale = scale;
+            p.n_tokens = k.tokens;
+            p.n_heads = k.heads;
+            p.kv_lora_rank = k.r;
+            p.rope_dim = k.dr;
+            p.topk = k.topk;
+            p.q_token_stride = q_token;
+            p.q_head_stride = q_head;
+            p.slots_row_stride = s_row;
+            p.out_token_stride = o_token;
+            p.out_head_stride = o_head;
+            p.format = k.format;
+            p.q_type = k.q_type;
+            p.out_type = k.out_type;
+            return p;
+        };
+        const RowsLayout ol{k.tokens, k.heads, k.r, o_token, o_head};
+        RowsTensor want(ol, k.out_type);
+        ASSERT_TRUE(ref->sparse_mla_attention(params(want.data()), {}).is_ok());
+        // Tolerance per element (see the derivation in the file comment of harness.h and below): the logits
+        // carry |δl| ≤ γ(dqk+2)·scale·Σ|q·K| + u|l|; a perturbation ε of the logits moves the output by at most
+        // 2ε·Σ_j p_j|c_j| (numerator and denominator); exp, the online-softmax rescales (one per chunk of 64)
+        // and the sums add a few u each.
+        std::vector<double> tol;
+        for (int64_t t = 0; t < k.tokens; ++t)
+            for (int64_t h = 0; h < k.heads; ++h) {
+                std::vector<std::vector<double>> ent;
+                std::vector<double> l, s1;
+                for (int64_t j = 0; j < k.topk; ++j) {
+                    const int32_t sl = slots[static_cast<size_t>(t * s_row + j)];
+                    if (sl < 0) continue;
+                    ent.push_back(decode_entry(cache.view, k.format, k.r, k.dr, sl));
+                    double dot = 0, sabs = 0;
+                    for (int64_t i = 0; i < dqk; ++i) {
+                        const double qi = load_as_f32(q.data(), k.q_type, t * q_token + h * q_head + i);
+                        dot += qi * ent.back()[static_cast<size_t>(i)];
+                        sabs += std::fabs(qi * ent.back()[static_cast<size_t>(i)]);
+                    }
+                    l.push_back(scale * dot);
+                    s1.push_back(scale * sabs);
+                }
+                const double sg = k.sink ? sink[static_cast<size_t>(h)] : -INFINITY;
+                double m = sg, eps = 0;
+                for (size_t j = 0; j < l.size(); ++j) {
+                    m = std::max(m, l[j]);
+                    eps = std::max(eps, gamma_n(static_cast<double>(dqk) + 2) * s1[j] + kU * std::fabs(l[j]));
+                }
+                const int64_t chunks = static_cast<int64_t>(l.size()) / 64 + 1;
+                eps = 2 * eps + 4 * kU * static_cast<double>(chunks + 2);
+                double den = std::isfinite(sg) ? std::exp(sg - m) : 0.0;
+                for (double lj : l) den += std::exp(lj - m);
+                for (int64_t i = 0; i < k.r; ++i) {
+                    double mass = 0;
+                    for (size_t j = 0; j < l.size(); ++j) mass += std::exp(l[j] - m) / den * std::fabs(ent[j][static_cast<size_t>(i)]);
+                    if (!std::isfinite(mass)) mass = 0;  // σ = +inf or a lonely row: exact 0 on both sides
+                    const double w = want.get(t, h, i);
+                    double e = (2 * eps + gamma_n(static_cast<double>(l.size()) + 4)) * mass + 2 * kU * std::fabs(w) + 1e-30;
+                    if (k.out_type == DType::bf16) e += bf16_ulp(std::fabs(w) + e);
+                    tol.push_back(e);
+                }
+            }
+        for (auto& nb : backends) {
+            RowsTensor got(ol, k.out_type);
+            auto p = params(got.data());
+            GuardedBuffer ws(std::max<size_t>(1, nb.backend->sparse_mla_attention_workspace_size(p)));
+            const Status st = nb.backend->sparse_mla_attention(p, {ws.data(), nb.backend->sparse_mla_attention_workspace_size(p)});
+            ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
+            EXPECT_TRUE(all_close(want.values(), got.values(), tol, nb.spec));
+            EXPECT_TRUE(got.intact(nb.spec));
+            EXPECT_TRUE(ws.guards_intact(nb.spec + " workspace"));
+        }
+    }
+}
+
+// Hand-computed values (ops/sparse_mla.h semantics), R = 2, Dr = 1, f32 cache, on every backend and ref.
+TEST(SparseMlaAttention, KnownValues) {
+    auto backends = backends_under_test();
+    backends.push_back({"ref", ref_backend()});
+    GuardedCache cache(1, 4, sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 2, 1));
+    // Entries: c = (1, 0), (0, 1), (2, 2); rope dim 1 holds the logit driver.
+    const float entries[4][3] = {{1, 0, 0}, {0, 1, static_cast<float>(std::log(3.0))}, {2, 2, 0}, {5, 5, 100}};
+    std::memcpy(cache.buf.data(), entries, sizeof(entries));
+    const float q[3] = {0, 0, 1};  // logit of entry j = scale · rope_j; scale 1
+    struct Known {
+        std::vector<int32_t> slots;
+        float sink;  // NaN: no sink
+        float want0, want1;
+    };
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<Known> known = {
+        {{0, -1}, nan, 1.0f, 0.0f},                        // one entry: its c
+        {{0, 1}, nan, 0.25f, 0.75f},                       // logits 0 and ln 3: weights 1/4, 3/4
+        {{0, 0, 2}, nan, 4.0f / 3, 2.0f / 3},              // a slot listed twice counts twice
+        {{0}, 0.0f, 0.5f, 0.0f},                           // sink logit 0 = the entry's: 1/(1 + e^0)
+        {{0, 1}, static_cast<float>(std::log(4.0)), 0.125f, 0.375f},  // den 1 + 3 + 4
+        {{-1, -1}, 0.0f, 0.0f, 0.0f},                      // lonely row: 0 even with a sink
+        {{0, 1}, kInf, 0.0f, 0.0f},                        // σ = +inf: 0
+        {{0, 1}, -kInf, 0.25f, 0.75f},                     // σ = −inf: no effect
+        {{3, 0}, nan, 5.0f, 5.0f},                         // logit 100 vs 0: overflow-safe (max subtracted)
+    };
+    for (auto& nb : backends) {
+        for (size_t i = 0; i < known.size(); ++i) {
+            const Known& kn = known[i];
+            SCOPED_TRACE(fmt::format("{} case {}", nb.spec, i));
+            float out[2] = {-1, -1};
+            SparseMlaAttentionParams p;
+            p.q = q;
+            p.cache = cache.view;
+            p.n_slots = 4;
+            p.slots = kn.slots.data();
+            p.sink = std::isnan(kn.sink) ? nullptr : &kn.sink;
+            p.out = out;
+            p.scale = 1.0f;
+            p.n_tokens = 1;
+            p.n_heads = 1;
+            p.kv_lora_rank = 2;
+            p.rope_dim = 1;
+            p.topk = static_cast<int64_t>(kn.slots.size());
+            p.q_token_stride = 3;
+            p.q_head_stride = 3;
+            p.slots_row_stride = p.topk;
+            p.out_token_stride = 2;
+            p.out_head_stride = 2;
+            std::vector<uint8_t> ws(nb.backend->sparse_mla_attention_workspace_size(p) + 64);
+            void* aligned = ws.data() + (64 - reinterpret_cast<uintptr_t>(ws.data()) % 64) % 64;
+            ASSERT_TRUE(nb.backend->sparse_mla_attention(p, {aligned, nb.backend->sparse_mla_attention_workspace_size(p)}).is_ok());
+            EXPECT_NEAR(out[0], kn.want0, 1e-6);
+            EXPECT_NEAR(out[1], kn.want1, 1e-6);
+        }
+    }
+}
+
+TEST(SparseMlaValidate, RejectsMalformedCalls) {
+    GuardedCache cache(2, 4, sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 8, 2));
+    std::vector<float> q(2 * 10, 0.0f), out(2 * 8, 0.0f);
+    std::vector<int32_t> slots = {0, 7, -1, 3};
+    auto base = [&] {
+        SparseMlaAttentionParams p;
+        p.q = q.data();
+        p.cache = cache.view;
+        p.n_slots = cache.n_slots();
+        p.slots = slots.data();
+        p.out = out.data();
+        p.scale = 0.5f;
+        p.n_tokens = 2;
+        p.n_heads = 1;
+        p.kv_lora_rank = 8;
+        p.rope_dim = 2;
+        p.topk = 2;
+        p.q_token_stride = 10;
+        p.q_head_stride = 10;
+        p.slots_row_stride = 2;
+        p.out_token_stride = 8;
+        p.out_head_stride = 8;
+        return p;
+    };
+    EXPECT_TRUE(validate(base()).is_ok());
+    auto expect_bad = [&](SparseMlaAttentionParams p, StatusCode code, const char* needle) {
+        const Status s = validate(p);
+        EXPECT_EQ(s.code(), code) << s.to_string();
+        EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
+    };
+    auto p = base();
+    slots[1] = 8;
+    expect_bad(p, StatusCode::invalid_argument, "slots[0, 1] = 8");
+    slots[1] = -2;
+    expect_bad(p, StatusCode::invalid_argument, "slots[0, 1] = -2");
+    slots[1] = 7;
+    p = base();
+    p.scale = 0.0f;
+    expect_bad(p, StatusCode::invalid_argument, "scale");
+    p = base();
+    p.cache.entry_bytes = 36;
+    expect_bad(p, StatusCode::invalid_argument, "entry_bytes = 36");
+    p = base();
+    p.format = SparseMlaCacheFormat::fp8_ds_mla;
+    p.kv_lora_rank = 192;  // not a multiple of its 128-value scale group
+    expect_bad(p, StatusCode::unsupported, "kv_lora_rank = 192");
+    p = base();
+    p.out = q.data();  // overlaps q
+    expect_bad(p, StatusCode::invalid_argument, "overlap");
+    p = base();
+    p.out_token_stride = 4;  // output rows overlap
+    expect_bad(p, StatusCode::invalid_argument, "out_token_stride");
+    p = base();
+    p.q_type = DType::f8_e4m3;
+    expect_bad(p, StatusCode::invalid_argument, "q_type");
+    p = base();
+    p.n_slots = 6;  // not whole blocks
+    slots[1] = 3;
+    expect_bad(p, StatusCode::invalid_argument, "n_slots = 6");
+
+    std::vector<float> lat(8), rope(2);
+    int64_t wslot = 8;
+    SparseMlaCacheWriteParams w;
+    w.latent = lat.data();
+    w.rope = rope.data();
+    w.slots = &wslot;
+    w.cache = cache.view;
+    w.n_slots = cache.n_slots();
+    w.n_tokens = 1;
+    w.kv_lora_rank = 8;
+    w.rope_dim = 2;
+    w.latent_row_stride = 8;
+    w.rope_row_stride = 2;
+    Status s = validate(w);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+    EXPECT_NE(s.message().find("slots[0] = 8"), std::string::npos) << s.to_string();
+    wslot = 7;
+    EXPECT_TRUE(validate(w).is_ok());
+    w.format = SparseMlaCacheFormat::fp8_ds_mla;  // the view still has f32 entries
+    s = validate(w);
+    EXPECT_NE(s.message().find("entry_bytes"), std::string::npos) << s.to_string();
+}
+
+}  // namespace
+}  // namespace sieve::test
