@@ -227,7 +227,9 @@ Expected<LinearPlan> cpu_linear_plan(const CpuLinearContext& c, const CpuPrepare
     if (state->dnnl) {
 #ifdef SIEVE_HAS_DNNL
         const DType compute = math_bf16 ? DType::bf16 : DType::f32;
-        state->convert_x = shape.x_type != compute || (m > 1 && shape.x_row_stride < k);
+        // Rows are packed contiguously for oneDNN whenever they are not already: oneDNN 2.6 runs a
+        // padded-row source (x_row_stride > k) orders of magnitude slower (seconds for 40×4096).
+        state->convert_x = shape.x_type != compute || (m > 1 && shape.x_row_stride != k);
         state->stage_y = shape.y_type != DType::f32;
         const bool staged = state->convert_x || state->stage_y;
         state->block_rows = staged ? std::min(m, kDnnlChunkRows) : m;
