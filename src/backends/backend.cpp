@@ -41,4 +41,6 @@ Expected<std::unique_ptr<Backend>> make_backend(std::string_view spec) {
     return make_cpu_backend(options);
 }
 
+void set_compute_threads(int n) { cpu_set_compute_threads(n); }
+
 }  // namespace sieve

@@ -111,6 +111,10 @@ public:
     // Canonical name, e.g. "ref", "cpu:avx512_bf16:auto".
     virtual const std::string& name() const = 0;
 
+    // Bytes of the weights this kind of backend holds prepared (packs of live PreparedLinears, in the
+    // whole process): what `sieve run` states as resident weights.
+    virtual size_t prepared_weight_bytes() const { return 0; }
+
     // ---- linear (ops/linear.h) ----
     virtual Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) = 0;
     virtual Expected<LinearPlan> linear_plan(const PreparedLinear& w, const LinearParams& shape) = 0;
@@ -164,5 +168,9 @@ public:
 // Errors: invalid_argument for a malformed name, unsupported for an ISA above active_isa() or oneDNN
 // asked for in a build without it.
 Expected<std::unique_ptr<Backend>> make_backend(std::string_view spec);
+
+// Caps the threads every backend uses from now on (the global ThreadPool and oneDNN's threads):
+// 1 ≤ n ≤ the pool's size, 0 = all. For measuring thread scaling in one process (`sieve bench`).
+void set_compute_threads(int n);
 
 }  // namespace sieve

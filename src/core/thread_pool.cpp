@@ -18,6 +18,7 @@ int default_thread_count() {
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : default_thread_count()) {
+    active_threads_.store(n_threads_, std::memory_order_relaxed);
     for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -40,10 +41,14 @@ std::pair<int64_t, int64_t> chunk_range(int64_t n, int chunks, int c) {
 }
 }  // namespace
 
+void ThreadPool::set_active_threads(int n) {
+    active_threads_.store(n <= 0 ? n_threads_ : std::min(n, n_threads_), std::memory_order_relaxed);
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
     if (n <= 0) return;
     min_chunk = std::max<int64_t>(1, min_chunk);
-    const int chunks = static_cast<int>(std::min<int64_t>(n_threads_, (n + min_chunk - 1) / min_chunk));
+    const int chunks = static_cast<int>(std::min<int64_t>(active_threads(), (n + min_chunk - 1) / min_chunk));
     if (chunks <= 1 || t_inside_job) {
         fn(0, n);
         return;

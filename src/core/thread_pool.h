@@ -3,6 +3,7 @@
 // SIEVE_NUM_THREADS environment variable, else the number of online cores.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,11 @@ public:
 
     int size() const { return n_threads_; }
 
+    // Caps how many threads later parallel_for calls use (1 ≤ n ≤ size(); 0 = all), so that one
+    // process can measure thread scaling (`sieve bench`). Idle workers stay parked.
+    void set_active_threads(int n);
+    int active_threads() const { return active_threads_.load(std::memory_order_relaxed); }
+
     // Calls fn(begin, end) over a partition of [0, n) into contiguous chunks of at least
     // `min_chunk` items, one chunk per thread at most; returns when all chunks are done.
     // Safe to call from several threads (calls take turns) and from inside fn (a nested call runs
@@ -36,6 +42,7 @@ private:
     void worker_loop(int index);
 
     int n_threads_;
+    std::atomic<int> active_threads_{0};
     std::vector<std::thread> workers_;
     std::mutex call_mutex_;  // one parallel_for at a time
     std::mutex mutex_;

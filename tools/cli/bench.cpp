@@ -2,31 +2,337 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <tuple>
 #include <ostream>
 
+#include "bench_plot.h"
 #include "ceilings.h"
 #include "core/cpu_features.h"
+#include "core/thread_pool.h"
 
 namespace sieve::cli {
 
+namespace {
+
+constexpr size_t kStages = static_cast<size_t>(Stage::count);
+
+// The measured ceiling that judges a stage of a point.
+class Ceilings {
+public:
+    explicit Ceilings(std::vector<bench::Ceiling> all) : all_(std::move(all)) {}
+    const std::vector<bench::Ceiling>& all() const { return all_; }
+
+    double bandwidth(int threads) const { return find("triad bandwidth", "", threads); }  // GB/s
+    // GFLOP/s: the bf16 dot peak for matrix stages on avx512_bf16, else the fp32 FMA peak of the ISA.
+    double peak(const std::string& isa, bool matrix, int threads) const {
+        if (isa == "avx512_bf16") return matrix ? find("bf16 dot", "avx512_bf16", threads) : find("fp32 fma", "avx512", threads);
+        if (isa == "avx512" || isa == "avx2") return find("fp32 fma", isa, threads);
+        return 0;
+    }
+
+private:
+    double find(const std::string& name, const std::string& isa, int threads) const {
+        for (const bench::Ceiling& c : all_)
+            if (c.name == name && (isa.empty() || c.isa == isa) && c.threads == threads) return c.value;
+        return 0;
+    }
+    std::vector<bench::Ceiling> all_;
+};
+
+struct StageRoofline {
+    double seconds = 0;      // max(bytes / bandwidth, flops / peak); 0 without work or ceilings
+    bool memory_bound = false;
+};
+
+StageRoofline roofline(const Ceilings& c, const LayerPoint& p, size_t stage) {
+    const StageWork& w = p.work[stage];
+    const double bw = c.bandwidth(p.threads), peak = c.peak(p.isa, w.matrix_math, p.threads);
+    const double mem = bw > 0 ? w.bytes / (bw * 1e9) : 0, fp = peak > 0 ? w.flops / (peak * 1e9) : 0;
+    return {std::max(mem, fp), mem >= fp};
+}
+
+double step_roofline(const Ceilings& c, const LayerPoint& p) {
+    double s = 0;
+    for (size_t st = 0; st < kStages; ++st) s += roofline(c, p, st).seconds;
+    return s;
+}
+
+std::string pct(double fraction) { return fraction > 0 ? fmt::format("{:.0f}%", 100 * fraction) : "-"; }
+
+// The stages a table shows, with short headers.
+constexpr std::pair<Stage, const char*> kShown[] = {{Stage::projections, "proj"}, {Stage::compressor, "compr"},
+                                                    {Stage::indexer, "index"},     {Stage::topk, "top-k"},
+                                                    {Stage::attention, "attn"},    {Stage::output, "out"}};
+
+std::string stage_cell(const Ceilings& c, const LayerPoint& p, Stage s) {
+    const size_t i = static_cast<size_t>(s);
+    const double t = p.stage_seconds[i];
+    if (t <= 0) return "-";
+    const StageRoofline r = roofline(c, p, i);
+    if (r.seconds <= 0) return fmt::format("{:.2f}", 1e3 * t);
+    return fmt::format("{:.2f} {}{}", 1e3 * t, pct(r.seconds / t), r.memory_bound ? "m" : "c");
+}
+
+const LayerPoint* find_point(const std::vector<LayerPoint>& points, const LayerPoint& like, const std::string& variant,
+                             const std::string& isa, int threads) {
+    for (const LayerPoint& p : points)
+        if (p.preset == like.preset && p.layer == like.layer && p.phase == like.phase && p.batch == like.batch &&
+            p.context == like.context && p.tokens == like.tokens && p.variant == variant && p.isa == isa &&
+            p.threads == threads)
+            return &p;
+    return nullptr;
+}
+
+// One target of the issue: the worst measured value over the points it covers.
+struct Target {
+    enum class Unit { fraction, ratio };
+    Target(std::string name_, std::string rule_, double threshold_, Unit unit_ = Unit::fraction, bool higher_better_ = true)
+        : name(std::move(name_)), rule(std::move(rule_)), threshold(threshold_), unit(unit_), higher_better(higher_better_) {}
+    std::string name;
+    std::string rule;        // "≥ 85% of triad bandwidth"
+    double threshold = 0;
+    Unit unit = Unit::fraction;
+    bool higher_better = true;
+    std::optional<double> worst;
+    std::string where;       // the worst point
+    void see(double value, const std::string& point) {
+        if (!worst || (higher_better ? value < *worst : value > *worst)) worst = value, where = point;
+    }
+    bool met() const { return worst && (higher_better ? *worst >= threshold : *worst <= threshold); }
+    std::string value() const {
+        if (!worst) return "-";
+        return unit == Unit::ratio ? fmt::format("{:.2f}x", *worst) : fmt::format("{:.0f}%", 100 * *worst);
+    }
+};
+
+std::string point_name(const LayerPoint& p) {
+    return fmt::format("{} L{} {} {} b{} ctx {} {} {}t", p.preset, p.layer, p.kind, p.phase, p.batch, p.context, p.isa,
+                       p.threads);
+}
+
+std::vector<Target> evaluate_targets(const Ceilings& c, const std::vector<LayerPoint>& points, const std::string& main_isa,
+                                     int all_threads, int64_t max_context) {
+    Target proj{"decode projections", "≥ 85% of triad bandwidth (batch 1)", 0.85};
+    Target prefill{"prefill projections", "≥ 70% of the bf16 dot peak (largest chunk)", 0.70};
+    Target index{"indexer + top-k", "≥ 70% of its roofline (contexts ≥ 64K)", 0.70};
+    Target attn{"sparse attention", "≥ 50% of its roofline", 0.50};
+    Target step{"whole decode step", "≥ 60% of the sum of its stages' rooflines", 0.60};
+    Target threads{"thread scaling", fmt::format("{} threads ≥ 1.8× one thread", all_threads), 1.8, Target::Unit::ratio};
+    Target sparse{"sparse vs dense (V4 CSA)", fmt::format("decode step ≥ 5× faster than dense at {}", max_context), 5.0,
+                  Target::Unit::ratio};
+    Target flat{"outside the indexer (V4 CSA)", "time outside indexer + top-k, longest / shortest context ≤ 1.25×", 1.25,
+                Target::Unit::ratio, false};
+    Target avx2{"AVX2 path", "≥ 40% of the best ISA's speed", 0.40};
+    int64_t max_chunk = 0;
+    for (const LayerPoint& p : points)
+        if (p.phase == "prefill") max_chunk = std::max(max_chunk, p.tokens);
+    const double bw_all = c.bandwidth(all_threads);
+
+    for (const LayerPoint& p : points) {
+        const auto t = [&](Stage s) { return p.stage_seconds[static_cast<size_t>(s)]; };
+        const auto r = [&](Stage s) { return roofline(c, p, static_cast<size_t>(s)).seconds; };
+        const bool main = p.variant == "sparse" && p.isa == main_isa && p.threads == all_threads;
+        if (main && p.phase == "decode") {
+            if (p.batch == 1 && bw_all > 0) {
+                const double bytes = p.work[0].bytes + p.work[static_cast<size_t>(Stage::output)].bytes;
+                const double secs = t(Stage::projections) + t(Stage::output);
+                if (secs > 0) proj.see(bytes / secs / (bw_all * 1e9), point_name(p));
+            }
+            if (p.context >= 65536 && r(Stage::indexer) > 0)
+                index.see((r(Stage::indexer) + r(Stage::topk)) / (t(Stage::indexer) + t(Stage::topk)), point_name(p));
+            if (r(Stage::attention) > 0 && t(Stage::attention) > 0)
+                attn.see(r(Stage::attention) / t(Stage::attention), point_name(p));
+            step.see(step_roofline(c, p) / p.seconds, point_name(p));
+            if (p.kind == "csa" && p.batch == 1 && p.context == max_context)
+                if (const LayerPoint* d = find_point(points, p, "dense", main_isa, all_threads))
+                    sparse.see(d->seconds / p.seconds, point_name(p));
+        }
+        if (main && p.phase == "prefill" && p.tokens == max_chunk) {
+            const double peak = c.peak(p.isa, true, p.threads);
+            const double flops = p.work[0].flops + p.work[static_cast<size_t>(Stage::output)].flops;
+            const double secs = t(Stage::projections) + t(Stage::output);
+            if (peak > 0 && secs > 0) prefill.see(flops / secs / (peak * 1e9), point_name(p));
+        }
+        if (p.variant == "sparse" && p.isa == main_isa && p.threads == 1 && all_threads > 1)
+            if (const LayerPoint* a = find_point(points, p, "sparse", main_isa, all_threads))
+                threads.see(p.seconds / a->seconds, point_name(p));
+        if (p.variant == "sparse" && p.isa != main_isa)
+            if (const LayerPoint* a = find_point(points, p, "sparse", main_isa, all_threads))
+                avx2.see(a->seconds / p.seconds, point_name(p));
+    }
+    // Time outside the indexer, longest against shortest context, per CSA layer at batch 1.
+    std::map<std::string, std::pair<const LayerPoint*, const LayerPoint*>> csa;  // shortest, longest
+    for (const LayerPoint& p : points)
+        if (p.kind == "csa" && p.phase == "decode" && p.variant == "sparse" && p.batch == 1 && p.isa == main_isa &&
+            p.threads == all_threads) {
+            auto& [lo, hi] = csa[p.preset + std::to_string(p.layer)];
+            if (!lo || p.context < lo->context) lo = &p;
+            if (!hi || p.context > hi->context) hi = &p;
+        }
+    for (const auto& [key, pair] : csa) {
+        const auto outside = [](const LayerPoint* p) {
+            return p->seconds - p->stage_seconds[static_cast<size_t>(Stage::indexer)] -
+                   p->stage_seconds[static_cast<size_t>(Stage::topk)];
+        };
+        if (pair.first != pair.second && outside(pair.first) > 0)
+            flat.see(outside(pair.second) / outside(pair.first), point_name(*pair.second));
+    }
+    return {proj, prefill, index, attn, step, threads, sparse, flat, avx2};
+}
+
+void print_ceilings(std::ostream& out, const Ceilings& c) {
+    fmt::print(out, "machine ceilings (median of repeated runs; spread = (max - min) / median)\n");
+    fmt::print(out, "  {:<16} {:<12} {:>7} {:>12} {:>8}\n", "ceiling", "isa", "threads", "value", "spread");
+    for (const bench::Ceiling& x : c.all())
+        fmt::print(out, "  {:<16} {:<12} {:>7} {:>8.1f} {:<7} {:>6.1f}%\n", x.name, x.isa, x.threads, x.value, x.unit,
+                   100 * x.spread);
+}
+
+void print_points(std::ostream& out, const Ceilings& c, const std::vector<LayerPoint>& points, const std::string& main_isa,
+                  int all_threads) {
+    fmt::print(out,
+               "\nlayer steps (ms; a stage shows its time, the share of its roofline reached and what binds it: "
+               "m = memory, c = compute)\n");
+    std::vector<const LayerPoint*> shown;
+    for (const LayerPoint& p : points)
+        if (p.variant == "sparse" && p.isa == main_isa && p.threads == all_threads) shown.push_back(&p);
+    std::stable_sort(shown.begin(), shown.end(), [](const LayerPoint* a, const LayerPoint* b) {
+        return std::tie(a->preset, a->layer, a->phase, a->context, a->batch) <
+               std::tie(b->preset, b->layer, b->phase, b->context, b->batch);
+    });
+    std::string last;
+    for (const LayerPoint* pp : shown) {
+        const LayerPoint& p = *pp;
+        const std::string head = fmt::format("{} layer {} ({}) {}", p.preset, p.layer, p.kind, p.phase);
+        if (head != last) {
+            last = head;
+            fmt::print(out, "\n{}, {}, {} thread(s)\n", head, p.isa, p.threads);
+            fmt::print(out, "  {:>7} {:>5} {:>6} {:>9} {:>9} {:>5}", "context", "batch", "tokens", "step", "roofline",
+                       "eff");
+            for (const auto& [s, name] : kShown) fmt::print(out, " {:>13}", name);
+            fmt::print(out, " {:>9} {:>7} {:>6}\n", "dense", "speedup", "spread");
+        }
+        const double roof = step_roofline(c, p);
+        fmt::print(out, "  {:>7} {:>5} {:>6} {:>9.3f} {:>9.3f} {:>5}", p.context, p.batch, p.tokens, 1e3 * p.seconds,
+                   1e3 * roof, pct(roof / p.seconds));
+        for (const auto& [s, name] : kShown) fmt::print(out, " {:>13}", stage_cell(c, p, s));
+        const LayerPoint* d = find_point(points, p, "dense", main_isa, all_threads);
+        if (d)
+            fmt::print(out, " {:>9.3f} {:>6.1f}x", 1e3 * d->seconds, d->seconds / p.seconds);
+        else
+            fmt::print(out, " {:>9} {:>7}", "-", "-");
+        fmt::print(out, " {:>5.0f}%\n", 100 * p.spread);
+    }
+
+    fmt::print(out, "\ncomparisons at batch 1 (ms per layer step)\n");
+    fmt::print(out, "  {:<44} {:>10} {:>10} {:>8}\n", "layer", "best", "other", "ratio");
+    for (const LayerPoint& p : points) {
+        if (p.variant != "sparse" || (p.isa == main_isa && p.threads == all_threads)) continue;
+        const LayerPoint* a = find_point(points, p, "sparse", main_isa, all_threads);
+        if (!a) continue;
+        const std::string what = p.threads != all_threads ? fmt::format("{} vs {} thread(s)", all_threads, p.threads)
+                                                            : fmt::format("{} vs {}", main_isa, p.isa);
+        fmt::print(out, "  {:<44} {:>10.3f} {:>10.3f} {:>7.2f}x  ({})\n",
+                   fmt::format("{} L{} {} ctx {}", p.preset, p.layer, p.kind, p.context), 1e3 * a->seconds,
+                   1e3 * p.seconds, p.seconds / a->seconds, what);
+    }
+}
+
+void print_targets(std::ostream& out, const std::vector<Target>& targets) {
+    fmt::print(out, "\ntargets (worst point)\n");
+    for (const Target& t : targets) {
+        if (!t.worst) {
+            fmt::print(out, "  {:<30} {:<66} not measured in this run\n", t.name, t.rule);
+            continue;
+        }
+        fmt::print(out, "  {:<30} {:<66} {:>7} {}  ({})\n", t.name, t.rule, t.value(), t.met() ? "met   " : "MISSED",
+                   t.where);
+    }
+}
+
+nlohmann::json points_json(const Ceilings& c, const std::vector<LayerPoint>& points) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const LayerPoint& p : points) {
+        nlohmann::json j{{"preset", p.preset},   {"layer", p.layer},     {"kind", p.kind},   {"phase", p.phase},
+                         {"variant", p.variant}, {"isa", p.isa},         {"threads", p.threads},
+                         {"batch", p.batch},     {"context", p.context}, {"tokens", p.tokens},
+                         {"seconds", p.seconds}, {"spread", p.spread},   {"roofline_seconds", step_roofline(c, p)}};
+        for (size_t s = 0; s < kStages; ++s) {
+            if (p.stage_seconds[s] <= 0 && p.work[s].bytes <= 0 && p.work[s].flops <= 0) continue;
+            const StageRoofline r = roofline(c, p, s);
+            j["stages"][std::string(stage_name(static_cast<Stage>(s)))] = {
+                {"seconds", p.stage_seconds[s]},  {"bytes", p.work[s].bytes},
+                {"flops", p.work[s].flops},       {"roofline_seconds", r.seconds},
+                {"bound", r.memory_bound ? "memory" : "compute"}};
+        }
+        a.push_back(std::move(j));
+    }
+    return a;
+}
+
+}  // namespace
+
 Status run_bench(const BenchOptions& options, std::ostream& out) {
     ThreadPool& pool = ThreadPool::global();
-    const std::vector<bench::Ceiling> ceilings = bench::measure_ceilings(pool, options.quick);
+    const bool live = !options.json && isatty(STDERR_FILENO);
+    if (live) fmt::print(stderr, "measuring machine ceilings...\n");
+    const Ceilings ceilings(bench::measure_ceilings(pool, options.quick));
+    LayerBenchOptions lo = options.layers;
+    if (options.quick) {  // one small point per layer kind: for tests of the command itself
+        lo.contexts = {std::min<int64_t>(lo.contexts.empty() ? 2048 : lo.contexts.front(), 4096)};
+        lo.batches = {1};
+        lo.prefill_chunks = {64};
+        lo.prefill_context = 512;
+        lo.compare_context = lo.contexts.front();
+        lo.seed_tokens = 256;
+        lo.reps = 1;
+    }
+    std::vector<LayerPoint> points;
+    if (!options.ceilings_only) {
+        SIEVE_ASSIGN_OR_RETURN(points, run_layer_bench(lo, [&](const LayerPoint& p) {
+                                   if (live)
+                                       fmt::print(stderr, "  {:<60} {:>9.3f} ms\n", point_name(p) + " " + p.variant,
+                                                  1e3 * p.seconds);
+                               }));
+    }
+    const std::string main_isa = lo.isa.empty() ? std::string(isa_name(active_isa())) : lo.isa;
+    int64_t max_context = 0;
+    for (const LayerPoint& p : points) max_context = std::max(max_context, p.context);
+    const std::vector<Target> targets = evaluate_targets(ceilings, points, main_isa, pool.size(), max_context);
+
+    if (!options.svg.empty() && !points.empty()) {
+        std::ofstream f(options.svg);
+        if (!f) return io_error("cannot write the plot to {}", options.svg);
+        f << decode_plot_svg(points, main_isa, pool.size());
+        if (!f) return io_error("writing the plot to {} failed", options.svg);
+    }
     if (options.json) {
         nlohmann::json j{{"isa", isa_name(active_isa())}, {"threads", pool.size()}};
-        for (const bench::Ceiling& c : ceilings)
+        for (const bench::Ceiling& c : ceilings.all())
             j["ceilings"].push_back({{"name", c.name}, {"unit", c.unit}, {"isa", c.isa}, {"threads", c.threads},
                                      {"value", c.value}, {"spread", c.spread}});
+        j["points"] = points_json(ceilings, points);
+        for (const Target& t : targets)
+            j["targets"].push_back({{"name", t.name}, {"rule", t.rule}, {"threshold", t.threshold},
+                                    {"worst", t.worst ? nlohmann::json(*t.worst) : nlohmann::json(nullptr)},
+                                    {"met", t.met()}, {"where", t.where}});
         out << j.dump(2) << "\n";
         return Status::ok();
     }
-    fmt::print(out, "machine ceilings (median of repeated runs; spread = (max - min) / median)\n");
-    fmt::print(out, "  {:<16} {:<12} {:>7} {:>12} {:>8}\n", "ceiling", "isa", "threads", "value", "spread");
-    for (const bench::Ceiling& c : ceilings)
-        fmt::print(out, "  {:<16} {:<12} {:>7} {:>8.1f} {:<7} {:>6.1f}%\n", c.name, c.isa, c.threads, c.value, c.unit,
-                   100 * c.spread);
+    print_ceilings(out, ceilings);
+    if (points.empty()) return Status::ok();
+    print_points(out, ceilings, points, main_isa, pool.size());
+    print_targets(out, targets);
+    if (!options.svg.empty()) fmt::print(out, "\nplot: {}\n", options.svg);
     return Status::ok();
 }
 

@@ -6,9 +6,18 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "io/config.h"
+
 namespace sieve::cli {
 
-Status run_check(const CheckCommandOptions& options, std::ostream& out) {
+Status run_check(const CheckCommandOptions& command, std::ostream& out) {
+    CheckCommandOptions options = command;
+    if (!options.tolerance_given || !options.agreement_given) {
+        SIEVE_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(options.fixture / "ckpt"));
+        const CheckTolerances d = default_check_tolerances(options.check.profile, config.model_type);
+        if (!options.tolerance_given) options.check.rel_tolerance = d.rel;
+        if (!options.agreement_given) options.check.min_topk_agreement = d.min_topk_agreement;
+    }
     SIEVE_ASSIGN_OR_RETURN(CheckReport report, run_golden_check(options.fixture, options.check));
     int failed = 0;
     for (const LayerCheck& c : report.layers) failed += !c.passed;
@@ -18,6 +27,7 @@ Status run_check(const CheckCommandOptions& options, std::ostream& out) {
                          {"schedule", report.schedule},
                          {"profile", numerics_profile_name(options.check.profile)},
                          {"rel_tolerance", options.check.rel_tolerance},
+                         {"min_topk_agreement", options.check.min_topk_agreement},
                          {"passed", report.passed}};
         for (const LayerCheck& c : report.layers)
             j["layers"].push_back({{"request", c.request},       {"layer", c.layer},
@@ -27,9 +37,10 @@ Status run_check(const CheckCommandOptions& options, std::ostream& out) {
                                    {"passed", c.passed}});
         out << j.dump(2) << "\n";
     } else {
-        fmt::print(out, "{} ({}), schedule {}, profile {}, tolerance {:.0e}\n", options.fixture.string(),
-                   report.model_type, report.schedule, numerics_profile_name(options.check.profile),
-                   options.check.rel_tolerance);
+        fmt::print(out, "{} ({}), schedule {}, profile {}, tolerance {:.2g}, top-k agreement ≥ {:.2f}\n",
+                   options.fixture.string(), report.model_type, report.schedule,
+                   numerics_profile_name(options.check.profile), options.check.rel_tolerance,
+                   options.check.min_topk_agreement);
         fmt::print(out, "{:>7} {:>5} {:>6} {:>12} {:>12} {:>14} {:>5}  {}\n", "request", "layer", "tokens", "max |Δ|",
                    "rel error", "top-k equal", "ties", "result");
         for (const LayerCheck& c : report.layers) {

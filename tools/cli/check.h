@@ -12,6 +12,9 @@ namespace sieve::cli {
 struct CheckCommandOptions {
     std::filesystem::path fixture;
     CheckOptions check;
+    // false: the profile's default for the fixture's model type (default_check_tolerances).
+    bool tolerance_given = false;
+    bool agreement_given = false;
     bool json = false;
 };
 

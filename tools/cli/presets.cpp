@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/dtype.h"
@@ -201,6 +202,14 @@ Expected<ModelConfig> preset_config(const std::string& name) {
     const PresetSource* s = find_source(name);
     if (!s) return invalid_argument_error("unknown preset {} (known: {})", name, preset_names());
     return parse_model_config(s->config_json, "preset " + name);
+}
+
+Expected<ModelConfig> preset_config(const std::string& name, const nlohmann::json& overrides) {
+    const PresetSource* s = find_source(name);
+    if (!s) return invalid_argument_error("unknown preset {} (known: {})", name, preset_names());
+    nlohmann::json j = nlohmann::json::parse(s->config_json);
+    j.merge_patch(overrides);
+    return parse_model_config(j.dump(), "preset " + name + " (modified)");
 }
 
 Expected<std::unique_ptr<Checkpoint>> preset_checkpoint(const std::string& name, const ModelConfig& config,

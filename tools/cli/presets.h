@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct Preset {
 
 const std::vector<Preset>& presets();
 Expected<ModelConfig> preset_config(const std::string& name);
+// The preset's config.json with `overrides` merged in (RFC 7386 merge patch) before parsing, e.g.
+// {"index_topk": 131072} for `sieve bench`'s dense variant.
+Expected<ModelConfig> preset_config(const std::string& name, const nlohmann::json& overrides);
 
 // Random weights for `layers` of the preset's attention layout (models/attention_layout.h):
 // linears that the release stores as FP8 blocks are FP8 e4m3 with UE8M0 scales, the others bf16;

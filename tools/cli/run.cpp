@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <random>
@@ -49,6 +51,24 @@ private:
     int64_t hidden_, last_;
     uint64_t seed_;
 };
+
+// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), or 0 where the system has none.
+int64_t proc_status_bytes(const std::string& key) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind(key + ":", 0) == 0) return 1024 * std::atoll(line.c_str() + key.size() + 1);
+    return 0;
+}
+
+// Starts a new peak-RSS (VmHWM) measurement from the current RSS (Linux ≥ 4.0; otherwise the peak
+// stays the process's whole-life peak and says so by being at least the load's).
+void reset_peak_rss() {
+    std::ofstream f("/proc/self/clear_refs");
+    f << "5";
+}
+
+double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 }  // namespace
 
@@ -115,6 +135,14 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
     model_options.backend = backend.get();
     model_options.layers = layers;
     SIEVE_ASSIGN_OR_RETURN(auto model, load_attention_model(config, *checkpoint, model_options));
+    // The model holds its own packed copies of every weight: the checkpoint (mapped files, or a
+    // preset's bytes) is not needed past loading.
+    int64_t checkpoint_bytes = 0;
+    for (std::string_view name : checkpoint->tensor_names())
+        if (auto t = checkpoint->find(name)) checkpoint_bytes += static_cast<int64_t>(t->bytes.size());
+    checkpoint.reset();
+    const int64_t load_peak_rss = proc_status_bytes("VmHWM");
+    reset_peak_rss();
     const double load_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     const std::vector<int64_t> run_layers = model->layers();
@@ -164,6 +192,10 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
                                          static_cast<double>(all_attention_layers)
                                    : 0.0;
     const EngineStats& s = engine->stats();
+    const int64_t run_peak_rss = proc_status_bytes("VmHWM");
+    const int64_t weight_bytes = static_cast<int64_t>(backend->prepared_weight_bytes());
+    int64_t cache_bytes = 0;
+    for (const auto& g : engine->cache_groups()) cache_bytes += g->storage_bytes();
     const double prefill_tps = s.prefill_seconds > 0 ? static_cast<double>(s.prefill_tokens) / s.prefill_seconds : 0;
     const double decode_tps = s.decode_seconds > 0 ? static_cast<double>(s.decode_tokens) / s.decode_seconds : 0;
 
@@ -183,7 +215,13 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
                          {"prefill_tokens_per_second", prefill_tps},
                          {"decode_tokens_per_second", decode_tps},
                          {"non_finite_outputs", non_finite},
-                         {"cache_bytes_per_token", {{"sparse", sparse_bytes}, {"dense", dense_bytes}}}};
+                         {"cache_bytes_per_token", {{"sparse", sparse_bytes}, {"dense", dense_bytes}}},
+                         {"memory_bytes",
+                          {{"run_peak_rss", run_peak_rss},
+                           {"load_peak_rss", load_peak_rss},
+                           {"prepared_weights", weight_bytes},
+                           {"cache_pools", cache_bytes},
+                           {"checkpoint_freed_after_load", checkpoint_bytes}}}};
         for (int st = 0; st < static_cast<int>(Stage::count); ++st)
             j["stage_seconds"][std::string(stage_name(static_cast<Stage>(st)))] = s.stages[static_cast<Stage>(st)];
         out << j.dump(2) << "\n";
@@ -209,6 +247,12 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
         }
         fmt::print(out, "\ncache      {:.1f} B/token over these layers (dense attention: {:.1f} B/token, {:.1f}x)\n",
                    sparse_bytes, dense_bytes, sparse_bytes > 0 ? dense_bytes / sparse_bytes : 0.0);
+        fmt::print(out,
+                   "memory     peak RSS while running {:.0f} MiB = prepared weights {:.0f} MiB + cache pools {:.0f} MiB + "
+                   "{:.0f} MiB other (workspaces, activations, code); loading peaked at {:.0f} MiB with the {:.0f} MiB "
+                   "checkpoint, freed after loading\n",
+                   mib(run_peak_rss), mib(weight_bytes), mib(cache_bytes), mib(run_peak_rss - weight_bytes - cache_bytes),
+                   mib(load_peak_rss), mib(checkpoint_bytes));
         if (non_finite) fmt::print(out, "warning    {} non-finite output values\n", non_finite);
     }
     if (non_finite) return internal_error("{} non-finite values in the last layer's outputs", non_finite);

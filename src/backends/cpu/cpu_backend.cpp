@@ -63,6 +63,7 @@ public:
 
     const std::string& name() const override { return name_; }
 
+    size_t prepared_weight_bytes() const override { return cpu::cpu_live_pack_bytes(); }
     Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) override {
         return cpu::cpu_linear_prepare(context(), w);
     }
@@ -233,6 +234,14 @@ bool cpu_backend_has_dnnl() {
     return true;
 #else
     return false;
+#endif
+}
+
+void cpu_set_compute_threads(int n) {
+    ThreadPool& pool = ThreadPool::global();
+    pool.set_active_threads(n);
+#ifdef SIEVE_HAS_DNNL
+    cpu::dnnl_set_threads(pool.active_threads());
 #endif
 }
 

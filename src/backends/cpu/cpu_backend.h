@@ -31,6 +31,8 @@ struct CpuBackendOptions {
 // The options make_backend("cpu") uses: active_isa(), automatic when oneDNN is built, else own.
 CpuBackendOptions cpu_backend_default_options();
 bool cpu_backend_has_dnnl();
+// Caps the threads of the global pool and of oneDNN's GEMMs (1 ≤ n; 0 = all); see set_compute_threads.
+void cpu_set_compute_threads(int n);
 // unsupported when isa > active_isa(), or oneDNN is asked for without being built, or oneDNN is asked
 // for at an ISA other than active_isa() (oneDNN's ISA is process-wide).
 Expected<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& options);

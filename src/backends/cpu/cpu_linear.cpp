@@ -1,6 +1,7 @@
 #include "backends/cpu/cpu_linear.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -148,6 +149,20 @@ struct PlanState {
 
 }  // namespace
 
+namespace {
+std::atomic<int64_t> g_live_pack_bytes{0};
+}  // namespace
+
+CpuPreparedLinear::~CpuPreparedLinear() { g_live_pack_bytes -= static_cast<int64_t>(counted_bytes_); }
+
+void CpuPreparedLinear::count_live_bytes() {
+    g_live_pack_bytes -= static_cast<int64_t>(counted_bytes_);
+    counted_bytes_ = bytes();
+    g_live_pack_bytes += static_cast<int64_t>(counted_bytes_);
+}
+
+size_t cpu_live_pack_bytes() { return static_cast<size_t>(g_live_pack_bytes.load()); }
+
 size_t CpuPreparedLinear::bytes() const {
     size_t b = panels.nbytes() + fp8_scale.size() * sizeof(float) + bias.size() * sizeof(float);
 #ifdef SIEVE_HAS_DNNL
@@ -213,6 +228,7 @@ Expected<std::unique_ptr<PreparedLinear>> cpu_linear_prepare(const CpuLinearCont
         return unsupported_error("cpu linear: oneDNN requested but this build has SIEVE_WITH_DNNL=OFF");
 #endif
     }
+    out->count_live_bytes();
     return std::unique_ptr<PreparedLinear>(std::move(out));
 }
 

@@ -18,7 +18,12 @@ struct DnnlPackedWeights;
 class CpuPreparedLinear final : public PreparedLinear {
 public:
     CpuPreparedLinear(const LinearWeights& w) : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type) {}
+    ~CpuPreparedLinear() override;
+    CpuPreparedLinear(const CpuPreparedLinear&) = delete;
+    CpuPreparedLinear& operator=(const CpuPreparedLinear&) = delete;
     size_t bytes() const override;
+    // Adds bytes() to the process-wide count of live packs (cpu_prepared_linear_bytes); once, when packed.
+    void count_live_bytes();
     std::string describe() const override;
 
     // own kernels (empty panels when this pack was not made)
@@ -32,6 +37,9 @@ public:
     // oneDNN (null when not made)
     std::shared_ptr<const DnnlPackedWeights> dnnl;
     std::string dnnl_note;        // why the automatic policy has no oneDNN pack, if it has none
+
+private:
+    size_t counted_bytes_ = 0;
 };
 
 struct CpuLinearContext {
@@ -42,6 +50,8 @@ struct CpuLinearContext {
 };
 
 Expected<std::unique_ptr<PreparedLinear>> cpu_linear_prepare(const CpuLinearContext& c, const LinearWeights& w);
+// Bytes of every live cpu pack in the process (own panels + oneDNN packs).
+size_t cpu_live_pack_bytes();
 Expected<LinearPlan> cpu_linear_plan(const CpuLinearContext& c, const CpuPreparedLinear& w, const LinearParams& shape);
 Status cpu_linear_run(const CpuLinearContext& c, const CpuPreparedLinear& w, const LinearPlan& plan,
                       const LinearParams& p, Workspace ws);

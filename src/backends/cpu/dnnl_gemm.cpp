@@ -1,5 +1,7 @@
 #include "backends/cpu/dnnl_gemm.h"
 
+#include <omp.h>
+
 #include <dnnl.hpp>
 
 #include <algorithm>
@@ -9,6 +11,8 @@
 #include "core/cpu_features.h"
 
 namespace sieve::cpu {
+
+void dnnl_set_threads(int n) { omp_set_num_threads(n); }
 
 namespace {
 

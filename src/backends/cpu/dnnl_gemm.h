@@ -19,6 +19,9 @@ struct DnnlGemmPlan;       // primitives and memory objects for one batch shape
 const char* dnnl_isa_name();
 
 // w: [n, k] row-major, f32 when !bf16 else bf16 bits; bias: [n] f32 or nullptr.
+// Caps the OpenMP threads oneDNN's GEMMs use (n ≥ 1).
+void dnnl_set_threads(int n);
+
 Expected<std::shared_ptr<const DnnlPackedWeights>> dnnl_pack_weights(const void* w, bool bf16, int64_t n, int64_t k,
                                                                      const float* bias);
 size_t dnnl_packed_bytes(const DnnlPackedWeights& w);

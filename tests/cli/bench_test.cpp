@@ -1,0 +1,132 @@
+// `sieve bench`: the per-stage work model (bytes and flops that the rooflines divide) checked
+// against hand counts, and a small layer sweep that must time every stage it claims to time.
+#include <gtest/gtest.h>
+
+#include "bench_layers.h"
+#include "bench_roofline.h"
+#include "core/cpu_features.h"
+#include "models/attention_layout.h"
+#include "presets.h"
+
+namespace sieve::cli {
+namespace {
+
+const StageWork& stage(const StepWork& w, Stage s) { return w[static_cast<size_t>(s)]; }
+
+const AttentionLayerLayout& layer_of(const AttentionLayout& layout, int64_t layer) {
+    for (const AttentionLayerLayout& l : layout.layers)
+        if (l.layer == layer) return l;
+    ADD_FAILURE() << "no layer " << layer;
+    return layout.layers.front();
+}
+
+TEST(BenchWork, DeepseekV4CsaDecodeByHand) {
+    auto config = preset_config("deepseek-v4-flash");
+    ASSERT_TRUE(config.has_value());
+    auto ckpt = preset_checkpoint("deepseek-v4-flash", *config, {2}, 1);
+    ASSERT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
+    auto layout = attention_layout(*config, NumericsProfile::deployed);
+    ASSERT_TRUE(layout.has_value());
+    const AttentionLayerLayout& csa = layer_of(*layout, 2);
+    ASSERT_EQ(csa.kind, "csa");
+
+    // One decode token at position 65535: 16384 compressed entries, top-512, window 128.
+    auto w = layer_step_work(*config, csa, **ckpt, {{65535, 1}}, false);
+    ASSERT_TRUE(w.has_value());
+    EXPECT_DOUBLE_EQ(stage(*w, Stage::indexer).flops, 2.0 * 64 * 128 * 16384 + 2.0 * (64 * 128 * 1024 + 64 * 4096));
+    EXPECT_DOUBLE_EQ(stage(*w, Stage::topk).bytes, 4.0 * 16384);
+    EXPECT_DOUBLE_EQ(stage(*w, Stage::attention).bytes, (128.0 + 512.0) * 584.0);
+    EXPECT_DOUBLE_EQ(stage(*w, Stage::attention).flops, (128.0 + 512.0) * 2 * 64 * 2 * 512);
+    // wq_a [1024, 4096], wq_b [32768, 1024], wkv [512, 4096]: one byte per FP8 weight plus one UE8M0 scale
+    // byte per 128×128 block.
+    const double fp8_weights = 1024.0 * 4096 + 32768.0 * 1024 + 512.0 * 4096;
+    EXPECT_GE(stage(*w, Stage::projections).bytes, fp8_weights);
+    EXPECT_LE(stage(*w, Stage::projections).bytes, fp8_weights * 1.01);
+    EXPECT_DOUBLE_EQ(stage(*w, Stage::projections).flops, 2 * fp8_weights);
+    // The indexer streams its keys (132 B each) once.
+    EXPECT_GE(stage(*w, Stage::indexer).bytes, 16384.0 * 132);
+
+    // Dense: no indexer, no top-k, every compressed entry attended.
+    auto d = layer_step_work(*config, csa, **ckpt, {{65535, 1}}, true);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(stage(*d, Stage::indexer).flops, 0.0);
+    EXPECT_EQ(stage(*d, Stage::indexer).bytes, 0.0);
+    EXPECT_EQ(stage(*d, Stage::topk).bytes, 0.0);
+    EXPECT_DOUBLE_EQ(stage(*d, Stage::attention).bytes, (128.0 + 16384.0) * 584.0);
+
+    // Two requests of 3 tokens each: keys are read once per request, attention rows per token.
+    auto p = layer_step_work(*config, csa, **ckpt, {{8189, 3}, {8189, 3}}, false);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_DOUBLE_EQ(stage(*p, Stage::topk).bytes, 2 * 4.0 * (2047 + 2047 + 2048));
+    EXPECT_DOUBLE_EQ(stage(*p, Stage::attention).bytes, 6 * (128.0 + 512.0) * 584.0);
+}
+
+TEST(BenchWork, QsaShortContextTakesNoIndexer) {
+    auto config = preset_config("qwen3.8-flash-next");
+    ASSERT_TRUE(config.has_value());
+    auto ckpt = preset_checkpoint("qwen3.8-flash-next", *config, {3}, 1);
+    ASSERT_TRUE(ckpt.has_value());
+    auto layout = attention_layout(*config, NumericsProfile::deployed);
+    ASSERT_TRUE(layout.has_value());
+    const AttentionLayerLayout& l = layer_of(*layout, 3);
+    // 2051 = budget + r − 1 visible tokens: every token is attended, nothing scored.
+    auto w = layer_step_work(*config, l, **ckpt, {{2050, 1}}, false);
+    ASSERT_TRUE(w.has_value());
+    EXPECT_EQ(stage(*w, Stage::indexer).flops, 0.0);
+    EXPECT_DOUBLE_EQ(stage(*w, Stage::attention).bytes, 2051.0 * 2 * 2 * 256 * 2);
+    // One more token: 2052 / 4 = 513 groups scored by 4 heads of 128, 2051 token slots attended.
+    w = layer_step_work(*config, l, **ckpt, {{2051, 1}}, false);
+    ASSERT_TRUE(w.has_value());
+    EXPECT_DOUBLE_EQ(stage(*w, Stage::indexer).flops, 513.0 * 2 * 4 * 128);
+    EXPECT_DOUBLE_EQ(stage(*w, Stage::attention).bytes, 2051.0 * 2 * 2 * 256 * 2);
+}
+
+TEST(BenchLayers, SmallSweepTimesEveryStage) {
+    LayerBenchOptions o;
+    o.presets = {"qwen3.8-flash-next"};
+    o.contexts = {3000};
+    o.batches = {1, 2};
+    o.prefill_chunks = {32};
+    o.prefill_context = 256;
+    o.compare_context = 3000;
+    o.seed_tokens = 256;
+    o.reps = 1;
+    o.compare_isa = active_isa() > Isa::avx2 ? "avx2" : "";
+    int reported = 0;
+    auto points = run_layer_bench(o, [&](const LayerPoint&) { ++reported; });
+    ASSERT_TRUE(points.has_value()) << points.status().to_string();
+    EXPECT_EQ(reported, static_cast<int>(points->size()));
+    int sparse_decode = 0, dense_decode = 0, prefill = 0;
+    for (const LayerPoint& p : *points) {
+        SCOPED_TRACE(p.phase + " " + p.variant + " batch " + std::to_string(p.batch));
+        EXPECT_EQ(p.kind, "qsa");
+        EXPECT_GT(p.seconds, 0.0);
+        EXPECT_GT(p.stage_seconds[static_cast<size_t>(Stage::projections)], 0.0);
+        EXPECT_GT(p.stage_seconds[static_cast<size_t>(Stage::attention)], 0.0);
+        EXPECT_GT(p.work[static_cast<size_t>(Stage::attention)].bytes, 0.0);
+        const double indexer = p.stage_seconds[static_cast<size_t>(Stage::indexer)];
+        if (p.phase == "prefill") {
+            ++prefill;
+            EXPECT_EQ(p.tokens, 32);
+            EXPECT_EQ(p.context, 256);
+        } else if (p.variant == "dense") {
+            ++dense_decode;
+            EXPECT_EQ(indexer, 0.0);  // the dense variant scores nothing
+            EXPECT_EQ(p.batch, 1);
+        } else {
+            ++sparse_decode;
+            EXPECT_GT(indexer, 0.0);  // 3000 tokens > the 2051-token budget: the indexer runs
+            EXPECT_EQ(p.tokens, p.batch);
+        }
+    }
+    EXPECT_EQ(prefill, 1);
+    EXPECT_EQ(dense_decode, 1);
+    // Batches 1 and 2, the one-thread point (when there is more than one thread) and the ISA pair.
+    EXPECT_GE(sparse_decode, 2);
+
+    o.batches = {0};
+    EXPECT_FALSE(run_layer_bench(o, {}).has_value());
+}
+
+}  // namespace
+}  // namespace sieve::cli

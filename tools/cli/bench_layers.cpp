@@ -1,0 +1,332 @@
+#include "bench_layers.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "backends/backend.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "kv/paged_cache.h"
+#include "kv/step_batch.h"
+#include "models/attention_layout.h"
+#include "models/model_factory.h"
+#include "presets.h"
+
+namespace sieve::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr RequestId kSeedRequest = 0;  // bench requests are 1 .. batch
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// The layers one preset is benchmarked on, and the config change that makes its dense variant: a
+// top-k (or budget) at least as wide as every candidate set, so that each layer takes every
+// candidate through the same kernels, with no indexer (the families' short-context paths).
+struct FamilyPlan {
+    std::vector<int64_t> layers;
+    nlohmann::json dense_overrides;
+};
+
+Expected<FamilyPlan> family_plan(const std::string& preset, const ModelConfig& config, int64_t max_tokens) {
+    FamilyPlan plan;
+    if (const DeepseekV4Config* c = config.deepseek_v4()) {
+        // The first SWA-only, CSA and HCA layers.
+        for (DeepseekV4LayerKind kind : {DeepseekV4LayerKind::swa, DeepseekV4LayerKind::csa, DeepseekV4LayerKind::hca})
+            for (size_t l = 0; l < c->layers.size(); ++l)
+                if (c->layers[l].kind == kind) {
+                    plan.layers.push_back(static_cast<int64_t>(l));
+                    break;
+                }
+        std::sort(plan.layers.begin(), plan.layers.end());
+        plan.dense_overrides = {{"index_topk", max_tokens / 4 + 1}};
+    } else if (const DsaMlaConfig* c = config.dsa_mla()) {
+        // A shared layer with its source layer (which must run first in the step), else the first layer.
+        for (size_t l = 0; l < c->layers.size() && plan.layers.empty(); ++l)
+            if (c->layers[l].kind == DsaLayerKind::shared)
+                plan.layers = {c->layers[l].topk_source_layer, static_cast<int64_t>(l)};
+        if (plan.layers.empty()) plan.layers = {0};
+        plan.dense_overrides = {{"index_topk", max_tokens + 1}};
+    } else if (const QsaConfig* c = config.qsa()) {
+        for (size_t l = 0; l < c->layers.size(); ++l)
+            if (c->layers[l] == QsaLayerKind::qsa) {
+                plan.layers = {static_cast<int64_t>(l)};
+                break;
+            }
+        plan.dense_overrides = {{"indexer_budget", round_up(max_tokens + 1, c->indexer_compress_ratio)}};
+    }
+    if (plan.layers.empty()) return invalid_argument_error("preset {}: no attention layer to benchmark", preset);
+    return plan;
+}
+
+// The caches of one model for the sweep: pools sized for `max_requests` requests of `max_tokens`
+// tokens (windowed caches only for their window) plus the seed request.
+class BenchCaches {
+public:
+    // Pools for `max_requests` requests of up to `max_tokens` tokens running steps of up to
+    // `max_step_tokens` tokens (a windowed cache holds the window and the step's own entries), plus
+    // the seed request, whose one prefill step holds all its entries.
+    static Expected<BenchCaches> create(const AttentionModel& model, int64_t max_requests, int64_t max_tokens,
+                                        int64_t max_step_tokens, int64_t seed_tokens) {
+        BenchCaches c;
+        for (const CacheGroupDesc& d : model.cache_groups()) {
+            auto blocks_for = [&](int64_t tokens, int64_t step_tokens) {
+                const int64_t kept =
+                    d.spec.window_tokens > 0 ? std::min(tokens, d.spec.window_tokens + step_tokens) : tokens;
+                return (kept / d.spec.tokens_per_entry + d.block_size - 1) / d.block_size + 3;
+            };
+            const int64_t blocks =
+                max_requests * blocks_for(max_tokens, max_step_tokens) + blocks_for(seed_tokens, seed_tokens);
+            SIEVE_ASSIGN_OR_RETURN(auto g, CacheGroup::create(d.name, d.spec, d.block_size, blocks, d.n_layers));
+            c.groups_.push_back(std::move(g));
+        }
+        return c;
+    }
+
+    StepCaches step_caches() const {
+        StepCaches s;
+        for (const auto& g : groups_) s.groups.push_back(g.get());
+        return s;
+    }
+
+    // Makes a request of `context` tokens ready for a step of `n_tokens` more, as the engine would
+    // have left it (windowed caches hold only what the step can still see).
+    Status reserve(RequestId id, int64_t context, int64_t n_tokens) {
+        for (const auto& g : groups_) {
+            const CacheSpec& spec = g->spec();
+            const int64_t total = g->entries_for_tokens(context + n_tokens);
+            if (spec.window_tokens == 0) {
+                SIEVE_RETURN_IF_ERROR(g->reserve(id, total));
+                continue;
+            }
+            const int64_t keep_from = std::max<int64_t>(0, context - spec.window_tokens) / spec.tokens_per_entry;
+            for (int64_t e = 0; e < total;) {  // in steps, so that the pool never holds the whole history
+                e = std::min(total, e + g->block_size());
+                SIEVE_RETURN_IF_ERROR(g->reserve(id, e));
+                g->release_before(id, std::min(keep_from, e));
+            }
+        }
+        return Status::ok();
+    }
+
+    // Copies the seed request's written blocks, cyclically, into every resident block of `id`.
+    void fill_from_seed(RequestId id, int64_t seed_tokens) {
+        for (const auto& g : groups_) {
+            std::vector<int32_t> sources;
+            const std::vector<int32_t>& seed = g->block_table(kSeedRequest);
+            const int64_t complete = g->entries_for_tokens(seed_tokens) / g->block_size();
+            for (size_t b = 0; b < seed.size(); ++b)
+                if (seed[b] >= 0 && (g->spec().window_tokens > 0 || static_cast<int64_t>(b) < complete))
+                    sources.push_back(seed[b]);
+            if (sources.empty())
+                for (int32_t b : seed)
+                    if (b >= 0) sources.push_back(b);
+            if (sources.empty()) continue;
+            const std::vector<int32_t>& table = g->block_table(id);
+            for (int64_t l = 0; l < g->n_layers(); ++l) {
+                const CacheView v = g->view(l);
+                for (size_t b = 0; b < table.size(); ++b)
+                    if (table[b] >= 0)
+                        std::memcpy(v.base + table[b] * v.block_bytes, v.base + sources[b % sources.size()] * v.block_bytes,
+                                    static_cast<size_t>(v.block_bytes));
+            }
+        }
+    }
+
+    void free(RequestId id) {
+        for (const auto& g : groups_) g->free_request(id);
+    }
+
+private:
+    std::vector<std::unique_ptr<CacheGroup>> groups_;
+};
+
+std::vector<float> random_rows(int64_t n_tokens, int64_t hidden, uint64_t seed) {
+    std::vector<float> x(static_cast<size_t>(n_tokens * hidden));
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& v : x) v = normal(rng);
+    return x;
+}
+
+struct LoadedModel {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<AttentionModel> model;
+};
+
+Expected<LoadedModel> load(const ModelConfig& config, const Checkpoint& checkpoint, const std::vector<int64_t>& layers,
+                           const std::string& backend_spec) {
+    LoadedModel m;
+    SIEVE_ASSIGN_OR_RETURN(m.backend, make_backend(backend_spec));
+    ModelOptions o;
+    o.profile = NumericsProfile::deployed;
+    o.backend = m.backend.get();
+    o.layers = layers;
+    SIEVE_ASSIGN_OR_RETURN(m.model, load_attention_model(config, checkpoint, o));
+    return m;
+}
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Times every layer of `model` over one step (the layers in order, each on the same inputs), `reps`
+// times after one warm-up; one LayerPoint per layer with the medians.
+Expected<std::vector<LayerPoint>> time_step(AttentionModel& model, const StepBatch& batch, const std::vector<float>& x,
+                                            int reps, const LayerPoint& proto) {
+    const std::vector<int64_t> layers = model.layers();
+    std::vector<float> y(x.size());
+    std::vector<std::vector<double>> wall(layers.size());
+    std::vector<std::vector<StageTimes>> stages(layers.size());
+    for (int rep = -1; rep < reps; ++rep)
+        for (size_t l = 0; l < layers.size(); ++l) {
+            StageTimes t;
+            const auto t0 = Clock::now();
+            SIEVE_RETURN_IF_ERROR(model.forward(static_cast<int64_t>(l), batch, x.data(), y.data(), &t));
+            if (rep < 0) continue;
+            wall[l].push_back(seconds_since(t0));
+            stages[l].push_back(t);
+        }
+    std::vector<LayerPoint> out;
+    for (size_t l = 0; l < layers.size(); ++l) {
+        LayerPoint p = proto;
+        p.layer = layers[l];
+        std::vector<double> w = wall[l];
+        std::sort(w.begin(), w.end());
+        p.seconds = median_of(w);
+        p.spread = p.seconds > 0 ? (w.back() - w.front()) / p.seconds : 0;
+        for (size_t s = 0; s < p.stage_seconds.size(); ++s) {
+            std::vector<double> v;
+            for (const StageTimes& t : stages[l]) v.push_back(t.seconds[s]);
+            p.stage_seconds[s] = median_of(v);
+        }
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+}  // namespace
+
+Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
+                                                  const std::function<void(const LayerPoint&)>& progress) {
+    if (o.contexts.empty() || o.batches.empty() || o.reps < 1)
+        return invalid_argument_error("layer bench: need at least one context, one batch size and one repetition");
+    for (int64_t v : o.contexts)
+        if (v < 1) return invalid_argument_error("layer bench: context {} must be ≥ 1", v);
+    for (int64_t v : o.batches)
+        if (v < 1) return invalid_argument_error("layer bench: batch {} must be ≥ 1", v);
+    for (int64_t v : o.prefill_chunks)
+        if (v < 1) return invalid_argument_error("layer bench: prefill chunk {} must be ≥ 1", v);
+    const std::string main_isa = o.isa.empty() ? std::string(isa_name(active_isa())) : o.isa;
+    const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+    int64_t max_tokens = *std::max_element(o.contexts.begin(), o.contexts.end()) + 1;
+    for (int64_t c : o.prefill_chunks) max_tokens = std::max(max_tokens, o.prefill_context + c);
+    max_tokens = std::max(max_tokens, o.compare_context + 1);
+    const int all_threads = ThreadPool::global().size();
+
+    std::vector<LayerPoint> points;
+    for (const std::string& preset : o.presets) {
+        SIEVE_ASSIGN_OR_RETURN(ModelConfig config, preset_config(preset));
+        SIEVE_ASSIGN_OR_RETURN(FamilyPlan plan, family_plan(preset, config, max_tokens));
+        SIEVE_ASSIGN_OR_RETURN(ModelConfig dense_config, preset_config(preset, plan.dense_overrides));
+        SIEVE_ASSIGN_OR_RETURN(auto checkpoint, preset_checkpoint(preset, config, plan.layers, o.seed));
+        SIEVE_ASSIGN_OR_RETURN(AttentionLayout layout, attention_layout(config, NumericsProfile::deployed));
+        auto layer_layout = [&](int64_t layer) -> const AttentionLayerLayout& {
+            for (const AttentionLayerLayout& l : layout.layers)
+                if (l.layer == layer) return l;
+            return layout.layers.front();  // not reached: plan.layers come from the same config
+        };
+        SIEVE_ASSIGN_OR_RETURN(LoadedModel sparse, load(config, *checkpoint, plan.layers, "cpu:" + main_isa));
+        SIEVE_ASSIGN_OR_RETURN(LoadedModel dense, load(dense_config, *checkpoint, plan.layers, "cpu:" + main_isa));
+        LoadedModel other;
+        if (!o.compare_isa.empty() && o.compare_isa != main_isa) {
+            SIEVE_ASSIGN_OR_RETURN(other, load(config, *checkpoint, plan.layers, "cpu:" + o.compare_isa));
+        }
+        AttentionModel& model = *sparse.model;
+        const int64_t hidden = model.hidden_size();
+        int64_t max_step_tokens = 1;
+        for (int64_t c : o.prefill_chunks) max_step_tokens = std::max(max_step_tokens, c);
+        SIEVE_ASSIGN_OR_RETURN(BenchCaches caches,
+                               BenchCaches::create(model, max_batch, max_tokens, max_step_tokens, o.seed_tokens));
+
+        // The seed: one real prefill whose cache blocks the benchmark's requests copy.
+        {
+            SIEVE_RETURN_IF_ERROR(caches.reserve(kSeedRequest, 0, o.seed_tokens));
+            const StepBatch seed = make_step_batch({{kSeedRequest, 0, o.seed_tokens, false}}, caches.step_caches());
+            const std::vector<float> x = random_rows(o.seed_tokens, hidden, o.seed);
+            std::vector<float> y(x.size());
+            for (size_t l = 0; l < plan.layers.size(); ++l)
+                SIEVE_RETURN_IF_ERROR(model.forward(static_cast<int64_t>(l), seed, x.data(), y.data(), nullptr));
+        }
+
+        // One point: `batch` requests of `context` tokens each running `n_tokens` tokens.
+        auto run_point = [&](AttentionModel& m, const std::string& phase, const std::string& variant,
+                             const std::string& isa, int threads, int64_t batch, int64_t context,
+                             int64_t n_tokens) -> Status {
+            std::vector<StepRequest> requests;
+            std::vector<StepRequestShape> shape;
+            for (int64_t r = 1; r <= batch; ++r) {
+                SIEVE_RETURN_IF_ERROR(caches.reserve(r, context, n_tokens));
+                caches.fill_from_seed(r, o.seed_tokens);
+                requests.push_back({r, context, n_tokens, phase == "decode"});
+                shape.push_back({context, n_tokens});
+            }
+            const StepBatch step = make_step_batch(requests, caches.step_caches());
+            const std::vector<float> x = random_rows(step.n_tokens(), hidden, o.seed + static_cast<uint64_t>(context));
+            LayerPoint proto;
+            proto.preset = preset;
+            proto.phase = phase;
+            proto.variant = variant;
+            proto.isa = isa;
+            proto.threads = threads;
+            proto.batch = batch;
+            proto.context = context;
+            proto.tokens = step.n_tokens();
+            set_compute_threads(threads);
+            auto timed = time_step(m, step, x, phase == "decode" ? o.reps : std::max(1, o.reps / 2), proto);
+            set_compute_threads(0);
+            for (int64_t r = 1; r <= batch; ++r) caches.free(r);
+            if (!timed.has_value()) return timed.status();
+            for (LayerPoint& p : *timed) {
+                const AttentionLayerLayout& l = layer_layout(p.layer);
+                p.kind = l.kind;
+                SIEVE_ASSIGN_OR_RETURN(p.work, layer_step_work(config, l, *checkpoint, shape, variant == "dense"));
+                if (progress) progress(p);
+                points.push_back(std::move(p));
+            }
+            return Status::ok();
+        };
+
+        for (int64_t context : o.contexts)
+            for (int64_t batch : o.batches) {
+                SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_isa, all_threads, batch, context, 1));
+                if (batch <= o.dense_max_batch)
+                    SIEVE_RETURN_IF_ERROR(run_point(*dense.model, "decode", "dense", main_isa, all_threads, batch, context, 1));
+            }
+        if (o.thread_compare && all_threads > 1)
+            SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_isa, 1, 1, o.compare_context, 1));
+        const bool compare_point_swept = std::count(o.contexts.begin(), o.contexts.end(), o.compare_context) > 0 &&
+                                         std::count(o.batches.begin(), o.batches.end(), 1) > 0;
+        if ((other.model || (o.thread_compare && all_threads > 1)) && !compare_point_swept)
+            SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_isa, all_threads, 1, o.compare_context, 1));
+        if (other.model) {
+            SIEVE_RETURN_IF_ERROR(
+                run_point(*other.model, "decode", "sparse", o.compare_isa, all_threads, 1, o.compare_context, 1));
+        }
+        for (int64_t chunk : o.prefill_chunks)
+            SIEVE_RETURN_IF_ERROR(run_point(model, "prefill", "sparse", main_isa, all_threads, 1, o.prefill_context, chunk));
+    }
+    return points;
+}
+
+}  // namespace sieve::cli

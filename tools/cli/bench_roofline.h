@@ -1,0 +1,48 @@
+// The work of one layer step, stage by stage, for `sieve bench`: bytes that must come from memory and
+// floating-point operations, from the config, the layer's cache layouts, its weights and the step's
+// shape. With the machine's measured ceilings this gives each stage's roofline time (the least time
+// the machine could take: max(bytes / bandwidth, flops / peak)), which the benchmark compares with
+// the time the stage took.
+//
+// What is counted (deployed profile; specs/performance_facts.md §5):
+//   projections, output, indexer and compressor weights: every stored byte once per step (a decode
+//       GEMV streams them; a prefill GEMM reuses them from cache), 2 flops per weight and token;
+//   indexer: each request's key cache once per step (its tokens share it), 2·heads·dim flops per
+//       token and key;
+//   top-k: one fp32 score per candidate and token;
+//   attention: each token's rows (window + selected or all compressed entries) once per token, and
+//       2·heads·(d_qk + d_v) flops per row (QKᵀ and PV).
+// Small terms (norms, RoPE, cache stores, compressor state rows) are left out; they make the
+// rooflines slightly optimistic, never pessimistic.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/stage_timer.h"
+#include "core/status.h"
+#include "io/checkpoint.h"
+#include "io/config.h"
+#include "models/attention_layout.h"
+
+namespace sieve::cli {
+
+struct StageWork {
+    double bytes = 0;
+    double flops = 0;
+    bool matrix_math = false;  // GEMV/GEMM-like: judged against the bf16 dot peak where the ISA has one
+};
+using StepWork = std::array<StageWork, static_cast<size_t>(Stage::count)>;
+
+struct StepRequestShape {
+    int64_t start = 0;     // tokens already in the cache
+    int64_t n_tokens = 0;  // tokens of this step
+};
+
+// `dense`: the layer takes every candidate (no indexer, no top-k), as the benchmark's dense variant
+// does. The checkpoint gives the stored bytes of each weight (FP8 blocks with their scales).
+Expected<StepWork> layer_step_work(const ModelConfig& config, const AttentionLayerLayout& layer,
+                                   const Checkpoint& checkpoint, const std::vector<StepRequestShape>& step, bool dense);
+
+}  // namespace sieve::cli
