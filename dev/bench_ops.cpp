@@ -107,7 +107,7 @@ void bench_linear(double bw) {
         lw.weight_row_stride = k;
         lw.weight_type = s.w;
         lw.math = s.w == DType::f32 ? LinearMath::f32 : LinearMath::bf16;
-        for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{64}, int64_t{256}}) {
+        for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}, int64_t{256}}) {
             if (n * k > (int64_t{1} << 25) && m > 64) continue;
             Tensor x = Tensor::zeros_or_die(DType::bf16, {m, k});
             Tensor y = Tensor::zeros_or_die(DType::bf16, {m, n});

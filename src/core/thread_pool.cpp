@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -35,6 +36,22 @@ namespace {
 // Set while this thread runs a chunk of some pool's job: a nested parallel_for runs serially.
 thread_local bool t_inside_job = false;
 
+// Spins until done() or about kSpinMicros have passed; true when done() held.
+constexpr int64_t kSpinMicros = 30;
+template <typename Done>
+bool spin_until(Done done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    for (;;) {
+        for (int i = 0; i < 64; ++i) {
+            if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+        if (std::chrono::steady_clock::now() >= deadline) return done();
+    }
+}
+
 // Chunk c of `chunks` equal parts of [0, n).
 std::pair<int64_t, int64_t> chunk_range(int64_t n, int chunks, int c) {
     return {n * c / chunks, n * (c + 1) / chunks};
@@ -59,16 +76,19 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         job_ = &fn;
         job_n_ = n;
         job_chunks_ = chunks;
-        pending_ = chunks - 1;
-        ++generation_;
+        pending_.store(chunks - 1);
+        generation_.fetch_add(1);
     }
     start_cv_.notify_all();
     const auto [b, e] = chunk_range(n, chunks, 0);
     t_inside_job = true;
     fn(b, e);
     t_inside_job = false;
-    std::unique_lock lock(mutex_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    if (!spin_until([this] { return pending_.load() == 0; })) {
+        std::unique_lock lock(mutex_);
+        done_cv_.wait(lock, [this] { return pending_.load() == 0; });
+    }
+    std::lock_guard lock(mutex_);
     job_ = nullptr;
 }
 
@@ -78,11 +98,12 @@ void ThreadPool::worker_loop(int index) {
         const std::function<void(int64_t, int64_t)>* job;
         int64_t n;
         int chunks;
+        spin_until([&] { return stop_.load() || generation_.load() != seen; });
         {
             std::unique_lock lock(mutex_);
-            start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+            start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
             if (stop_) return;
-            seen = generation_;
+            seen = generation_.load();
             job = job_;
             n = job_n_;
             chunks = job_chunks_;
@@ -93,7 +114,7 @@ void ThreadPool::worker_loop(int index) {
             (*job)(b, e);
             t_inside_job = false;
             std::lock_guard lock(mutex_);
-            if (--pending_ == 0) done_cv_.notify_one();
+            if (pending_.fetch_sub(1) == 1) done_cv_.notify_one();
         }
     }
 }

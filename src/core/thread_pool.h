@@ -1,5 +1,7 @@
 // A persistent thread pool for data-parallel loops. The calling thread takes part in the work,
-// so a pool of n threads starts n − 1 workers. Thread count: the explicit argument, else the
+// so a pool of n threads starts n − 1 workers. Idle workers and the waiting caller spin for a few
+// microseconds before they block: a decode step runs dozens of short parallel ops, and a futex
+// wake-up per op would cost more than some of the ops. Thread count: the explicit argument, else the
 // SIEVE_NUM_THREADS environment variable, else the number of online cores.
 #pragma once
 
@@ -50,9 +52,10 @@ private:
     const std::function<void(int64_t, int64_t)>* job_ = nullptr;
     int64_t job_n_ = 0;
     int job_chunks_ = 0;
-    uint64_t generation_ = 0;
-    int pending_ = 0;
-    bool stop_ = false;
+    // Written under mutex_; atomic so that waiting threads can spin on them briefly before blocking.
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<bool> stop_{false};
 };
 
 }  // namespace sieve

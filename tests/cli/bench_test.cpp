@@ -43,8 +43,10 @@ TEST(BenchWork, DeepseekV4CsaDecodeByHand) {
     EXPECT_GE(stage(*w, Stage::projections).bytes, fp8_weights);
     EXPECT_LE(stage(*w, Stage::projections).bytes, fp8_weights * 1.01);
     EXPECT_DOUBLE_EQ(stage(*w, Stage::projections).flops, 2 * fp8_weights);
-    // The indexer streams its keys (132 B each) once.
-    EXPECT_GE(stage(*w, Stage::indexer).bytes, 16384.0 * 132);
+    // The indexer streams its weights and its keys (132 B each) once; attention has no weights.
+    EXPECT_DOUBLE_EQ(stage(*w, Stage::indexer).bytes - stage(*w, Stage::indexer).weight_bytes, 16384.0 * 132);
+    EXPECT_GE(stage(*w, Stage::indexer).weight_bytes, 64.0 * 128 * 1024 + 2.0 * 64 * 4096);
+    EXPECT_EQ(stage(*w, Stage::attention).weight_bytes, 0.0);
 
     // Dense: no indexer, no top-k, every compressed entry attended.
     auto d = layer_step_work(*config, csa, **ckpt, {{65535, 1}}, true);

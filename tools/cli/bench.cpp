@@ -55,9 +55,16 @@ struct StageRoofline {
 
 StageRoofline roofline(const Ceilings& c, const LayerPoint& p, size_t stage) {
     const StageWork& w = p.work[stage];
-    const double bw = c.bandwidth(p.threads), peak = c.peak(p.isa, w.matrix_math, p.threads);
-    const double mem = bw > 0 ? w.bytes / (bw * 1e9) : 0, fp = peak > 0 ? w.flops / (peak * 1e9) : 0;
-    return {std::max(mem, fp), mem >= fp};
+    const double bw = c.bandwidth(p.threads) * 1e9;
+    const double matrix_peak = c.peak(p.isa, true, p.threads) * 1e9, cache_peak = c.peak(p.isa, w.matrix_math, p.threads) * 1e9;
+    if (bw <= 0 || matrix_peak <= 0 || cache_peak <= 0) return {};
+    // Weights, then the cache work: each part bound by the slower of its bytes and its flops.
+    const double wm = w.weight_bytes / bw, wf = w.weight_flops / matrix_peak;
+    const double cm = (w.bytes - w.weight_bytes) / bw, cf = (w.flops - w.weight_flops) / cache_peak;
+    const double weights = std::max(wm, wf), cache = std::max(cm, cf);
+    // Memory-bound when the memory-bound parts make up most of the roofline.
+    const double memory_part = (wm >= wf ? weights : 0.0) + (cm >= cf ? cache : 0.0);
+    return {weights + cache, weights + cache > 0 && memory_part >= 0.5 * (weights + cache)};
 }
 
 double step_roofline(const Ceilings& c, const LayerPoint& p) {
@@ -143,7 +150,7 @@ std::vector<Target> evaluate_targets(const Ceilings& c, const std::vector<LayerP
         const bool main = p.variant == "sparse" && p.isa == main_isa && p.threads == all_threads;
         if (main && p.phase == "decode") {
             if (p.batch == 1 && bw_all > 0) {
-                const double bytes = p.work[0].bytes + p.work[static_cast<size_t>(Stage::output)].bytes;
+                const double bytes = p.work[static_cast<size_t>(Stage::projections)].bytes + p.work[static_cast<size_t>(Stage::output)].bytes;
                 const double secs = t(Stage::projections) + t(Stage::output);
                 if (secs > 0) proj.see(bytes / secs / (bw_all * 1e9), point_name(p));
             }
@@ -158,7 +165,7 @@ std::vector<Target> evaluate_targets(const Ceilings& c, const std::vector<LayerP
         }
         if (main && p.phase == "prefill" && p.tokens == max_chunk) {
             const double peak = c.peak(p.isa, true, p.threads);
-            const double flops = p.work[0].flops + p.work[static_cast<size_t>(Stage::output)].flops;
+            const double flops = p.work[static_cast<size_t>(Stage::projections)].flops + p.work[static_cast<size_t>(Stage::output)].flops;
             const double secs = t(Stage::projections) + t(Stage::output);
             if (peak > 0 && secs > 0) prefill.see(flops / secs / (peak * 1e9), point_name(p));
         }
@@ -270,8 +277,11 @@ nlohmann::json points_json(const Ceilings& c, const std::vector<LayerPoint>& poi
             if (p.stage_seconds[s] <= 0 && p.work[s].bytes <= 0 && p.work[s].flops <= 0) continue;
             const StageRoofline r = roofline(c, p, s);
             j["stages"][std::string(stage_name(static_cast<Stage>(s)))] = {
-                {"seconds", p.stage_seconds[s]},  {"bytes", p.work[s].bytes},
-                {"flops", p.work[s].flops},       {"roofline_seconds", r.seconds},
+                {"seconds", p.stage_seconds[s]},
+                {"bytes", p.work[s].bytes},
+                {"flops", p.work[s].flops},
+                {"weight_bytes", p.work[s].weight_bytes},
+                {"roofline_seconds", r.seconds},
                 {"bound", r.memory_bound ? "memory" : "compute"}};
         }
         a.push_back(std::move(j));

@@ -78,19 +78,19 @@ Expected<StepWork> layer_step_work(const ModelConfig& config, const AttentionLay
             // [H·(Dn + Dv), R]: the W_UK rows run with the projections, the W_UV rows after attention.
             const double uk = static_cast<double>(dsa->qk_nope_head_dim) /
                               static_cast<double>(dsa->qk_nope_head_dim + dsa->v_head_dim);
-            at(w, Stage::projections).bytes += uk * bytes;
-            at(w, Stage::projections).flops += 2 * uk * elements * N;
-            at(w, Stage::attention).bytes += (1 - uk) * bytes;
-            at(w, Stage::attention).flops += 2 * (1 - uk) * elements * N;
+            at(w, Stage::projections).weight_bytes += uk * bytes;
+            at(w, Stage::projections).weight_flops += 2 * uk * elements * N;
+            at(w, Stage::attention).weight_bytes += (1 - uk) * bytes;
+            at(w, Stage::attention).weight_flops += 2 * (1 - uk) * elements * N;
             continue;
         }
         StageWork& s = at(w, weight_stage(config, t.name));
         if (dense && (&s == &at(w, Stage::indexer))) continue;  // the dense variant runs no indexer
-        s.bytes += bytes;
-        s.flops += 2 * elements * N;
+        s.weight_bytes += bytes;
+        s.weight_flops += 2 * elements * N;
     }
-    at(w, Stage::projections).matrix_math = at(w, Stage::output).matrix_math = true;
-    at(w, Stage::indexer).matrix_math = at(w, Stage::compressor).matrix_math = true;
+    for (StageWork& s : w) s.bytes = s.weight_bytes, s.flops = s.weight_flops;
+    at(w, Stage::indexer).matrix_math = true;
 
     // Per-request cache streams.
     for (const StepRequestShape& r : step) {

@@ -2,7 +2,8 @@
 // floating-point operations, from the config, the layer's cache layouts, its weights and the step's
 // shape. With the machine's measured ceilings this gives each stage's roofline time (the least time
 // the machine could take: max(bytes / bandwidth, flops / peak)), which the benchmark compares with
-// the time the stage took.
+// the time the stage took. A stage's weights and its cache work run one after the other, so its
+// roofline is the sum of the two parts' rooflines.
 //
 // What is counted (deployed profile; specs/performance_facts.md §5):
 //   projections, output, indexer and compressor weights: every stored byte once per step (a decode
@@ -29,9 +30,13 @@
 namespace sieve::cli {
 
 struct StageWork {
-    double bytes = 0;
-    double flops = 0;
-    bool matrix_math = false;  // GEMV/GEMM-like: judged against the bf16 dot peak where the ISA has one
+    double bytes = 0;         // all of the stage's bytes, weights included
+    double flops = 0;         // all of its flops, weights' included
+    double weight_bytes = 0;  // the share of weights (streamed, then used as a GEMV/GEMM)
+    double weight_flops = 0;
+    // The stage's cache work is GEMM-like (indexer scoring): judged against the bf16 dot peak where the
+    // ISA has one, like the weights; otherwise (attention, top-k) against the fp32 FMA peak.
+    bool matrix_math = false;
 };
 using StepWork = std::array<StageWork, static_cast<size_t>(Stage::count)>;
 

@@ -415,7 +415,9 @@ void hadamard_rows(const HadamardParams& p, int64_t r0, int64_t r1) {
 
 constexpr int kPanelVecs = static_cast<int>(kPanelCols) / kLanes;  // vectors per 16-column panel
 #if defined(__AVX512F__)
-constexpr int kMaxRows = 4;    // register tile: 4 rows × 2 panels = 8 zmm accumulators
+// register tile: 8 rows × 2 panels = 16 zmm accumulators, so that one decoded weight vector serves 8
+// rows (small decode batches are bound by the FP8 → bf16 decode, not by the dot products)
+constexpr int kMaxRows = 8;
 constexpr int kTilePanels = 2;
 #elif defined(__AVX2__)
 constexpr int kMaxRows = 4;    // 4 rows × 1 panel (2 ymm) = 8 accumulators
@@ -588,6 +590,12 @@ template <PanelFormat F>
 void linear_tile_t(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
     int64_t r = r0;
     for (; r + kMaxRows <= r1; r += kMaxRows) linear_rows<kMaxRows, F>(a, r, p0, p1);
+    if constexpr (kMaxRows > 4) {
+        if (r + 4 <= r1) {
+            linear_rows<4, F>(a, r, p0, p1);
+            r += 4;
+        }
+    }
     if constexpr (kMaxRows > 1) {
         switch (r1 - r) {
             case 1: linear_rows<1, F>(a, r, p0, p1); break;
