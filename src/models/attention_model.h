@@ -64,6 +64,10 @@ public:
 
     // Drops any per-request state the model keeps outside the caches.
     virtual void release_request(RequestId) {}
+
+    // Bytes of scratch the model holds: activation buffers and op workspaces, grown on demand to the
+    // largest step so far (`sieve run` states them next to weights and caches).
+    virtual int64_t workspace_bytes() const { return 0; }
 };
 
 }  // namespace sieve

@@ -194,8 +194,10 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
     const EngineStats& s = engine->stats();
     const int64_t run_peak_rss = proc_status_bytes("VmHWM");
     const int64_t weight_bytes = static_cast<int64_t>(backend->prepared_weight_bytes());
+    const int64_t workspace_bytes = model->workspace_bytes();
     int64_t cache_bytes = 0;
     for (const auto& g : engine->cache_groups()) cache_bytes += g->storage_bytes();
+    const int64_t stated_bytes = weight_bytes + cache_bytes + workspace_bytes;
     const double prefill_tps = s.prefill_seconds > 0 ? static_cast<double>(s.prefill_tokens) / s.prefill_seconds : 0;
     const double decode_tps = s.decode_seconds > 0 ? static_cast<double>(s.decode_tokens) / s.decode_seconds : 0;
 
@@ -221,6 +223,7 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
                            {"load_peak_rss", load_peak_rss},
                            {"prepared_weights", weight_bytes},
                            {"cache_pools", cache_bytes},
+                           {"model_workspaces", workspace_bytes},
                            {"checkpoint_freed_after_load", checkpoint_bytes}}}};
         for (int st = 0; st < static_cast<int>(Stage::count); ++st)
             j["stage_seconds"][std::string(stage_name(static_cast<Stage>(st)))] = s.stages[static_cast<Stage>(st)];
@@ -248,11 +251,12 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
         fmt::print(out, "\ncache      {:.1f} B/token over these layers (dense attention: {:.1f} B/token, {:.1f}x)\n",
                    sparse_bytes, dense_bytes, sparse_bytes > 0 ? dense_bytes / sparse_bytes : 0.0);
         fmt::print(out,
-                   "memory     peak RSS while running {:.0f} MiB = prepared weights {:.0f} MiB + cache pools {:.0f} MiB + "
-                   "{:.0f} MiB other (workspaces, activations, code); loading peaked at {:.0f} MiB with the {:.0f} MiB "
+                   "memory     peak RSS while running {:.0f} MiB = {:.2f}x the stated {:.0f} MiB (prepared weights {:.0f} + "
+                   "cache pools {:.0f} + model workspaces {:.0f}); loading peaked at {:.0f} MiB with the {:.0f} MiB "
                    "checkpoint, freed after loading\n",
-                   mib(run_peak_rss), mib(weight_bytes), mib(cache_bytes), mib(run_peak_rss - weight_bytes - cache_bytes),
-                   mib(load_peak_rss), mib(checkpoint_bytes));
+                   mib(run_peak_rss), stated_bytes > 0 ? static_cast<double>(run_peak_rss) / stated_bytes : 0.0,
+                   mib(stated_bytes), mib(weight_bytes), mib(cache_bytes), mib(workspace_bytes), mib(load_peak_rss),
+                   mib(checkpoint_bytes));
         if (non_finite) fmt::print(out, "warning    {} non-finite output values\n", non_finite);
     }
     if (non_finite) return internal_error("{} non-finite values in the last layer's outputs", non_finite);

@@ -10,6 +10,9 @@ namespace sieve::dsv4 {
 
 namespace {
 
+// Tokens whose queries are normalized and rotated in one fp32 buffer (§2.2, §2.3).
+constexpr int64_t kQueryNormTokens = 16;
+
 // Byte offset helper for activation buffers whose element type is decided at run time.
 void* at(void* base, int64_t elements, DType t) {
     return static_cast<uint8_t*>(base) + elements * static_cast<int64_t>(dtype_size(t));
@@ -92,11 +95,11 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
     AlignedBuffer& ws = s.workspace;
 
     // ---- query and K = V paths (§3.1, §3.2) ----
-    void* qr = sized(s.qr, N * Rq);  // [N, q_lora_rank] act: q_norm output, also the indexer's input
+    void* qr = act_buffer(s.qr, N * Rq);  // [N, q_lora_rank] act: q_norm output, also the indexer's input
     void* q_att = nullptr;           // [N, H, d] act: the rotated queries
     {
         ScopedStageTimer timer(times, Stage::projections);
-        void* qa = sized(s.qa, N * Rq);  // [N, q_lora_rank] act
+        void* qa = act_buffer(s.qa, N * Rq);  // [N, q_lora_rank] act
         SIEVE_RETURN_IF_ERROR(w_.wq_a.run(x, DType::f32, D, qa, act_, Rq, N, ws));
         RmsNormParams qn;
         qn.x = qa;
@@ -109,26 +112,32 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         qn.x_type = qn.y_type = act_;
         SIEVE_RETURN_IF_ERROR(backend_.rms_norm(qn));
 
-        void* q = sized(s.q, N * H * d);        // [N, H, d] act: wq_b output
-        float* q32 = sized(s.q32, N * H * d);  // [N, H, d] f32: head-normed
+        void* q = act_buffer(s.q, N * H * d);  // [N, H, d] act: wq_b output, then the rotated queries
         SIEVE_RETURN_IF_ERROR(w_.wq_b.run(qr, act_, Rq, q, act_, H * d, N, ws));
         // Per-head weight-free RMSNorm (§2.2) in fp32, RoPE in fp32, one rounding to the activation type
-        // (vLLM CPU qnorm_rope: "fp32 throughout, single rounding").
-        RmsNormParams hn;
-        hn.x = q;
-        hn.y = q32;
-        hn.weight_mode = RmsNormWeight::none;
-        hn.n_tokens = N;
-        hn.n_heads = H;
-        hn.dim = d;
-        hn.x_token_stride = hn.y_token_stride = H * d;
-        hn.x_head_stride = hn.y_head_stride = d;
-        hn.eps = eps;
-        hn.x_type = act_;
-        hn.y_type = DType::f32;
-        SIEVE_RETURN_IF_ERROR(backend_.rms_norm(hn));
-        q_att = act_ == DType::f32 ? static_cast<void*>(q32) : q;
-        SIEVE_RETURN_IF_ERROR(rope(q32, DType::f32, q_att, act_, positions, N, H, d, false));
+        // (vLLM CPU qnorm_rope: "fp32 throughout, single rounding"), a few tokens at a time so that the
+        // fp32 rows stay a small buffer (a 2048-token chunk would need 256 MiB).
+        const int64_t chunk = std::min<int64_t>(N, kQueryNormTokens);
+        float* q32 = sized(s.q32, chunk * H * d);  // [chunk, H, d] f32: head-normed
+        for (int64_t t0 = 0; t0 < N; t0 += chunk) {
+            const int64_t n = std::min(chunk, N - t0);
+            void* q_rows = at(q, t0 * H * d, act_);
+            RmsNormParams hn;
+            hn.x = q_rows;
+            hn.y = q32;
+            hn.weight_mode = RmsNormWeight::none;
+            hn.n_tokens = n;
+            hn.n_heads = H;
+            hn.dim = d;
+            hn.x_token_stride = hn.y_token_stride = H * d;
+            hn.x_head_stride = hn.y_head_stride = d;
+            hn.eps = eps;
+            hn.x_type = act_;
+            hn.y_type = DType::f32;
+            SIEVE_RETURN_IF_ERROR(backend_.rms_norm(hn));
+            SIEVE_RETURN_IF_ERROR(rope(q32, DType::f32, q_rows, act_, positions + t0, n, H, d, false));
+        }
+        q_att = q;
 
         float* kv = sized(s.kv, 2 * N * d);
         void* kv_raw = kv;        // [N, d] act: wkv output
@@ -187,7 +196,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
     }
 
     // ---- sparse attention with sink (§3.8) ----
-    void* o = sized(s.o, N * H * d);  // [N, H, d] act: attention output
+    void* o = act_buffer(s.o, N * H * d);  // [N, H, d] act: attention output
     {
         ScopedStageTimer timer(times, Stage::attention);
         SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
@@ -230,7 +239,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         ScopedStageTimer timer(times, Stage::output);
         // The inverse rotation writes each group's heads as one contiguous [N, (H/G)·d] block, so that every
         // wo_a GEMM reads a dense input (a strided one can be far slower, e.g. in oneDNN).
-        void* og = sized(s.og, N * H * d);  // [G, N, (H/G)·d] act
+        void* og = q_att;  // [G, N, (H/G)·d] act, in the queries' buffer: attention has read them
         for (int64_t g = 0; g < G; ++g) {
             RopeParams p;
             p.x = at(o, g * Hg * d, act_);
@@ -252,7 +261,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
             p.positions_type = DType::i64;
             SIEVE_RETURN_IF_ERROR(backend_.rope(p));
         }
-        void* z = sized(s.z, N * G * Ro);  // [N, G·o_lora_rank] act
+        void* z = act_buffer(s.z, N * G * Ro);  // [N, G·o_lora_rank] act
         for (int64_t g = 0; g < G; ++g)
             SIEVE_RETURN_IF_ERROR(w_.wo_a[static_cast<size_t>(g)].run(at(og, g * N * Hg * d, act_), act_, Hg * d,
                                                                        at(z, g * Ro, act_), act_, G * Ro, N, ws));

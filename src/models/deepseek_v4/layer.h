@@ -66,6 +66,10 @@ private:
                         SelectionObserver* observer, Scratch& s);
     Status rope(void* x, DType x_type, void* y, DType y_type, const int64_t* positions, int64_t n_tokens,
                 int64_t n_heads, int64_t head_dim, bool inverse);
+    // A buffer of n activations (act_: 4 or 2 bytes each) in a float vector.
+    void* act_buffer(std::vector<float>& v, int64_t n) const {
+        return sized(v, act_ == DType::bf16 ? (n + 1) / 2 : n);
+    }
 
     const DeepseekV4Config& config_;
     const DeepseekV4Layer& spec_;

@@ -38,7 +38,7 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
         const float scale = static_cast<float>(config_.index_score_scale);
         for (int64_t i = 0; i < N * HI; ++i) iw[i] *= scale;
         // qI_t = W_Iq · qr_t, rotated at p_t on the last r dims of each head (§3.6).
-        void* iq = sized(s.index_q, N * HI * cI);  // [N, H_I, c_I] act
+        void* iq = act_buffer(s.index_q, N * HI * cI);  // [N, H_I, c_I] act
         SIEVE_RETURN_IF_ERROR(w_.indexer_wq_b.run(qr, act_, Rq, iq, act_, HI * cI, N, ws));
         SIEVE_RETURN_IF_ERROR(rope(iq, act_, iq, act_, batch.positions.data(), N, HI, cI, false));
 

@@ -37,6 +37,7 @@ public:
         return layers_[static_cast<size_t>(layer_pos)]->forward(batch, input, output, times, observer_, scratch_);
     }
     void set_selection_observer(SelectionObserver* observer) override { observer_ = observer; }
+    int64_t workspace_bytes() const override { return scratch_.bytes(); }
 
     Status load(const Checkpoint& checkpoint, const DeepseekV4Options& options);
 

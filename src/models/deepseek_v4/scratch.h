@@ -25,6 +25,7 @@ public:
         return data_.get();
     }
     Workspace workspace(size_t bytes) { return Workspace{bytes ? get(bytes) : nullptr, bytes}; }
+    size_t capacity() const { return capacity_; }
 
 private:
     struct Free {
@@ -34,11 +35,12 @@ private:
     size_t capacity_ = 0;
 };
 
-// Activation buffers ("act": f32 in exact, bf16 in deployed) are sized in elements of 4 bytes, bf16
-// activations use half of each. N = tokens of the step, E = entries the step completes.
+// Activation buffers ("act": f32 in exact, bf16 in deployed) are float vectors sized to their bytes
+// (AttentionLayer::act_buffer). N = tokens of the step, E = entries the step completes.
 struct Scratch {
     std::vector<float> qa, qr;        // [N, q_lora_rank] act
-    std::vector<float> q, q32;        // [N, H, d] act (wq_b output), f32 (head-normed)
+    std::vector<float> q;             // [N, H, d] act: wq_b output, rotated queries, then o grouped for wo_a
+    std::vector<float> q32;           // [16, H, d] f32: head-normed queries of a few tokens
     std::vector<float> kv;            // [2, N, d] act: wkv output, normed + rotated rows
     std::vector<float> comp;          // [N, 2·coff·c] f32: compressor a_s | b_s
     std::vector<float> pooled;        // [E, c] f32
@@ -46,7 +48,6 @@ struct Scratch {
     std::vector<float> index_w;       // [N, H_I] f32
     std::vector<float> scores;        // [N, max_keys] f32
     std::vector<float> o;             // [N, H, d] act
-    std::vector<float> og;            // [G, N, (H/G)·d] act: o de-rotated, grouped for wo_a
     std::vector<float> z;             // [N, G·o_lora_rank] act
     std::vector<int32_t> swa_slots, state_slots;  // [N]
     std::vector<int32_t> window;      // [N, sliding_window]
@@ -58,6 +59,17 @@ struct Scratch {
     std::vector<int32_t> selected;    // [N, index_topk]
     std::vector<int64_t> entry_positions;  // [E]
     AlignedBuffer workspace;  // op workspaces (linear, top-k, indexer scores, sparse attention)
+
+    // Bytes held by every buffer (`sieve run`'s memory report).
+    int64_t bytes() const {
+        int64_t b = static_cast<int64_t>(workspace.capacity());
+        for (const auto* v : {&qa, &qr, &q, &q32, &kv, &comp, &pooled, &index_q, &index_w, &scores, &o, &z})
+            b += static_cast<int64_t>(v->capacity() * sizeof(float));
+        for (const auto* v : {&swa_slots, &state_slots, &window, &gather, &entry_slots, &comp_list, &key_slots, &n_keys,
+                              &selected})
+            b += static_cast<int64_t>(v->capacity() * sizeof(int32_t));
+        return b + static_cast<int64_t>(entry_positions.capacity() * sizeof(int64_t));
+    }
 };
 
 template <typename T>

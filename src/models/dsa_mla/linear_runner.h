@@ -18,6 +18,7 @@ public:
     // At least `bytes` bytes; contents are not kept across growth.
     Expected<void*> get(size_t bytes);
     Workspace workspace(size_t bytes);  // get() as a Workspace (data nullptr on allocation failure)
+    int64_t bytes() const { return static_cast<int64_t>(buffer_.nbytes()); }
 
 private:
     Tensor buffer_;

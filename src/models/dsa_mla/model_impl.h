@@ -58,6 +58,13 @@ public:
     Status forward(int64_t layer_pos, const StepBatch& batch, const float* input, float* output,
                    StageTimes* times) override;
     void set_selection_observer(SelectionObserver* observer) override { observer_ = observer; }
+    int64_t workspace_bytes() const override {
+        int64_t b = 0;
+        for (const Scratch* s : {&op_workspace_, &q_c_, &ckv_, &q_, &q_mqa_, &o_lat_, &o_, &gate_, &idx_q_, &idx_kw_,
+                                 &idx_k_, &idx_q8_, &idx_q_scale_, &scores_, &n_keys_, &attn_slots_})
+            b += s->bytes();
+        return b;
+    }
 
 private:
     Expected<StepCacheInfo> step_cache_info(const StepBatch& batch) const;
