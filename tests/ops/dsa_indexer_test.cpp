@@ -127,6 +127,10 @@ TEST(DsaIndexerScores, EveryBackendAgreesWithRef) {
         {64, 128, 3, 1, 64, DsaIndexerKeyFormat::fp8_blocked}, {32, 128, 4, 2, 64, DsaIndexerKeyFormat::f32},
         {5, 20, 7, 3, 8, DsaIndexerKeyFormat::f32},   {3, 24, 4, 2, 16, DsaIndexerKeyFormat::fp8_blocked},
         {1, 1, 3, 1, 4, DsaIndexerKeyFormat::f32},    {7, 128, 2, 2, 16, DsaIndexerKeyFormat::fp8_blocked},
+        // Many rows per sequence (the cpu kernel converts a key tile once for all the rows of its sequence),
+        // odd Di (a zero partner for the last bf16 pair), heads not a multiple of the lanes.
+        {64, 128, 40, 1, 64, DsaIndexerKeyFormat::fp8_blocked}, {17, 33, 24, 2, 16, DsaIndexerKeyFormat::fp8_blocked},
+        {12, 20, 30, 3, 8, DsaIndexerKeyFormat::f32},
     };
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const ScoreCase& k = cases[ci];

@@ -3,6 +3,7 @@
 // batches that split heads), with tolerances derived from the dot-product length; and the semantics
 // of the sink against values computed by hand.
 #include <cmath>
+#include <limits>
 
 #include "dsv4_cache_util.h"
 #include "ops/sparse_mqa.h"
@@ -10,11 +11,15 @@
 namespace sieve::test {
 namespace {
 
+enum class SinkValues { random, minus_inf, huge };  // normal(2); −inf (no virtual key); 1e30 (it takes all the weight)
+
 struct MqaCase {
     int64_t n_tokens, n_heads, head_dim, rope_dim, n_window, n_compressed;
     KvRecordFormat window_format, compressed_format;
     bool sink, padded;
     DType q_type, out_type;
+    SinkValues sink_values = SinkValues::random;
+    bool all_holes = false;  // every slot of every token is −1
 };
 
 // Fills `n` entries of a cache with random rows through ref kv_store; returns their slots.
@@ -46,9 +51,9 @@ std::vector<float> load_rows(Backend& ref, TestCache& cache, const KvRecordLayou
     return y;
 }
 
+void check_cases(const std::vector<MqaCase>& cases, Rng& rng);
+
 TEST(SparseMqaConformance, EveryBackendMatchesRef) {
-    auto ref = ref_backend();
-    auto backends = backends_under_test();
     Rng rng(4202);
     std::vector<MqaCase> cases;
     for (int c = 0; c < 24; ++c) {
@@ -69,13 +74,42 @@ TEST(SparseMqaConformance, EveryBackendMatchesRef) {
         m.out_type = rng.coin() ? DType::bf16 : DType::f32;
         cases.push_back(m);
     }
+    check_cases(cases, rng);
+}
+
+// The shapes of the chunked kernel's edges (rows in chunks of 64, heads in register blocks of 4, decode
+// tokens split by heads): many tokens, row counts across chunk boundaries and not multiples of the
+// chunk or the vector width, V4-Flash / -Pro head counts at head_dim 512, lists of only −1, and the
+// sink at −inf (no virtual key) and at 1e30 (the virtual key takes all the weight: o ≈ 0).
+TEST(SparseMqaConformance, ChunkEdgesAndRealShapes) {
+    Rng rng(4203);
+    const KvRecordFormat fp8 = KvRecordFormat::fp8_ds_mla, f32 = KvRecordFormat::f32;
+    std::vector<MqaCase> cases = {
+        // T   H    d    r   window compressed  formats     sink   padded q            out
+        {37, 5, 72, 8, 13, 20, fp8, fp8, true, true, DType::bf16, DType::f32},     // many tokens, odd heads
+        {3, 8, 40, 0, 64, 0, f32, f32, true, false, DType::f32, DType::f32},       // 64 listed (one chunk with holes)
+        {2, 6, 32, 8, 65, 64, fp8, f32, true, true, DType::f32, DType::bf16},      // 129 listed: 2 chunks + 1 row
+        {1, 64, 512, 64, 128, 79, fp8, fp8, true, false, DType::bf16, DType::bf16},  // V4-Flash decode, 207 rows
+        {1, 128, 512, 64, 50, 150, fp8, fp8, true, false, DType::bf16, DType::bf16},  // V4-Pro head count
+        {4, 9, 17, 4, 70, 3, f32, f32, false, true, DType::f32, DType::f32},       // d below one vector, no sink
+        {3, 4, 32, 8, 8, 6, fp8, fp8, true, true, DType::f32, DType::f32, SinkValues::random, true},  // only −1
+        {1, 64, 32, 8, 8, 6, fp8, fp8, true, false, DType::f32, DType::f32, SinkValues::random, true},  // split, only −1
+        {2, 7, 40, 0, 30, 45, f32, f32, true, false, DType::f32, DType::f32, SinkValues::minus_inf},
+        {2, 7, 40, 0, 30, 45, f32, f32, true, false, DType::f32, DType::f32, SinkValues::huge},
+    };
+    check_cases(cases, rng);
+}
+
+void check_cases(const std::vector<MqaCase>& cases, Rng& rng) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const MqaCase& c = cases[ci];
-        SCOPED_TRACE(fmt::format("case {}: T {} H {} d {} r {} window {} ({}) compressed {} ({}) sink {} q {} out {}", ci,
+        SCOPED_TRACE(fmt::format("case {}: T {} H {} d {} r {} window {} ({}) compressed {} ({}) sink {} ({}) q {} out {}{}", ci,
                                  c.n_tokens, c.n_heads, c.head_dim, c.rope_dim, c.n_window,
                                  kv_record_format_name(c.window_format), c.n_compressed,
-                                 kv_record_format_name(c.compressed_format), c.sink, dtype_name(c.q_type),
-                                 dtype_name(c.out_type)));
+                                 kv_record_format_name(c.compressed_format), c.sink, static_cast<int>(c.sink_values),
+                                 dtype_name(c.q_type), dtype_name(c.out_type), c.all_holes ? " only -1" : ""));
         const KvRecordLayout wl{c.window_format, c.head_dim, c.rope_dim}, cl{c.compressed_format, c.head_dim, c.rope_dim};
         TestCache wcache(wl.entry_bytes(), 3, 8), ccache(cl.entry_bytes(), 5, 6);
         const std::vector<int32_t> wslots_all = fill_cache(*ref, rng, wcache, wl, 20);
@@ -84,7 +118,7 @@ TEST(SparseMqaConformance, EveryBackendMatchesRef) {
         const int64_t ws = c.n_window + (c.padded ? 3 : 0), cs = c.n_compressed + (c.padded ? 2 : 0);
         std::vector<int32_t> wlist(static_cast<size_t>(c.n_tokens * ws), -7), clist(static_cast<size_t>(c.n_tokens * std::max<int64_t>(cs, 1)), -7);
         for (int64_t t = 0; t < c.n_tokens; ++t) {
-            const bool empty = t == c.n_tokens - 1 && c.n_tokens > 1;
+            const bool empty = (t == c.n_tokens - 1 && c.n_tokens > 1) || c.all_holes;
             for (int64_t j = 0; j < c.n_window; ++j)
                 wlist[static_cast<size_t>(t * ws + j)] = empty || rng.coin(0.2) ? -1 : rng.pick(wslots_all);
             for (int64_t j = 0; j < c.n_compressed; ++j)
@@ -95,7 +129,10 @@ TEST(SparseMqaConformance, EveryBackendMatchesRef) {
         RowsTensor q(ql, c.q_type);
         q.fill([&] { return rng.normal(1.5f); });
         std::vector<float> sink(static_cast<size_t>(c.n_heads));
-        for (float& s : sink) s = rng.normal(2.0f);
+        for (float& s : sink)
+            s = c.sink_values == SinkValues::random    ? rng.normal(2.0f)
+                : c.sink_values == SinkValues::minus_inf ? -std::numeric_limits<float>::infinity()
+                                                         : 1e30f;
         const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
         auto run = [&](Backend& b, RowsTensor& out) {
@@ -176,9 +213,10 @@ TEST(SparseMqaConformance, EveryBackendMatchesRef) {
             ASSERT_TRUE(st.is_ok()) << st.to_string();
             EXPECT_TRUE(all_close(want.values(), got.values(), tol, "sparse_mqa out"));
             EXPECT_TRUE(got.intact("sparse_mqa out"));
-            if (c.n_tokens > 1) {  // the token without valid rows: exactly 0 (§3.8)
+            for (int64_t t = 0; t < c.n_tokens; ++t) {  // tokens without valid rows: exactly 0 (§3.8)
+                if (!c.all_holes && (t < c.n_tokens - 1 || c.n_tokens == 1)) continue;
                 for (int64_t h = 0; h < c.n_heads; ++h)
-                    for (int64_t i = 0; i < c.head_dim; ++i) ASSERT_EQ(got.get(c.n_tokens - 1, h, i), 0.0f);
+                    for (int64_t i = 0; i < c.head_dim; ++i) ASSERT_EQ(got.get(t, h, i), 0.0f);
             }
         }
     }

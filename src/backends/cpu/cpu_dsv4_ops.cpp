@@ -185,8 +185,8 @@ const CpuDsv4Kernels& dsv4_kernels_for(Isa isa) {
     switch (isa) {
         case Isa::scalar: return kCpuDsv4KernelsScalar;
         case Isa::avx2: return kCpuDsv4KernelsAvx2;
-        case Isa::avx512:
-        case Isa::avx512_bf16: return kCpuDsv4KernelsAvx512;
+        case Isa::avx512: return kCpuDsv4KernelsAvx512;
+        case Isa::avx512_bf16: return kCpuDsv4KernelsAvx512Bf16;
     }
     return kCpuDsv4KernelsScalar;
 }
@@ -238,28 +238,54 @@ Status dsv4_compressor_pool(ThreadPool& pool, const CompressorPoolParams& p) {
 }
 
 // ---- sparse MQA ----------------------------------------------------------------------------------------
+//
+// Work items are (token, head chunk): a call dequantizes and transposes the token's rows once for the
+// heads of its chunk (dsv4_kernels.h sparse_mqa_block), so splitting a token's heads repeats that work
+// (dequantization, transposition, softmax: ~15 % of a 32-head item in a perf profile of dev/bench_attention's
+// decode at d = 512, i.e. about kMqaSetupHeads heads' worth).
+// The split is the one with the shortest estimated makespan over the pool's threads: a decode step of one
+// token still splits its 64 heads over the threads, a prefill chunk keeps every token whole. Threads claim
+// items dynamically (items are equal, but the machine may be shared).
 
 namespace {
 
+constexpr int64_t kMqaSetupHeads = 4;
+
 struct MqaPlan {
-    int64_t rows = 0, logits = 0, q = 0, acc = 0, slot_bytes = 0;
-    int64_t head_chunks = 1, items = 0, slots = 0;
+    int64_t q = 0, kc = 0, kt = 0, lg = 0, acc = 0, mx = 0, den = 0, slot_bytes = 0;
+    int64_t heads_per_item = 1, head_chunks = 1, items = 0, slots = 0;
 };
 
 MqaPlan mqa_plan(const ThreadPool& pool, const SparseMqaParams& p) {
     MqaPlan m;
-    const int64_t n_listed = std::max<int64_t>(p.n_window, 0) + std::max<int64_t>(p.n_compressed, 0);
-    const int64_t d = std::max<int64_t>(p.head_dim, 0);
-    m.rows = round_up(n_listed * 8);
-    m.logits = m.rows + round_up(n_listed * d * 4);
-    m.q = m.logits + round_up(n_listed * 4);
-    m.acc = m.q + round_up(d * 4);
-    m.slot_bytes = m.acc + round_up(d * 4);
-    const int64_t threads = pool.size();
-    // Few tokens (decode): split the heads too, each part gathering the token's rows itself.
-    if (p.n_tokens > 0 && p.n_tokens < threads)
-        m.head_chunks = std::min<int64_t>(std::max<int64_t>(p.n_heads, 1), (threads + p.n_tokens - 1) / p.n_tokens);
-    m.items = std::max<int64_t>(p.n_tokens, 0) * m.head_chunks;
+    const int64_t threads = std::max<int64_t>(pool.size(), 1);
+    const int64_t tokens = std::max<int64_t>(p.n_tokens, 0), heads = std::max<int64_t>(p.n_heads, 1);
+    // Makespan of k chunks per token, in heads' worth of work: rounds of items × (heads of an item + setup);
+    // chunks hold whole register blocks of kSparseMqaHeadBlock heads where the heads allow.
+    const int64_t block = heads >= 2 * kSparseMqaHeadBlock ? kSparseMqaHeadBlock : 1;
+    int64_t best = -1;
+    for (int64_t k = 1; k <= std::min<int64_t>(threads, heads); ++k) {
+        const int64_t hpi = (heads + k - 1) / k;
+        const int64_t per = (hpi + block - 1) / block * block;
+        const int64_t chunks = (heads + per - 1) / per;
+        const int64_t rounds = (tokens * chunks + threads - 1) / threads;
+        const int64_t cost = rounds * (per + kMqaSetupHeads);
+        if (best < 0 || cost < best) {
+            best = cost;
+            m.heads_per_item = std::min(per, heads);
+            m.head_chunks = chunks;
+        }
+    }
+    const int64_t d = std::max<int64_t>(p.head_dim, 0), nh = m.heads_per_item, C = kSparseMqaChunk;
+    m.q = 0;
+    m.kc = m.q + round_up(nh * d * 4);
+    m.kt = m.kc + round_up(C * d * 4);
+    m.lg = m.kt + round_up(C * d * 4);
+    m.acc = m.lg + round_up(nh * C * 4);
+    m.mx = m.acc + round_up(nh * d * 4);
+    m.den = m.mx + round_up(nh * 4);
+    m.slot_bytes = m.den + round_up(nh * 4);
+    m.items = tokens * m.head_chunks;
     m.slots = std::min<int64_t>(threads, m.items);
     return m;
 }
@@ -267,6 +293,7 @@ MqaPlan mqa_plan(const ThreadPool& pool, const SparseMqaParams& p) {
 }  // namespace
 
 size_t dsv4_sparse_mqa_workspace_size(const ThreadPool& pool, const SparseMqaParams& p) {
+    if (p.n_tokens <= 0 || p.n_heads <= 0) return 0;
     const MqaPlan m = mqa_plan(pool, p);
     return static_cast<size_t>(m.slots * m.slot_bytes);
 }
@@ -274,7 +301,7 @@ size_t dsv4_sparse_mqa_workspace_size(const ThreadPool& pool, const SparseMqaPar
 Status dsv4_sparse_mqa(const CpuDsv4Kernels& k, ThreadPool& pool, const SparseMqaParams& p, Workspace ws) {
     SIEVE_RETURN_IF_ERROR(validate(p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu sparse_mqa", ws, dsv4_sparse_mqa_workspace_size(pool, p)));
-    if (p.n_tokens == 0) return Status::ok();
+    if (p.n_tokens == 0 || p.n_heads == 0) return Status::ok();
     const MqaPlan m = mqa_plan(pool, p);
     SparseMqaKernelArgs a;
     a.q = p.q;
@@ -297,19 +324,23 @@ Status dsv4_sparse_mqa(const CpuDsv4Kernels& k, ThreadPool& pool, const SparseMq
     a.out_head_stride = p.out_head_stride;
     a.n_heads = p.n_heads;
     a.head_dim = p.head_dim;
-    a.ws_rows = m.rows;
-    a.ws_logits = m.logits;
     a.ws_q = m.q;
+    a.ws_kc = m.kc;
+    a.ws_kt = m.kt;
+    a.ws_lg = m.lg;
     a.ws_acc = m.acc;
-    const int64_t heads_per_chunk = (p.n_heads + m.head_chunks - 1) / m.head_chunks;
-    std::atomic<int64_t> next_slot{0};  // each chunk claims one workspace slot (≤ one chunk per thread)
-    parallel_chunks(pool, m.items, 1, [&](int64_t b, int64_t e) {
+    a.ws_mx = m.mx;
+    a.ws_den = m.den;
+    std::atomic<int64_t> next_slot{0}, next_item{0};
+    parallel_chunks(pool, m.slots, 1, [&](int64_t b, int64_t e) {
         const int64_t slot = next_slot.fetch_add(1);
         SIEVE_ASSERT(slot < m.slots, "sparse_mqa: more chunks than workspace slots");
         void* w = static_cast<char*>(ws.data) + slot * m.slot_bytes;
-        for (int64_t item = b; item < e; ++item) {
-            const int64_t t = item / m.head_chunks, h0 = (item % m.head_chunks) * heads_per_chunk;
-            const int64_t h1 = std::min(p.n_heads, h0 + heads_per_chunk);
+        (void)b;
+        (void)e;
+        for (int64_t item = next_item.fetch_add(1); item < m.items; item = next_item.fetch_add(1)) {
+            const int64_t t = item / m.head_chunks, h0 = (item % m.head_chunks) * m.heads_per_item;
+            const int64_t h1 = std::min(p.n_heads, h0 + m.heads_per_item);
             if (h0 < h1) k.sparse_mqa_block(a, t, h0, h1, w);
         }
     });
@@ -317,27 +348,65 @@ Status dsv4_sparse_mqa(const CpuDsv4Kernels& k, ThreadPool& pool, const SparseMq
 }
 
 // ---- indexer scores ------------------------------------------------------------------------------------
+//
+// Work units are (list, key tile) pairs over all the tokens of the list (dsv4_kernels.h
+// indexer_scores_tile): a key is converted from its storage format once per step, however many tokens of
+// its request are scored (a prefill chunk, or one decode token), and a single decode token still splits
+// into many tiles for the threads. Threads claim units dynamically (units differ in tokens and keys).
 
 namespace {
 
+constexpr int64_t kIdxMaxTile = 512;  // keys per unit: q is transposed once per (token, unit), ≤ 3 % of the dots
+constexpr int64_t kIdxMinTile = 64;
+
 struct ScoresPlan {
-    int64_t key = 0, slot_bytes = 0, slots = 0;
+    int64_t key_tile = 0, heads_pad = 0, dim_pad = 0;
+    int64_t qt = 0, w = 0, tile = 0, rows = 0, scale = 0, flag = 0, zero = 0, key = 0, tag = 0, slot_bytes = 0;
+    int64_t slots = 0;
+    // shared part, before the slots: tokens grouped by list [n_tokens] i32, list offsets [n_lists + 1] i32,
+    // unit offsets [n_lists + 1] i64, keys of each list (max n_keys of its tokens) [n_lists] i32
+    int64_t tok_by_list = 0, list_off = 0, unit_off = 0, list_keys = 0, shared_bytes = 0;
 };
+
+int64_t round_to(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 ScoresPlan scores_plan(const ThreadPool& pool, const IndexerScoresParams& p) {
     ScoresPlan s;
     const int64_t d = std::max<int64_t>(p.head_dim, 0), h = std::max<int64_t>(p.n_heads, 0);
-    s.key = round_up(h * d * 4);
-    s.slot_bytes = s.key + round_up(d * 4);
-    s.slots = std::min<int64_t>(pool.size(), std::max<int64_t>(p.n_tokens, 0));
+    const int64_t lists = std::max<int64_t>(p.n_lists, 0), keys = std::max<int64_t>(p.max_keys, 0);
+    const int64_t threads = std::max<int64_t>(pool.size(), 1);
+    // Tiles small enough for ~4 units per thread when there are few keys, at most kIdxMaxTile.
+    const int64_t want = (lists * keys + 4 * threads - 1) / (4 * threads);
+    s.key_tile = std::clamp(round_to(std::max<int64_t>(want, 1), kIdxMinTile), kIdxMinTile, kIdxMaxTile);
+    s.key_tile = std::min(s.key_tile, round_to(std::max<int64_t>(keys, 1), 16));
+    s.heads_pad = round_to(std::max<int64_t>(h, 1), 16);
+    s.dim_pad = round_to(d + 1, 16);  // + 1: the zero partner of an odd last dim
+    s.qt = 0;
+    s.w = s.qt + round_up(s.dim_pad * s.heads_pad * 4);
+    s.tile = s.w + round_up(s.heads_pad * 4);
+    s.rows = s.tile + round_up(s.key_tile * s.dim_pad * 4);
+    s.scale = s.rows + round_up(s.key_tile * 8);
+    s.flag = s.scale + round_up(s.key_tile * 4);
+    s.zero = s.flag + round_up(s.key_tile * 4);
+    s.key = s.zero + round_up(s.dim_pad * 4);
+    s.tag = s.key + round_up(s.dim_pad * 4);
+    s.slot_bytes = s.tag + round_up(8);
+    const int64_t max_units = lists * ((keys + s.key_tile - 1) / s.key_tile);
+    s.slots = std::min<int64_t>(threads, max_units);
+    s.tok_by_list = 0;
+    s.list_off = round_up(std::max<int64_t>(p.n_tokens, 0) * 4);
+    s.unit_off = s.list_off + round_up((lists + 1) * 4);
+    s.list_keys = s.unit_off + round_up((lists + 1) * 8);
+    s.shared_bytes = s.list_keys + round_up(lists * 4);
     return s;
 }
 
 }  // namespace
 
 size_t dsv4_indexer_scores_workspace_size(const ThreadPool& pool, const IndexerScoresParams& p) {
+    if (p.n_tokens <= 0 || p.max_keys <= 0) return 0;
     const ScoresPlan s = scores_plan(pool, p);
-    return static_cast<size_t>(s.slots * s.slot_bytes);
+    return static_cast<size_t>(s.shared_bytes + s.slots * s.slot_bytes);
 }
 
 Status dsv4_indexer_scores(const CpuDsv4Kernels& k, ThreadPool& pool, const IndexerScoresParams& p, Workspace ws) {
@@ -355,19 +424,71 @@ Status dsv4_indexer_scores(const CpuDsv4Kernels& k, ThreadPool& pool, const Inde
     a.keys = record_cache(p.keys, p.key_layout());
     a.key_slots = p.key_slots;
     a.key_slots_stride = p.key_slots_stride;
-    a.token_list = p.token_list;
     a.n_keys = p.n_keys;
     a.scores = p.scores;
     a.scores_row_stride = p.scores_row_stride;
     a.n_heads = p.n_heads;
     a.head_dim = p.head_dim;
+    a.bf16_dot = k.bf16_dot && a.q_bf16 && p.key_format == KvRecordFormat::fp8_scaled;
+    a.key_tile = s.key_tile;
+    a.heads_pad = s.heads_pad;
+    a.dim_pad = s.dim_pad;
+    a.ws_qt = s.qt;
+    a.ws_w = s.w;
+    a.ws_tile = s.tile;
+    a.ws_rows = s.rows;
+    a.ws_scale = s.scale;
+    a.ws_flag = s.flag;
+    a.ws_zero = s.zero;
     a.ws_key = s.key;
-    std::atomic<int64_t> next_slot{0};
-    const int64_t per_token = std::max<int64_t>(p.max_keys * p.n_heads * p.head_dim, 1);
-    parallel_chunks(pool, p.n_tokens, min_chunk_for(per_token, 1 << 16), [&](int64_t b, int64_t e) {
+    a.ws_tag = s.tag;
+
+    // Tokens grouped by list (stable counting sort) and each list's units: ⌈max n_keys / tile⌉.
+    char* shared = static_cast<char*>(ws.data);
+    int32_t* tok_by_list = reinterpret_cast<int32_t*>(shared + s.tok_by_list);
+    int32_t* list_off = reinterpret_cast<int32_t*>(shared + s.list_off);
+    int64_t* unit_off = reinterpret_cast<int64_t*>(shared + s.unit_off);
+    int32_t* list_keys = reinterpret_cast<int32_t*>(shared + s.list_keys);
+    std::fill(list_off, list_off + p.n_lists + 1, 0);
+    std::fill(list_keys, list_keys + p.n_lists, 0);
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+        const int32_t l = p.token_list[t];
+        ++list_off[l + 1];
+        list_keys[l] = std::max(list_keys[l], p.n_keys[t]);
+    }
+    unit_off[0] = 0;
+    for (int64_t l = 0; l < p.n_lists; ++l) {
+        list_off[l + 1] += list_off[l];
+        unit_off[l + 1] = unit_off[l] + (list_keys[l] + s.key_tile - 1) / s.key_tile;
+    }
+    for (int64_t t = 0; t < p.n_tokens; ++t) {  // list_off[l] is list l's fill position, then its end
+        const int32_t l = p.token_list[t];
+        tok_by_list[list_off[l]++] = static_cast<int32_t>(t);
+    }
+    for (int64_t l = p.n_lists; l > 0; --l) list_off[l] = list_off[l - 1];
+    list_off[0] = 0;
+    const int64_t units = unit_off[p.n_lists];
+    if (units == 0) return Status::ok();
+
+    char* slots_base = shared + s.shared_bytes;
+    std::atomic<int64_t> next_slot{0}, next_unit{0};
+    const int64_t workers = std::min<int64_t>(s.slots, units);
+    parallel_chunks(pool, workers, 1, [&](int64_t b, int64_t e) {
         const int64_t slot = next_slot.fetch_add(1);
         SIEVE_ASSERT(slot < s.slots, "indexer_scores: more chunks than workspace slots");
-        k.indexer_scores_rows(a, b, e, static_cast<char*>(ws.data) + slot * s.slot_bytes);
+        char* w = slots_base + slot * s.slot_bytes;
+        const int64_t none = -1;
+        std::memcpy(w + s.tag, &none, 8);
+        (void)b;
+        (void)e;
+        int64_t l = 0;
+        for (int64_t u = next_unit.fetch_add(1); u < units; u = next_unit.fetch_add(1)) {
+            // Units are claimed in increasing order: the list only moves forward.
+            while (unit_off[l + 1] <= u) ++l;
+            const int64_t k0 = (u - unit_off[l]) * s.key_tile;
+            const int64_t k1 = std::min<int64_t>(list_keys[l], k0 + s.key_tile);
+            k.indexer_scores_tile(a, l, tok_by_list + list_off[l], list_off[l + 1] - list_off[l], k0, k1, w);
+        }
     });
     return Status::ok();
 }

@@ -69,11 +69,33 @@ size_t mla_slot_bytes(const SparseMlaAttentionParams& p, const MlaSplit& s) {
     return align_up(static_cast<size_t>(SIEVE_SPARSE_MLA_SCRATCH_FLOATS(s.heads_per_unit, p.kv_lora_rank, p.rope_dim)) * 4);
 }
 
-int64_t indexer_key_chunks(const DsaIndexerScoresParams& p) {
-    return std::max<int64_t>(1, (p.n_cols + kIndexerKeyChunk - 1) / kIndexerKeyChunk);
-}
-size_t indexer_slot_bytes(const DsaIndexerScoresParams& p) {
-    return align_up(static_cast<size_t>(SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(p.n_heads, p.head_dim)) * 4);
+// Indexer scores: units are (sequence, key tile) over all the query rows of the sequence, so that each key
+// is converted once per step (dsa_kernels.h indexer_scores_tile); tiles shrink for short contexts so that
+// a single decode row still gives every thread several units. Shared workspace before the slots: rows
+// grouped by sequence [n_tokens] i32, sequence offsets [n_seqs + 1] i32, unit offsets [n_seqs + 1] i64,
+// keys per sequence (max n_keys of its rows) [n_seqs] i32.
+struct IndexerPlan {
+    int64_t key_tile = 0, slots = 0;
+    size_t slot_bytes = 0, tok_by_seq = 0, seq_off = 0, unit_off = 0, seq_keys = 0, shared_bytes = 0;
+};
+IndexerPlan indexer_plan(const DsaCpuContext& c, const DsaIndexerScoresParams& p) {
+    IndexerPlan s;
+    const int64_t threads = std::max<int64_t>(c.pool->size(), 1);
+    const int64_t seqs = std::min(std::max<int64_t>(p.n_seqs, 0), std::max<int64_t>(p.n_tokens, 0));
+    const int64_t cols = std::max<int64_t>(p.n_cols, 0);
+    const int64_t want = (seqs * cols + 4 * threads - 1) / (4 * threads);
+    s.key_tile = std::clamp<int64_t>((std::max<int64_t>(want, 1) + 63) / 64 * 64, 64, kIndexerKeyChunk);
+    s.key_tile = std::min<int64_t>(s.key_tile, std::max<int64_t>((cols + 15) / 16 * 16, 16));
+    const int64_t max_units = seqs * std::max<int64_t>(1, (cols + s.key_tile - 1) / s.key_tile);
+    s.slots = std::min<int64_t>(threads, max_units);
+    s.slot_bytes = align_up(static_cast<size_t>(SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(p.n_heads, p.head_dim, s.key_tile)) * 4);
+    const int64_t n_seqs = std::max<int64_t>(p.n_seqs, 0);
+    s.tok_by_seq = 0;
+    s.seq_off = align_up(static_cast<size_t>(std::max<int64_t>(p.n_tokens, 0)) * 4);
+    s.unit_off = s.seq_off + align_up(static_cast<size_t>(n_seqs + 1) * 4);
+    s.seq_keys = s.unit_off + align_up(static_cast<size_t>(n_seqs + 1) * 8);
+    s.shared_bytes = s.seq_keys + align_up(static_cast<size_t>(n_seqs) * 4);
+    return s;
 }
 
 }  // namespace
@@ -169,24 +191,55 @@ Status dsa_indexer_key_write(const DsaCpuContext& c, const DsaIndexerKeyWritePar
 
 size_t dsa_indexer_scores_workspace_size(const DsaCpuContext& c, const DsaIndexerScoresParams& p) {
     if (p.n_tokens <= 0 || p.n_heads <= 0 || p.head_dim <= 0) return 0;
-    const int64_t units = p.n_tokens * indexer_key_chunks(p);
-    return static_cast<size_t>(std::min<int64_t>(c.pool->size(), units)) * indexer_slot_bytes(p);
+    const IndexerPlan s = indexer_plan(c, p);
+    return s.shared_bytes + static_cast<size_t>(s.slots) * s.slot_bytes;
 }
 
 Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& p, Workspace ws) {
     SIEVE_RETURN_IF_ERROR(validate(p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu dsa_indexer_scores", ws, dsa_indexer_scores_workspace_size(c, p)));
     if (p.n_tokens == 0) return Status::ok();
-    const int64_t chunks = indexer_key_chunks(p);
-    const int64_t units = p.n_tokens * chunks;
-    WorkspaceSlots slots{static_cast<char*>(ws.data), indexer_slot_bytes(p), std::min<int64_t>(c.pool->size(), units)};
+    const IndexerPlan s = indexer_plan(c, p);
+    char* shared = static_cast<char*>(ws.data);
+    int32_t* tok_by_seq = reinterpret_cast<int32_t*>(shared + s.tok_by_seq);
+    int32_t* seq_off = reinterpret_cast<int32_t*>(shared + s.seq_off);
+    int64_t* unit_off = reinterpret_cast<int64_t*>(shared + s.unit_off);
+    int32_t* seq_keys = reinterpret_cast<int32_t*>(shared + s.seq_keys);
+    // Rows grouped by sequence (stable counting sort); a sequence with rows has ≥ 1 unit (its −inf fill).
+    std::fill(seq_off, seq_off + p.n_seqs + 1, 0);
+    std::fill(seq_keys, seq_keys + p.n_seqs, 0);
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+        ++seq_off[p.token_seq[t] + 1];
+        seq_keys[p.token_seq[t]] = std::max(seq_keys[p.token_seq[t]], p.n_keys[t]);
+    }
+    unit_off[0] = 0;
+    for (int64_t q = 0; q < p.n_seqs; ++q) {
+        const int64_t rows = seq_off[q + 1];
+        seq_off[q + 1] += seq_off[q];
+        unit_off[q + 1] = unit_off[q] + (rows == 0 ? 0 : std::max<int64_t>(1, (seq_keys[q] + s.key_tile - 1) / s.key_tile));
+    }
+    for (int64_t t = 0; t < p.n_tokens; ++t) tok_by_seq[seq_off[p.token_seq[t]]++] = static_cast<int32_t>(t);
+    for (int64_t q = p.n_seqs; q > 0; --q) seq_off[q] = seq_off[q - 1];
+    seq_off[0] = 0;
+    const int64_t units = unit_off[p.n_seqs];
+    const int64_t workers = std::min<int64_t>(s.slots, units);
+    WorkspaceSlots slots{shared + s.shared_bytes, s.slot_bytes, s.slots};
+    std::atomic<int64_t> next_unit{0};
     const DsaCpuKernels& k = *c.kernels;
-    parallel_chunks(*c.pool, units, 1, [&](int64_t b, int64_t e) {
+    // The tag: the last 16 floats of SIEVE_INDEXER_SCORES_SCRATCH_FLOATS (no qᵀ in the scratch yet).
+    const size_t tag = static_cast<size_t>(SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(p.n_heads, p.head_dim, s.key_tile) - 16) * 4;
+    parallel_chunks(*c.pool, workers, 1, [&](int64_t, int64_t) {
         float* scratch = slots.claim();
-        for (int64_t u = b; u < e; ++u) {
-            const int64_t t = u / chunks, kc = u % chunks;
-            const int64_t k0 = kc * kIndexerKeyChunk, k1 = std::min(p.n_cols, k0 + kIndexerKeyChunk);
-            k.indexer_scores_unit(p, t, k0, k1, scratch);
+        const int64_t none = -1;
+        std::memcpy(reinterpret_cast<char*>(scratch) + tag, &none, 8);
+        int64_t q = 0;
+        // Units are claimed in increasing order, so the sequence only moves forward.
+        for (int64_t u = next_unit.fetch_add(1); u < units; u = next_unit.fetch_add(1)) {
+            while (unit_off[q + 1] <= u) ++q;
+            const int64_t k0 = (u - unit_off[q]) * s.key_tile, k1 = std::min<int64_t>(seq_keys[q], k0 + s.key_tile);
+            const int64_t fill_end = u + 1 == unit_off[q + 1] ? p.n_cols : std::max(k0, k1);
+            k.indexer_scores_tile(p, q, tok_by_seq + seq_off[q], seq_off[q + 1] - seq_off[q], k0, std::max(k0, k1), fill_end,
+                                  s.key_tile, scratch);
         }
     });
     return Status::ok();

@@ -6,6 +6,8 @@
 // fp32 accumulation in an order that differs from ref (the conformance tests derive tolerances).
 #include "backends/cpu/dsa_kernels.h"
 #include "backends/cpu/simd.h"
+// The chunked attention tiles (logits, P·V, exp, chunk transposition), shared with DeepSeek-V4's sparse MQA.
+#include "backends/cpu/attention_kernels_impl.inl"
 
 #ifndef SIEVE_DSA_CPU_TABLE
 #error "define SIEVE_DSA_CPU_TABLE before including dsa_kernels_impl.inl"
@@ -98,90 +100,6 @@ void sparse_mla_dequant(const SparseMlaAttentionParams& p, int64_t slot, float* 
     }
 }
 
-// e^x for x ≤ 0 (softmax weights after subtracting the running max): x = n·ln2 + r, |r| ≤ ln2/2, e^r by its
-// degree-7 Taylor polynomial (truncation < 6e-9 relative), 2^n through the exponent bits. Within ~2 ulp of
-// expf; arguments below −87 give ≈ 2^-126 instead of a smaller subnormal (negligible next to the max term 1).
-#if defined(__AVX512F__)
-inline VF dsa_vf_from_int(VI a) { return {_mm512_cvtepi32_ps(a.v)}; }
-#elif defined(__AVX2__)
-inline VF dsa_vf_from_int(VI a) { return {_mm256_cvtepi32_ps(a.v)}; }
-#else
-inline VF dsa_vf_from_int(VI a) { return {static_cast<float>(a.v)}; }
-#endif
-
-inline VF vf_exp_nonpositive(VF x) {
-    x = vf_max(x, vf_set1(-87.0f));
-    const VI n = vi_cvt_rne(vf_mul(x, vf_set1(1.44269504088896341f)));
-    const VF nf = dsa_vf_from_int(n);
-    VF r = vf_sub(x, vf_mul(nf, vf_set1(0.693145751953125f)));  // ln2 split: hi (exact product) + lo
-    r = vf_sub(r, vf_mul(nf, vf_set1(1.42860682030941723212e-6f)));
-    VF e = vf_set1(1.0f / 5040.0f);
-    e = vf_add(vf_mul(e, r), vf_set1(1.0f / 720.0f));
-    e = vf_add(vf_mul(e, r), vf_set1(1.0f / 120.0f));
-    e = vf_add(vf_mul(e, r), vf_set1(1.0f / 24.0f));
-    e = vf_add(vf_mul(e, r), vf_set1(1.0f / 6.0f));
-    e = vf_add(vf_mul(e, r), vf_set1(0.5f));
-    e = vf_add(vf_mul(e, r), vf_set1(1.0f));
-    e = vf_add(vf_mul(e, r), vf_set1(1.0f));
-    return vf_mul(e, vf_from_bits(vi_shl<23>(vi_add(n, vi_set1(127)))));
-}
-
-// Logits of NH heads (rows of qf, stride dqk) × entries [j0, j0 + 2·kLanes) from the transposed chunk kt
-// ([dqk, C]): lg[h, j] = scale · Σ_d q[h, d]·kt[d, j]. Register tile NH × 2 vectors.
-template <int NH>
-void mla_logits_tile(const float* qf, int64_t dqk, const float* kt, int64_t C, int64_t j0, float scale, float* lg) {
-    VF acc[NH][2];
-    for (int h = 0; h < NH; ++h) acc[h][0] = acc[h][1] = vf_zero();
-    for (int64_t d = 0; d < dqk; ++d) {
-        const VF k0 = vf_load(kt + d * C + j0), k1 = vf_load(kt + d * C + j0 + kLanes);
-        for (int h = 0; h < NH; ++h) {
-            const VF q = vf_set1(qf[h * dqk + d]);
-            acc[h][0] = vf_fma(q, k0, acc[h][0]);
-            acc[h][1] = vf_fma(q, k1, acc[h][1]);
-        }
-    }
-    const VF vs = vf_set1(scale);
-    for (int h = 0; h < NH; ++h) {
-        vf_store(lg + h * C + j0, vf_mul(acc[h][0], vs));
-        vf_store(lg + h * C + j0 + kLanes, vf_mul(acc[h][1], vs));
-    }
-}
-
-// acc[h, r0 .. r0 + NV·kLanes) = acc·factor[h] + Σ_j w[h, j]·V[j, r] for NH heads over nc entries (V = the
-// first R dims of the chunk's rows, stride dqk; w in lg, stride C). Register tile NH × NV vectors.
-template <int NH, int NV>
-void mla_pv_tile(const float* lg, int64_t C, const float* kc, int64_t dqk, int64_t nc, const float* factor, float* acc,
-                 int64_t r, int64_t r0) {
-    VF a[NH][NV];
-    for (int h = 0; h < NH; ++h)
-        for (int v = 0; v < NV; ++v) a[h][v] = vf_mul(vf_load(acc + h * r + r0 + v * kLanes), vf_set1(factor[h]));
-    for (int64_t j = 0; j < nc; ++j) {
-        VF vv[NV];
-        for (int v = 0; v < NV; ++v) vv[v] = vf_load(kc + j * dqk + r0 + v * kLanes);
-        for (int h = 0; h < NH; ++h) {
-            const VF w = vf_set1(lg[h * C + j]);
-            for (int v = 0; v < NV; ++v) a[h][v] = vf_fma(w, vv[v], a[h][v]);
-        }
-    }
-    for (int h = 0; h < NH; ++h)
-        for (int v = 0; v < NV; ++v) vf_store(acc + h * r + r0 + v * kLanes, a[h][v]);
-}
-
-// P·V of NH heads over one chunk: acc = acc·factor + Σ_j w_j·V_j, over every R dim.
-template <int NH>
-void mla_chunk_pv(const float* lg, int64_t C, const float* kc, int64_t dqk, int64_t nc, const float* factor, float* acc,
-                  int64_t r) {
-    int64_t r0 = 0;
-    for (; r0 + 2 * kLanes <= r; r0 += 2 * kLanes) mla_pv_tile<NH, 2>(lg, C, kc, dqk, nc, factor, acc, r, r0);
-    for (; r0 + kLanes <= r; r0 += kLanes) mla_pv_tile<NH, 1>(lg, C, kc, dqk, nc, factor, acc, r, r0);
-    for (; r0 < r; ++r0)  // a tail below one vector (R not a multiple of the lane count)
-        for (int h = 0; h < NH; ++h) {
-            float s = acc[h * r + r0] * factor[h];
-            for (int64_t j = 0; j < nc; ++j) s += lg[h * C + j] * kc[j * dqk + r0];
-            acc[h * r + r0] = s;
-        }
-}
-
 void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, int64_t h1, float* scratch) {
     const int64_t r = p.kv_lora_rank, dqk = r + p.rope_dim, nh = h1 - h0, C = kSparseMlaChunk;
     float* qf = scratch;                   // [nh, dqk]
@@ -204,7 +122,7 @@ void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, 
     }
     const int32_t* row = p.slots + t * p.slots_row_stride;
     int64_t n_valid = 0;
-    float factor[4];
+    float factor[kAttnHeadBlock];
     for (int64_t j = 0; j < p.topk;) {
         int64_t nc = 0;
         for (; j < p.topk && nc < C; ++j) {
@@ -215,21 +133,13 @@ void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, 
         if (nc == 0) break;
         n_valid += nc;
         const int64_t nc_pad = (nc + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);  // ≤ C (C a multiple of 32)
-        for (int64_t d = 0; d < dqk; ++d) {
-            for (int64_t c = 0; c < nc; ++c) kt[d * C + c] = kc[c * dqk + d];
-            for (int64_t c = nc; c < nc_pad; ++c) kt[d * C + c] = 0.0f;
-        }
-        for (int64_t hb = 0; hb < nh; hb += 4) {
-            const int nb = nh - hb < 4 ? static_cast<int>(nh - hb) : 4;
+        for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: the padded logit columns stay finite (unused)
+            for (int64_t d = 0; d < dqk; ++d) kc[c * dqk + d] = 0.0f;
+        attn_transpose_chunk(kc, dqk, nc_pad, dqk, kt, C);
+        for (int64_t hb = 0; hb < nh; hb += kAttnHeadBlock) {
+            const int nb = nh - hb < kAttnHeadBlock ? static_cast<int>(nh - hb) : kAttnHeadBlock;
             // Logits first (all heads of the block), then the online-softmax update, then P·V.
-            for (int64_t j0 = 0; j0 < nc_pad; j0 += 2 * kLanes) {
-                switch (nb) {
-                    case 4: mla_logits_tile<4>(qf + hb * dqk, dqk, kt, C, j0, p.scale, lg + hb * C); break;
-                    case 3: mla_logits_tile<3>(qf + hb * dqk, dqk, kt, C, j0, p.scale, lg + hb * C); break;
-                    case 2: mla_logits_tile<2>(qf + hb * dqk, dqk, kt, C, j0, p.scale, lg + hb * C); break;
-                    default: mla_logits_tile<1>(qf + hb * dqk, dqk, kt, C, j0, p.scale, lg + hb * C); break;
-                }
-            }
+            attn_logits_heads(nb, qf + hb * dqk, dqk, kt, C, nc_pad, p.scale, lg + hb * C);
             for (int b = 0; b < nb; ++b) {
                 const int64_t h = hb + b;
                 float* lh = lg + h * C;
@@ -257,12 +167,7 @@ void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, 
                 den[h] = den[h] * factor[b] + sum;
                 mx[h] = m;
             }
-            switch (nb) {
-                case 4: mla_chunk_pv<4>(lg + hb * C, C, kc, dqk, nc, factor, acc + hb * r, r); break;
-                case 3: mla_chunk_pv<3>(lg + hb * C, C, kc, dqk, nc, factor, acc + hb * r, r); break;
-                case 2: mla_chunk_pv<2>(lg + hb * C, C, kc, dqk, nc, factor, acc + hb * r, r); break;
-                default: mla_chunk_pv<1>(lg + hb * C, C, kc, dqk, nc, factor, acc + hb * r, r); break;
-            }
+            attn_chunk_pv_heads(nb, lg + hb * C, C, kc, dqk, nc, factor, acc + hb * r, r);
         }
     }
     for (int64_t h = 0; h < nh; ++h) {
@@ -278,91 +183,309 @@ void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, 
 }
 
 // ===================================== indexer scores =============================================
+//
+// One call scores a key tile of one sequence for every query row of that sequence (dsa_cpu_ops.cpp builds
+// the units): each key is gathered and converted once per tile, i.e. once per step. Lanes = heads: the row's
+// q is transposed to qᵀ [Di, Hi] (kept across calls for the same row: the scratch's tag), so the keys need no
+// transposition; a register block is kIdxKeys keys × up to 4 head vectors with one broadcast key value per
+// dim (pair of dims for vdpbf16ps), then ReLU · w per head and a horizontal sum per key, times the key scale
+// (ops/dsa_indexer.h). fp8 q and keys are e4m3 values, exact in bf16: at avx512_bf16 the products of
+// vdpbf16ps are exact and only the fp32 sums round (§2.6 "FP8 execution"; any order). The instruction reads
+// bf16 subnormals as 0 and flushes subnormal sums, which e4m3 products (≥ 2^-18) never are. A key with an
+// e4m3 NaN byte takes the fp32 path of the formula (idx_score_fp32: the NaN dot counts as ReLU 0, as before).
 
-void indexer_scores_unit(const DsaIndexerScoresParams& p, int64_t t, int64_t u0, int64_t u1, float* scratch) {
-    const int64_t hi = p.n_heads, di = p.head_dim;
-    const bool fp8 = p.format == DsaIndexerKeyFormat::fp8_blocked;
-    float* qf = scratch;                // [Hi, Di]
-    float* w = qf + pad16(hi * di);     // [Hi]
-    float* kt = w + pad16(hi);          // [Di, kLanes] transposed key tile
-    float* ks = kt + pad16(di * 16);    // [kLanes] key scales
-    float* out = p.scores + t * p.scores_row_stride;
-    const int64_t n = p.n_keys[t];
-    const int64_t end = u1 < n ? u1 : n;
-    if (u0 < end) {
-        for (int64_t j = 0; j < hi; ++j) {
-            const int64_t qo = t * p.q_token_stride + j * p.q_head_stride;
-            if (fp8) {
-                const uint8_t* q8 = static_cast<const uint8_t*>(p.q) + qo;
-                int64_t d = 0;
-                for (; d + kLanes <= di; d += kLanes) vf_store(qf + j * di + d, vf_e4m3_values(q8 + d));
-                for (; d < di; ++d) qf[j * di + d] = s_e4m3_value(q8[d]);
-            } else {
-                load_row_f32(static_cast<const float*>(p.q) + qo, false, di, qf + j * di);
-            }
-            // The head weight with every scale folded in (ops/dsa_indexer.h).
-            w[j] = p.weights[t * p.weights_token_stride + j] * p.weight_scale;
-            if (fp8) w[j] = w[j] * p.q_scale[t * p.q_scale_token_stride + j];
-        }
-    }
+// Register block: kIdxKeys keys × kIdxVecs head vectors of accumulators, enough independent chains to
+// cover the FMA latency of two pipes, plus the q vectors and one broadcast key value.
+#if defined(__AVX512F__)
+inline constexpr int kIdxKeys = 4, kIdxVecs = 4;  // 16 accumulators + 4 q of the 32 registers
+#elif defined(__AVX2__)
+inline constexpr int kIdxKeys = 6, kIdxVecs = 2;  // 12 accumulators + 2 q of the 16 registers
+#else
+inline constexpr int kIdxKeys = 4, kIdxVecs = 4;
+#endif
+
+struct IdxScratch {
+    float* qt;
+    float* w;
+    float* tile;
+    const void** rows;
+    float* scale;
+    int32_t* flag;
+    float* zero;
+    float* key;
+    int64_t* tag;
+    int64_t hp, dp;
+};
+
+// The layout of SIEVE_INDEXER_SCORES_SCRATCH_FLOATS.
+inline IdxScratch idx_scratch(const DsaIndexerScoresParams& p, int64_t kt, float* s) {
+    IdxScratch S;
+    S.hp = SIEVE_DSA_IDX_HP(p.n_heads);
+    S.dp = SIEVE_DSA_IDX_DP(p.head_dim);
+    S.qt = s;
+    s += S.dp * S.hp;
+    S.w = s;
+    s += S.hp;
+    S.tile = s;
+    s += kt * S.dp;
+    S.rows = reinterpret_cast<const void**>(s);
+    s += 2 * pad16(kt);
+    S.scale = s;
+    s += pad16(kt);
+    S.flag = reinterpret_cast<int32_t*>(s);
+    s += pad16(kt);
+    S.zero = s;
+    s += S.dp;
+    S.key = s;
+    s += S.dp;
+    S.tag = reinterpret_cast<int64_t*>(s);
+    return S;
+}
+
+// The entry of candidate u of the sequence (block table `table`): fp8 values (and the scale) or the f32 row.
+inline const uint8_t* idx_key_entry(const DsaIndexerScoresParams& p, const int32_t* table, int64_t u, float* scale) {
     const CacheView& c = p.keys;
-    const int32_t* table = p.block_table + static_cast<int64_t>(p.token_seq[t]) * p.block_table_stride;
-    const VF zero = vf_zero();
-    for (int64_t u = u0; u < end; u += kLanes) {
-        const int64_t nl = end - u < kLanes ? end - u : kLanes;
-        for (int64_t l = 0; l < kLanes; ++l) {  // gather + transpose (lanes past nl: zeros)
-            if (l >= nl) {
-                for (int64_t d = 0; d < di; ++d) kt[d * kLanes + l] = 0.0f;
-                ks[l] = 0.0f;
-                continue;
-            }
-            const int64_t key = u + l;
-            const int64_t slot = static_cast<int64_t>(table[key / c.block_size]) * c.block_size + key % c.block_size;
-            const uint8_t* block = c.base + (slot / c.block_size) * c.block_bytes;
-            const int64_t off = slot % c.block_size;
-            if (fp8) {  // §3.3: values at off·Di, scale at B·Di + 4·off
-                const uint8_t* k8 = block + off * di;
-                for (int64_t d = 0; d < di; ++d) kt[d * kLanes + l] = s_e4m3_value(k8[d]);
-                __builtin_memcpy(ks + l, block + c.block_size * di + 4 * off, 4);
-            } else {
-                const uint8_t* kf = block + off * c.entry_bytes;
-                for (int64_t d = 0; d < di; ++d) __builtin_memcpy(kt + d * kLanes + l, kf + 4 * d, 4);
-                ks[l] = 1.0f;
-            }
-        }
-        VF sum = vf_zero();
-        int64_t j = 0;
-        for (; j + 4 <= hi; j += 4) {  // four heads share each key load
-            const float* q0 = qf + j * di;
-            VF a0 = vf_zero(), a1 = vf_zero(), a2 = vf_zero(), a3 = vf_zero();
-            for (int64_t d = 0; d < di; ++d) {
-                const VF k = vf_load(kt + d * kLanes);
-                a0 = vf_fma(vf_set1(q0[d]), k, a0);
-                a1 = vf_fma(vf_set1(q0[di + d]), k, a1);
-                a2 = vf_fma(vf_set1(q0[2 * di + d]), k, a2);
-                a3 = vf_fma(vf_set1(q0[3 * di + d]), k, a3);
-            }
-            sum = vf_fma(vf_set1(w[j]), vf_max(a0, zero), sum);
-            sum = vf_fma(vf_set1(w[j + 1]), vf_max(a1, zero), sum);
-            sum = vf_fma(vf_set1(w[j + 2]), vf_max(a2, zero), sum);
-            sum = vf_fma(vf_set1(w[j + 3]), vf_max(a3, zero), sum);
-        }
-        for (; j < hi; ++j) {
-            VF a = vf_zero();
-            for (int64_t d = 0; d < di; ++d) a = vf_fma(vf_set1(qf[j * di + d]), vf_load(kt + d * kLanes), a);
-            sum = vf_fma(vf_set1(w[j]), vf_max(a, zero), sum);
-        }
-        sum = vf_mul(sum, vf_load(ks));
-        if (nl == kLanes) {
-            vf_store(out + u, sum);
-        } else {
-            float lanes[16];
-            vf_store(lanes, sum);
-            for (int64_t l = 0; l < nl; ++l) out[u + l] = lanes[l];
+    const uint8_t* block = c.base + static_cast<int64_t>(table[u / c.block_size]) * c.block_bytes;
+    const int64_t off = u % c.block_size;
+    if (p.format == DsaIndexerKeyFormat::f32) return block + off * c.entry_bytes;
+    __builtin_memcpy(scale, block + c.block_size * p.head_dim + 4 * off, 4);  // §3.3: values at off·Di, scale at B·Di + 4·off
+    return block + off * p.head_dim;
+}
+
+// sacc[k] += Σ_v w_v · ReLU(<q_v, key_k>) for NK keys (f32 rows) and NV head vectors of qᵀ (row stride hp).
+template <int NK, int NV>
+inline void idx_block_f32(const float* const* rows, const float* qt, int64_t hp, int64_t d, const float* w, VF* sacc) {
+    VF acc[NK][NV];
+    for (int k = 0; k < NK; ++k)
+        for (int v = 0; v < NV; ++v) acc[k][v] = vf_zero();
+    for (int64_t i = 0; i < d; ++i) {
+        VF qv[NV];
+        for (int v = 0; v < NV; ++v) qv[v] = vf_load(qt + i * hp + v * kLanes);
+        for (int k = 0; k < NK; ++k) {
+            const VF kb = vf_set1(rows[k][i]);
+            for (int v = 0; v < NV; ++v) acc[k][v] = vf_fma(qv[v], kb, acc[k][v]);
         }
     }
-    const int64_t tail = u0 > end ? u0 : end;
-    for (int64_t u = tail; u < u1; ++u) out[u] = -f_inf();
+    const VF zero = vf_zero();
+    for (int k = 0; k < NK; ++k)
+        for (int v = 0; v < NV; ++v) sacc[k] = vf_fma(vf_load(w + v * kLanes), vf_max(acc[k][v], zero), sacc[k]);
+}
+
+// Not inlined: the register block gets its own register allocation, whatever the caller holds live
+// (inlined into the tile loops it measured up to 2× slower at some ISA levels).
+__attribute__((noinline)) void idx_keys_f32(const float* const* rows, const float* qt, int64_t hp, int64_t d, const float* w, float* sums) {
+    VF sacc[kIdxKeys];
+    for (int k = 0; k < kIdxKeys; ++k) sacc[k] = vf_zero();
+    const int64_t nv = hp / kLanes;
+    int64_t v = 0;
+    for (; v + kIdxVecs <= nv; v += kIdxVecs)
+        idx_block_f32<kIdxKeys, kIdxVecs>(rows, qt + v * kLanes, hp, d, w + v * kLanes, sacc);
+    switch (nv - v) {
+        case 3: idx_block_f32<kIdxKeys, 3>(rows, qt + v * kLanes, hp, d, w + v * kLanes, sacc); break;
+        case 2: idx_block_f32<kIdxKeys, 2>(rows, qt + v * kLanes, hp, d, w + v * kLanes, sacc); break;
+        case 1: idx_block_f32<kIdxKeys, 1>(rows, qt + v * kLanes, hp, d, w + v * kLanes, sacc); break;
+        default: break;
+    }
+    for (int k = 0; k < kIdxKeys; ++k) sums[k] = vf_sum(sacc[k]);
+}
+
+#if defined(__AVX512BF16__)
+// A row of e4m3 bytes → the exact values as bf16 (the high half of the fp32 value: e4m3 has 4 significant
+// bits), in pairs; an odd Di gets a zero partner. True for a NaN byte.
+inline bool idx_decode_bf16(const uint8_t* src, uint16_t* dst, int64_t n) {
+    // 32 codes per step in 16-bit lanes: sign-extended byte << 4, masked, is the bf16 of value · 2^-120 (sign in
+    // bit 15, exponent and mantissa fields in place); + 120 in the exponent field restores the value of a normal
+    // code; the e = 0 codes (zero, subnormals m · 2^-9) come from a table, then the sign is put back.
+    const __m512i mask = _mm512_set1_epi16(static_cast<int16_t>(0x87f0)), bias = _mm512_set1_epi16(120 << 7);
+    const __m512i exp_bits = _mm512_set1_epi16(0x78), sign = _mm512_set1_epi16(static_cast<int16_t>(0x8000));
+    const __m512i sub = _mm512_setr_epi32(0x3b000000, 0x3bc03b80, 0x3c203c00, 0x3c603c40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i low7 = _mm512_set1_epi8(0x7f);
+    bool any = false;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {  // NaN codes 0x7F / 0xFF, 64 at a time
+        const __m512i b = _mm512_loadu_si512(src + i);
+        any |= _mm512_cmpeq_epi8_mask(_mm512_and_si512(b, low7), low7) != 0;
+    }
+    for (; i < n; ++i) any |= (src[i] & 0x7f) == 0x7f;
+    for (i = 0; i + 32 <= n; i += 32) {
+        const __m512i sx = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+        __m512i v = _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(sx, 4), mask), bias);
+        v = _mm512_mask_permutexvar_epi16(v, _mm512_testn_epi16_mask(sx, exp_bits), sx, sub);  // e = 0: index m
+        v = _mm512_ternarylogic_epi32(v, sx, sign, 0xf8);                                       // v | (sx & sign)
+        _mm512_storeu_si512(dst + i, v);
+    }
+    for (; i < n; ++i) dst[i] = static_cast<uint16_t>(bits_of(s_e4m3_value(src[i])) >> 16);
+    if (n % 2) dst[n] = 0;
+    return any;
+}
+
+template <int NK, int NV>
+inline void idx_block_bf16(const uint32_t* const* rows, const uint32_t* qt, int64_t hp, int64_t np, const float* w,
+                           __m512* sacc) {
+    __m512 acc[NK][NV];
+    for (int k = 0; k < NK; ++k)
+        for (int v = 0; v < NV; ++v) acc[k][v] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < np; ++i) {
+        __m512i qv[NV];
+        for (int v = 0; v < NV; ++v) qv[v] = _mm512_loadu_si512(qt + i * hp + v * 16);
+        for (int k = 0; k < NK; ++k) {
+            const __m512i kb = _mm512_set1_epi32(static_cast<int32_t>(rows[k][i]));  // (k[2i], k[2i+1])
+            for (int v = 0; v < NV; ++v) acc[k][v] = _mm512_dpbf16_ps(acc[k][v], (__m512bh)qv[v], (__m512bh)kb);
+        }
+    }
+    const __m512 zero = _mm512_setzero_ps();
+    for (int k = 0; k < NK; ++k)
+        for (int v = 0; v < NV; ++v)
+            sacc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(w + v * 16), _mm512_max_ps(acc[k][v], zero), sacc[k]);
+}
+
+__attribute__((noinline)) void idx_keys_bf16(const uint32_t* const* rows, const uint32_t* qt, int64_t hp, int64_t np, const float* w,
+                          float* sums) {
+    __m512 sacc[kIdxKeys];
+    for (int k = 0; k < kIdxKeys; ++k) sacc[k] = _mm512_setzero_ps();
+    const int64_t nv = hp / 16;
+    int64_t v = 0;
+    for (; v + 4 <= nv; v += 4) idx_block_bf16<kIdxKeys, 4>(rows, qt + v * 16, hp, np, w + v * 16, sacc);
+    switch (nv - v) {
+        case 3: idx_block_bf16<kIdxKeys, 3>(rows, qt + v * 16, hp, np, w + v * 16, sacc); break;
+        case 2: idx_block_bf16<kIdxKeys, 2>(rows, qt + v * 16, hp, np, w + v * 16, sacc); break;
+        case 1: idx_block_bf16<kIdxKeys, 1>(rows, qt + v * 16, hp, np, w + v * 16, sacc); break;
+        default: break;
+    }
+    for (int k = 0; k < kIdxKeys; ++k) sums[k] = vf_sum(VF{sacc[k]});
+}
+#endif
+
+// Key u's score by the fp32 formula, one dot per head (a key with an e4m3 NaN byte under vdpbf16ps).
+inline float idx_score_fp32(const DsaIndexerScoresParams& p, const IdxScratch& S, int64_t t, const uint8_t* k8, float ks) {
+    const int64_t di = p.head_dim;
+    for (int64_t d = 0; d < di; ++d) S.key[d] = s_e4m3_value(k8[d]);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < p.n_heads; ++j) {
+        const uint8_t* q8 = static_cast<const uint8_t*>(p.q) + t * p.q_token_stride + j * p.q_head_stride;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < di; ++d) dot += s_e4m3_value(q8[d]) * S.key[d];
+        sum += S.w[j] * (dot > 0.0f ? dot : 0.0f);  // NaN → 0, as vf_max(dot, 0)
+    }
+    return sum * ks;
+}
+
+void indexer_scores_tile(const DsaIndexerScoresParams& p, int64_t seq, const int32_t* toks, int64_t nt, int64_t k0,
+                         int64_t k1, int64_t fill_end, int64_t kt, float* scratch) {
+    const IdxScratch S = idx_scratch(p, kt, scratch);
+    const int64_t hi = p.n_heads, di = p.head_dim, hp_lanes = (hi + kLanes - 1) / kLanes * kLanes;
+    const bool fp8 = p.format == DsaIndexerKeyFormat::fp8_blocked;
+#if defined(__AVX512BF16__)
+    const bool bf = fp8;  // e4m3 q and keys: vdpbf16ps
+#else
+    const bool bf = false;
+#endif
+    // bf16 qᵀ pairs have 16-head rows (the vdpbf16ps lanes); f32 qᵀ rows hold the ISA's lane multiple.
+    const int64_t hp = bf ? S.hp : hp_lanes;
+    const int32_t* table = p.block_table + seq * p.block_table_stride;
+    for (int64_t i = 0; i < S.dp; ++i) S.zero[i] = 0.0f;
+    // The tile's keys, converted once for all the rows.
+    for (int64_t u = k0; u < k1; ++u) {
+        const int64_t r = u - k0;
+        if (u + 24 < k1) {  // rows ahead (other blocks): hide the cache misses of the gather
+            float unused;
+            const uint8_t* ahead = idx_key_entry(p, table, u + 24, &unused);
+            __builtin_prefetch(ahead);
+            if (fp8) __builtin_prefetch(ahead + 64);
+        }
+        float ks = 1.0f;
+        const uint8_t* e = idx_key_entry(p, table, u, &ks);
+        S.scale[r] = ks;
+        S.flag[r] = 0;
+        float* row = S.tile + r * S.dp;
+        S.rows[r] = row;
+        if (!fp8) {
+            S.rows[r] = e;  // f32 rows read in place
+        } else if (bf) {
+#if defined(__AVX512BF16__)
+            if (idx_decode_bf16(e, reinterpret_cast<uint16_t*>(row), di)) S.flag[r] = 1;
+#endif
+        } else {
+            int64_t d = 0;
+            for (; d + kLanes <= di; d += kLanes) vf_store(row + d, vf_e4m3_values(e + d));
+            for (; d < di; ++d) row[d] = s_e4m3_value(e[d]);
+        }
+    }
+    // e4m3 → fp32 / bf16 of the q bytes (qᵀ is rebuilt per row and tile unless the tag says it is there).
+    float lut[256];
+    uint16_t lut16[256];
+    if (fp8)
+        for (int b = 0; b < 256; ++b) {
+            lut[b] = s_e4m3_value(static_cast<uint8_t>(b));
+            lut16[b] = static_cast<uint16_t>(bits_of(lut[b]) >> 16);  // exact (NaN codes: a bf16 NaN)
+        }
+    const float ninf = -f_inf();
+    for (int64_t ti = 0; ti < nt; ++ti) {
+        const int64_t t = toks[ti];
+        const int64_t n = p.n_keys[t];
+        float* out = p.scores + t * p.scores_row_stride;
+        const int64_t end = n < k1 ? n : k1;
+        for (int64_t u = (n > k0 ? n : k0); u < fill_end; ++u) out[u] = ninf;
+        if (end <= k0) continue;
+        if (*S.tag != t) {
+            for (int64_t j = 0; j < hp; ++j) {
+                // The head weight with every scale folded in (ops/dsa_indexer.h).
+                float w = 0.0f;
+                if (j < hi) {
+                    w = p.weights[t * p.weights_token_stride + j] * p.weight_scale;
+                    if (fp8) w = w * p.q_scale[t * p.q_scale_token_stride + j];
+                }
+                S.w[j] = w;
+            }
+            for (int64_t j = 0; j < hp; ++j) {
+                const int64_t qo = t * p.q_token_stride + j * p.q_head_stride;
+                if (bf) {
+                    uint32_t* qt = reinterpret_cast<uint32_t*>(S.qt);
+                    const uint8_t* q8 = static_cast<const uint8_t*>(p.q) + qo;
+                    for (int64_t i = 0; i < (di + 1) / 2; ++i) {
+                        const uint32_t lo = j < hi ? lut16[q8[2 * i]] : 0u;
+                        const uint32_t hi16 = (j < hi && 2 * i + 1 < di) ? lut16[q8[2 * i + 1]] : 0u;
+                        qt[i * hp + j] = lo | hi16 << 16;
+                    }
+                } else if (fp8) {
+                    const uint8_t* q8 = static_cast<const uint8_t*>(p.q) + qo;
+                    for (int64_t d = 0; d < di; ++d) S.qt[d * hp + j] = j < hi ? lut[q8[d]] : 0.0f;
+                } else {
+                    const float* qf = static_cast<const float*>(p.q) + qo;
+                    for (int64_t d = 0; d < di; ++d) S.qt[d * hp + j] = j < hi ? qf[d] : 0.0f;
+                }
+            }
+            *S.tag = t;
+        }
+        for (int64_t u = k0; u < end; u += kIdxKeys) {
+            const int nk = static_cast<int>(end - u < kIdxKeys ? end - u : kIdxKeys);
+            float sums[kIdxKeys];
+#if defined(__AVX512BF16__)
+            if (bf) {
+                const uint32_t* r[kIdxKeys];
+                for (int k = 0; k < kIdxKeys; ++k)
+                    r[k] = static_cast<const uint32_t*>(k < nk ? S.rows[u + k - k0] : static_cast<const void*>(S.zero));
+                idx_keys_bf16(r, reinterpret_cast<const uint32_t*>(S.qt), hp, (di + 1) / 2, S.w, sums);
+            } else
+#endif
+            {
+                const float* r[kIdxKeys];
+                for (int k = 0; k < kIdxKeys; ++k)
+                    r[k] = static_cast<const float*>(k < nk ? S.rows[u + k - k0] : static_cast<const void*>(S.zero));
+                idx_keys_f32(r, S.qt, hp, di, S.w, sums);
+            }
+            for (int k = 0; k < nk; ++k) {
+                const int64_t r = u + k - k0;
+                if (S.flag[r] == 0) {
+                    out[u + k] = sums[k] * S.scale[r];
+                } else {
+                    float ks = 1.0f;
+                    const uint8_t* e = idx_key_entry(p, table, u + k, &ks);
+                    out[u + k] = idx_score_fp32(p, S, t, e, ks);
+                }
+            }
+        }
+    }
 }
 
 // ================================= per-head projection ============================================
@@ -444,7 +567,7 @@ extern const DsaCpuKernels SIEVE_DSA_CPU_TABLE;
 const DsaCpuKernels SIEVE_DSA_CPU_TABLE = {
     SIEVE_CPU_ISA_NAME,
     sparse_mla_heads,
-    indexer_scores_unit,
+    indexer_scores_tile,
     head_proj_tokens,
 };
 

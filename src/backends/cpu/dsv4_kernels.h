@@ -38,11 +38,19 @@ struct SparseMqaKernelArgs {
     bool out_bf16 = false;
     int64_t out_token_stride = 0, out_head_stride = 0;
     int64_t n_heads = 0, head_dim = 0;
-    // Workspace of one sparse_mqa_block call, byte offsets set by the dispatch code: row pointers
-    // [n_window + n_compressed] at 0, then the dequantized rows [n_listed, head_dim] f32, the logits
-    // [n_listed] f32, the widened q row [head_dim] f32 and the accumulator [head_dim] f32.
-    int64_t ws_rows = 0, ws_logits = 0, ws_q = 0, ws_acc = 0;
+    // Workspace of one sparse_mqa_block call for up to nh heads, byte offsets set by the dispatch code
+    // (C = kSparseMqaChunk): the widened q rows ws_q [nh, head_dim], the chunk's dequantized rows ws_kc
+    // [C, head_dim] and their transpose ws_kt [head_dim, C], the logits then weights ws_lg [nh, C], the
+    // accumulators ws_acc [nh, head_dim], the running max ws_mx [nh] and denominator ws_den [nh]; all f32.
+    int64_t ws_q = 0, ws_kc = 0, ws_kt = 0, ws_lg = 0, ws_acc = 0, ws_mx = 0, ws_den = 0;
 };
+
+// Rows gathered, dequantized and transposed per chunk of sparse_mqa_block (online softmax over chunks,
+// the structure of the DSA sparse MLA kernel): a multiple of 2 × 16 lanes (the logits tile's width).
+inline constexpr int64_t kSparseMqaChunk = 64;
+// Heads per register tile of sparse_mqa_block (attention_kernels_impl.inl kAttnHeadBlock): the dispatch code
+// splits a token's heads at multiples of it.
+inline constexpr int64_t kSparseMqaHeadBlock = 4;
 
 struct IndexerScoresKernelArgs {
     const void* q = nullptr;       // [n_tokens, n_heads, head_dim]
@@ -51,29 +59,47 @@ struct IndexerScoresKernelArgs {
     const float* weights = nullptr;  // [n_tokens, n_heads]
     int64_t weights_row_stride = 0;
     RecordCache keys;
-    const int32_t* key_slots = nullptr;
+    const int32_t* key_slots = nullptr;  // [n_lists, key_slots_stride]
     int64_t key_slots_stride = 0;
-    const int32_t* token_list = nullptr;
-    const int32_t* n_keys = nullptr;
-    float* scores = nullptr;
+    const int32_t* n_keys = nullptr;     // [n_tokens]
+    float* scores = nullptr;             // [n_tokens, scores_row_stride]
     int64_t scores_row_stride = 0;
     int64_t n_heads = 0, head_dim = 0;
-    // Workspace of one indexer_scores_rows call, byte offsets set by the dispatch code: the token's
-    // widened q rows [n_heads, head_dim] f32 at 0, one dequantized key [head_dim] f32 at ws_key.
-    int64_t ws_key = 0;
+    // vdpbf16ps on bf16 q and fp8_scaled keys (avx512_bf16 table only; set by the dispatch code when the
+    // table has bf16_dot, q is bf16 and the keys are fp8: every product is exact, ops/indexer_scores.h).
+    bool bf16_dot = false;
+    // Workspace of one indexer_scores_tile call (a slot), byte offsets set by the dispatch code for
+    // key tiles of at most key_tile keys, heads padded to heads_pad (a multiple of 16) and dims to
+    // dim_pad (a multiple of 16):
+    //   ws_qt    the token's q, transposed: [dim_pad, heads_pad] f32, or [dim_pad/2, heads_pad] bf16 pairs
+    //   ws_w     the token's head weights [heads_pad] f32 (zeros past n_heads)
+    //   ws_tile  the tile's keys converted once: [key_tile, dim_pad] f32, or [key_tile, dim_pad/2] bf16 pairs
+    //   ws_rows  [key_tile] pointers to each key's row (ws_tile, the cache itself for f32 keys, or ws_zero)
+    //   ws_scale [key_tile] f32 key scales; ws_flag [key_tile] int32: 0 plain, 1 slot −1, 2 exact fallback
+    //   ws_zero  [dim_pad] f32 zeros; ws_key [dim_pad] f32, one decoded key (fallback)
+    //   ws_tag   int64: the token whose qᵀ and weights are in the slot, −1 = none (set by the dispatch code
+    //            when a thread claims the slot; qᵀ is then reused across the tiles of a decode token)
+    int64_t key_tile = 0, heads_pad = 0, dim_pad = 0;
+    int64_t ws_qt = 0, ws_w = 0, ws_tile = 0, ws_rows = 0, ws_scale = 0, ws_flag = 0, ws_zero = 0, ws_key = 0, ws_tag = 0;
 };
 
 struct CpuDsv4Kernels {
     const char* isa_name;
-    // Token `token`, heads [head_begin, head_end); ws: the workspace described in the args, 64-aligned.
+    // Token `token`, heads [head_begin, head_end) (at most the nh the workspace was sized for); ws: the
+    // workspace described in the args, 64-aligned.
     void (*sparse_mqa_block)(const SparseMqaKernelArgs& a, int64_t token, int64_t head_begin, int64_t head_end,
                              void* ws);
-    // Tokens [token_begin, token_end); ws: the workspace described in the args, 64-aligned.
-    void (*indexer_scores_rows)(const IndexerScoresKernelArgs& a, int64_t token_begin, int64_t token_end, void* ws);
+    // Scores of keys [key_begin, key_end) (≤ key_tile keys) of list `list` for the tokens tokens[0 .. n_tokens)
+    // of that list: each key is converted from its storage format once, then scored for every token (columns
+    // past a token's n_keys are not written). ws: the workspace slot described in the args, 64-aligned.
+    void (*indexer_scores_tile)(const IndexerScoresKernelArgs& a, int64_t list, const int32_t* tokens, int64_t n_tokens,
+                                int64_t key_begin, int64_t key_end, void* ws);
+    bool bf16_dot;  // the table can use vdpbf16ps (IndexerScoresKernelArgs::bf16_dot)
 };
 
 extern const CpuDsv4Kernels kCpuDsv4KernelsScalar;
 extern const CpuDsv4Kernels kCpuDsv4KernelsAvx2;
 extern const CpuDsv4Kernels kCpuDsv4KernelsAvx512;
+extern const CpuDsv4Kernels kCpuDsv4KernelsAvx512Bf16;  // defined by dsv4_kernels_avx512.cpp (see there)
 
 }  // namespace sieve::cpu

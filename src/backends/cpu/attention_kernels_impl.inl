@@ -1,0 +1,214 @@
+// Register tiles shared by the chunked sparse-attention kernels of the cpu backend: DSA's sparse MLA
+// (dsa_kernels_impl.inl, ops/sparse_mla.h) and DeepSeek-V4's sparse MQA (dsv4_kernels_impl.inl,
+// ops/sparse_mqa.h, deepseek_v4.md §3.8). Both gather the selected cache rows in chunks of C rows,
+// dequantize a chunk once into fp32 rows kc [C, ld] plus a transposed copy kt [dim, C], and keep an
+// online softmax per head:
+//   logits  register tile NH heads × 2 vectors of rows: broadcast q[h, i], FMA with kt[i, j0 …]
+//   P·V     register tile NH heads × 2 vectors of output dims: broadcast w[h, j], FMA with kc[j, r0 …]
+//
+// Included by the per-ISA kernel sources after simd.h, so it is compiled once per ISA like them, and
+// everything here lives in the anonymous namespace (simd.h, "ODR safety"): no std::, no inline
+// helper of another header. The name ends in kernels_impl.inl so that src/backends/CMakeLists.txt's
+// ODR check covers this file too and lets the kernel sources include it.
+#pragma once
+
+#include "backends/cpu/simd.h"
+
+namespace sieve::cpu {
+namespace {
+
+// Heads per register tile of the logits and P·V (the chunk loops walk the heads in blocks of this): with
+// 2 vectors per head, 8 heads fill 16 of AVX-512's 32 registers with accumulators, 4 heads 8 of AVX2's 16.
+#if defined(__AVX512F__)
+inline constexpr int kAttnHeadBlock = 8;
+#else
+inline constexpr int kAttnHeadBlock = 4;
+#endif
+
+// e^x for x ≤ 0 (softmax weights after subtracting the running max): x = n·ln2 + r, |r| ≤ ln2/2, e^r by its
+// degree-7 Taylor polynomial (truncation < 6e-9 relative), 2^n through the exponent bits. Within ~2 ulp of
+// expf; arguments below −87 give ≈ 2^-126 instead of a smaller subnormal (negligible next to the max term 1).
+#if defined(__AVX512F__)
+inline VF attn_vf_from_int(VI a) { return {_mm512_cvtepi32_ps(a.v)}; }
+#elif defined(__AVX2__)
+inline VF attn_vf_from_int(VI a) { return {_mm256_cvtepi32_ps(a.v)}; }
+#else
+inline VF attn_vf_from_int(VI a) { return {static_cast<float>(a.v)}; }
+#endif
+
+inline VF vf_exp_nonpositive(VF x) {
+    x = vf_max(x, vf_set1(-87.0f));
+    const VI n = vi_cvt_rne(vf_mul(x, vf_set1(1.44269504088896341f)));
+    const VF nf = attn_vf_from_int(n);
+    VF r = vf_sub(x, vf_mul(nf, vf_set1(0.693145751953125f)));  // ln2 split: hi (exact product) + lo
+    r = vf_sub(r, vf_mul(nf, vf_set1(1.42860682030941723212e-6f)));
+    VF e = vf_set1(1.0f / 5040.0f);
+    e = vf_add(vf_mul(e, r), vf_set1(1.0f / 720.0f));
+    e = vf_add(vf_mul(e, r), vf_set1(1.0f / 120.0f));
+    e = vf_add(vf_mul(e, r), vf_set1(1.0f / 24.0f));
+    e = vf_add(vf_mul(e, r), vf_set1(1.0f / 6.0f));
+    e = vf_add(vf_mul(e, r), vf_set1(0.5f));
+    e = vf_add(vf_mul(e, r), vf_set1(1.0f));
+    e = vf_add(vf_mul(e, r), vf_set1(1.0f));
+    return vf_mul(e, vf_from_bits(vi_shl<23>(vi_add(n, vi_set1(127)))));
+}
+
+// ---- chunk transposition --------------------------------------------------------------------------
+
+// dst[i·ldd + k] = src[k·ld + i] for a kLanes × kLanes block, in registers (exact: only moves).
+#if defined(__AVX512F__)
+inline void attn_transpose_block(const float* src, int64_t ld, float* dst, int64_t ldd) {
+    __m512 r[16], t[16];
+    for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_ps(src + k * ld);
+    for (int k = 0; k < 8; ++k) {  // per 128-bit lane: (a0 b0 a1 b1), (a2 b2 a3 b3)
+        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    for (int g = 0; g < 4; ++g) {  // r[4g + k], 128-bit lane L: column 4L + k of rows 4g … 4g+3
+        r[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+        r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+    }
+    for (int k = 0; k < 4; ++k) {  // t[m] (m < 8) holds columns m and m + 8 of rows 0 … 7, t[8 + m] of rows 8 … 15
+        t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+        t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+    }
+    for (int m = 0; m < 8; ++m) {
+        _mm512_storeu_ps(dst + m * ldd, _mm512_shuffle_f32x4(t[m], t[8 + m], 0x88));
+        _mm512_storeu_ps(dst + (m + 8) * ldd, _mm512_shuffle_f32x4(t[m], t[8 + m], 0xdd));
+    }
+}
+#elif defined(__AVX2__)
+inline void attn_transpose_block(const float* src, int64_t ld, float* dst, int64_t ldd) {
+    __m256 r[8], t[8];
+    for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src + k * ld);
+    for (int k = 0; k < 4; ++k) {
+        t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    for (int g = 0; g < 2; ++g) {  // r[4g + k], 128-bit lane L: column 4L + k of rows 4g … 4g+3
+        r[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        r[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+        r[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        r[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+    }
+    for (int k = 0; k < 4; ++k) {
+        _mm256_storeu_ps(dst + k * ldd, _mm256_permute2f128_ps(r[k], r[4 + k], 0x20));
+        _mm256_storeu_ps(dst + (k + 4) * ldd, _mm256_permute2f128_ps(r[k], r[4 + k], 0x31));
+    }
+}
+#else
+inline void attn_transpose_block(const float* src, int64_t, float* dst, int64_t) { dst[0] = src[0]; }
+#endif
+
+// kt[i·C + c] = kc[c·ld + i] for rows c < n_rows (a multiple of kLanes) and dims i < dim.
+inline void attn_transpose_chunk(const float* kc, int64_t ld, int64_t n_rows, int64_t dim, float* kt, int64_t C) {
+    for (int64_t c0 = 0; c0 < n_rows; c0 += kLanes) {
+        int64_t i = 0;
+        for (; i + kLanes <= dim; i += kLanes) attn_transpose_block(kc + c0 * ld + i, ld, kt + i * C + c0, C);
+        for (; i < dim; ++i)
+            for (int64_t c = c0; c < c0 + kLanes; ++c) kt[i * C + c] = kc[c * ld + i];
+    }
+}
+
+// ---- logits ---------------------------------------------------------------------------------------
+
+// Logits of NH heads (rows of qf, stride dqk) × entries [j0, j0 + 2·kLanes) from the transposed chunk kt
+// ([dqk, C]): lg[h, j] = scale · Σ_d q[h, d]·kt[d, j]. Register tile NH × 2 vectors.
+template <int NH>
+void attn_logits_tile(const float* qf, int64_t dqk, const float* kt, int64_t C, int64_t j0, float scale, float* lg) {
+    VF acc[NH][2];
+    for (int h = 0; h < NH; ++h) acc[h][0] = acc[h][1] = vf_zero();
+    for (int64_t d = 0; d < dqk; ++d) {
+        const VF k0 = vf_load(kt + d * C + j0), k1 = vf_load(kt + d * C + j0 + kLanes);
+        for (int h = 0; h < NH; ++h) {
+            const VF q = vf_set1(qf[h * dqk + d]);
+            acc[h][0] = vf_fma(q, k0, acc[h][0]);
+            acc[h][1] = vf_fma(q, k1, acc[h][1]);
+        }
+    }
+    const VF vs = vf_set1(scale);
+    for (int h = 0; h < NH; ++h) {
+        vf_store(lg + h * C + j0, vf_mul(acc[h][0], vs));
+        vf_store(lg + h * C + j0 + kLanes, vf_mul(acc[h][1], vs));
+    }
+}
+
+// Logits of nb ≤ kAttnHeadBlock heads over the chunk's columns [0, nc_pad) (nc_pad a multiple of 2·kLanes).
+inline void attn_logits_heads(int nb, const float* qf, int64_t dqk, const float* kt, int64_t C, int64_t nc_pad, float scale,
+                              float* lg) {
+    for (int64_t j0 = 0; j0 < nc_pad; j0 += 2 * kLanes) {
+        switch (nb) {
+#if defined(__AVX512F__)
+            case 8: attn_logits_tile<8>(qf, dqk, kt, C, j0, scale, lg); break;
+            case 7: attn_logits_tile<7>(qf, dqk, kt, C, j0, scale, lg); break;
+            case 6: attn_logits_tile<6>(qf, dqk, kt, C, j0, scale, lg); break;
+            case 5: attn_logits_tile<5>(qf, dqk, kt, C, j0, scale, lg); break;
+#endif
+            case 4: attn_logits_tile<4>(qf, dqk, kt, C, j0, scale, lg); break;
+            case 3: attn_logits_tile<3>(qf, dqk, kt, C, j0, scale, lg); break;
+            case 2: attn_logits_tile<2>(qf, dqk, kt, C, j0, scale, lg); break;
+            default: attn_logits_tile<1>(qf, dqk, kt, C, j0, scale, lg); break;
+        }
+    }
+}
+
+// ---- P·V ------------------------------------------------------------------------------------------
+
+// acc[h, r0 .. r0 + NV·kLanes) = acc·factor[h] + Σ_j w[h, j]·V[j, r] for NH heads over nc entries (V = the
+// first R dims of the chunk's rows, stride dqk; w in lg, stride C). Register tile NH × NV vectors.
+template <int NH, int NV>
+void attn_pv_tile(const float* lg, int64_t C, const float* kc, int64_t dqk, int64_t nc, const float* factor, float* acc,
+                  int64_t r, int64_t r0) {
+    VF a[NH][NV];
+    for (int h = 0; h < NH; ++h)
+        for (int v = 0; v < NV; ++v) a[h][v] = vf_mul(vf_load(acc + h * r + r0 + v * kLanes), vf_set1(factor[h]));
+    for (int64_t j = 0; j < nc; ++j) {
+        VF vv[NV];
+        for (int v = 0; v < NV; ++v) vv[v] = vf_load(kc + j * dqk + r0 + v * kLanes);
+        for (int h = 0; h < NH; ++h) {
+            const VF w = vf_set1(lg[h * C + j]);
+            for (int v = 0; v < NV; ++v) a[h][v] = vf_fma(w, vv[v], a[h][v]);
+        }
+    }
+    for (int h = 0; h < NH; ++h)
+        for (int v = 0; v < NV; ++v) vf_store(acc + h * r + r0 + v * kLanes, a[h][v]);
+}
+
+// P·V of NH heads over one chunk: acc = acc·factor + Σ_j w_j·V_j, over every R dim.
+template <int NH>
+void attn_chunk_pv(const float* lg, int64_t C, const float* kc, int64_t dqk, int64_t nc, const float* factor, float* acc,
+                   int64_t r) {
+    int64_t r0 = 0;
+    for (; r0 + 2 * kLanes <= r; r0 += 2 * kLanes) attn_pv_tile<NH, 2>(lg, C, kc, dqk, nc, factor, acc, r, r0);
+    for (; r0 + kLanes <= r; r0 += kLanes) attn_pv_tile<NH, 1>(lg, C, kc, dqk, nc, factor, acc, r, r0);
+    for (; r0 < r; ++r0)  // a tail below one vector (R not a multiple of the lane count)
+        for (int h = 0; h < NH; ++h) {
+            float s = acc[h * r + r0] * factor[h];
+            for (int64_t j = 0; j < nc; ++j) s += lg[h * C + j] * kc[j * dqk + r0];
+            acc[h * r + r0] = s;
+        }
+}
+
+// attn_chunk_pv for nb ≤ kAttnHeadBlock heads.
+inline void attn_chunk_pv_heads(int nb, const float* lg, int64_t C, const float* kc, int64_t dqk, int64_t nc,
+                                const float* factor, float* acc, int64_t r) {
+    switch (nb) {
+#if defined(__AVX512F__)
+        case 8: attn_chunk_pv<8>(lg, C, kc, dqk, nc, factor, acc, r); break;
+        case 7: attn_chunk_pv<7>(lg, C, kc, dqk, nc, factor, acc, r); break;
+        case 6: attn_chunk_pv<6>(lg, C, kc, dqk, nc, factor, acc, r); break;
+        case 5: attn_chunk_pv<5>(lg, C, kc, dqk, nc, factor, acc, r); break;
+#endif
+        case 4: attn_chunk_pv<4>(lg, C, kc, dqk, nc, factor, acc, r); break;
+        case 3: attn_chunk_pv<3>(lg, C, kc, dqk, nc, factor, acc, r); break;
+        case 2: attn_chunk_pv<2>(lg, C, kc, dqk, nc, factor, acc, r); break;
+        default: attn_chunk_pv<1>(lg, C, kc, dqk, nc, factor, acc, r); break;
+    }
+}
+
+}  // namespace
+}  // namespace sieve::cpu
