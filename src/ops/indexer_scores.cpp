@@ -1,5 +1,7 @@
 #include "ops/indexer_scores.h"
 
+#include <utility>
+
 #include "ops/op_common.h"
 
 namespace sieve {
@@ -23,15 +25,26 @@ Status validate(const IndexerScoresParams& p) {
     SIEVE_ASSIGN_OR_RETURN(int64_t w_extent, rows_extent(op, "weights", {p.n_tokens, 1, p.n_heads, p.weights_row_stride, 0}, 4));
     SIEVE_ASSIGN_OR_RETURN(int64_t k_extent,
                            rows_extent(op, "key_slots", {p.n_lists, 1, p.max_keys, p.key_slots_stride, 0}, 4));
-    SIEVE_ASSIGN_OR_RETURN(int64_t s_extent,
-                           output_rows_extent(op, "scores", {p.n_tokens, 1, p.max_keys, p.scores_row_stride, 0}, 4));
+    int64_t s_extent = 0;
+    if (p.selected == nullptr || p.scores != nullptr) {
+        SIEVE_ASSIGN_OR_RETURN(s_extent,
+                               output_rows_extent(op, "scores", {p.n_tokens, 1, p.max_keys, p.scores_row_stride, 0}, 4));
+    }
+    int64_t sel_extent = 0;
+    if (p.selected != nullptr) {
+        SIEVE_RETURN_IF_ERROR(require_at_least(op, "k", p.k, 1));
+        if (p.max_keys > INT32_MAX)
+            return invalid_argument_error("{}: max_keys = {} does not fit the int32 selection", op, p.max_keys);
+        SIEVE_ASSIGN_OR_RETURN(sel_extent,
+                               output_rows_extent(op, "selected", {p.n_tokens, 1, p.k, p.selected_row_stride, 0}, 4));
+    }
     if (p.n_tokens == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "q", p.q));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "weights", p.weights));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "token_list", p.token_list));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "n_keys", p.n_keys));
     if (p.max_keys > 0) {
-        SIEVE_RETURN_IF_ERROR(require_ptr(op, "scores", p.scores));
+        if (p.selected == nullptr) SIEVE_RETURN_IF_ERROR(require_ptr(op, "scores", p.scores));
         SIEVE_RETURN_IF_ERROR(validate_cache_view(op, "keys", p.keys, p.key_layout()));
     }
     for (int64_t t = 0; t < p.n_tokens; ++t) {
@@ -59,6 +72,20 @@ Status validate(const IndexerScoresParams& p) {
             require_same_or_disjoint(op, "n_keys", p.n_keys, p.n_tokens * 4, "scores", p.scores, s_bytes, false));
         SIEVE_RETURN_IF_ERROR(
             require_same_or_disjoint(op, "token_list", p.token_list, p.n_tokens * 4, "scores", p.scores, s_bytes, false));
+    }
+    if (p.selected != nullptr) {
+        const int64_t sel_bytes = sel_extent * 4;
+        const std::pair<const char*, std::pair<const void*, int64_t>> inputs[] = {
+            {"q", {p.q, q_extent * static_cast<int64_t>(dtype_size(p.q_type))}},
+            {"weights", {p.weights, w_extent * 4}},
+            {"key_slots", {p.key_slots, k_extent * 4}},
+            {"n_keys", {p.n_keys, p.n_tokens * 4}},
+            {"token_list", {p.token_list, p.n_tokens * 4}},
+            {"scores", {p.scores, s_extent * 4}}};
+        for (const auto& [name, span] : inputs)
+            if (span.first != nullptr && span.second > 0)
+                SIEVE_RETURN_IF_ERROR(
+                    require_same_or_disjoint(op, name, span.first, span.second, "selected", p.selected, sel_bytes, false));
     }
     return Status::ok();
 }

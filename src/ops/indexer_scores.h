@@ -1,8 +1,8 @@
 // ops/indexer_scores.h — the Lightning Indexer's scores of each token over its request's
-// compressed indexer keys (deepseek_v4.md §3.6; exact profile §3.6 "exact profile, general sizes").
-// The top-k that follows is ops/topk.h (valid_len = n_keys); a later fused kernel may stream scores
-// straight into the top-k selection (backends/cpu/kernels.h TopkStream), which this contract allows:
-// it fixes only the values of the candidate columns.
+// compressed indexer keys (deepseek_v4.md §3.6; exact profile §3.6 "exact profile, general sizes"),
+// and optionally the top-k selection over them in the same pass (ops/topk.h semantics, valid_len =
+// n_keys), so that no full score row needs to be written (performance_facts.md §5: "a fused
+// threshold-filter top-k so no [L] fp32 logits are materialized").
 //
 // Token t scores the keys of list token_list[t] (one list per request: its indexer-key slots in
 // entry order). For candidate j < n_keys[t] (the causal ones, j < ⌊(p_t + 1)/4⌋, chosen by the caller):
@@ -13,6 +13,11 @@
 // softmax, no sigmoid: a ReLU per head and a weighted sum). A key slot of −1 scores −inf (never
 // selected before a real candidate). Columns j ≥ n_keys[t] are not written.
 // q rows of bf16 are widened exactly.
+//
+// Fused selection: when `selected` is set, row t of it receives the top-k of token t's candidates
+// j < n_keys[t] by score[t, j], exactly as ops/topk.h selects them over this backend's scores
+// (highest first, ties to the lower index, NaN last; picks ascending, then −1 up to width k). Then
+// `scores` may be nullptr (nothing is written there); when both are set, both are written.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +45,9 @@ struct IndexerScoresParams {
     int64_t weights_row_stride = 0;      // elements, ≥ 0
     int64_t scores_row_stride = 0;       // elements, ≥ max_keys when n_tokens > 1
     DType q_type = DType::f32;           // f32 | bf16
+    int32_t* selected = nullptr;         // [n_tokens, k] or nullptr (no fused selection)
+    int64_t k = 0;                       // ≥ 1 when selected is set
+    int64_t selected_row_stride = 0;     // elements, ≥ k when n_tokens > 1
 
     KvRecordLayout key_layout() const { return {key_format, head_dim, 0}; }
 };

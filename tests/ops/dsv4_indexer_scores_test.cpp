@@ -5,9 +5,163 @@
 
 #include "dsv4_cache_util.h"
 #include "ops/indexer_scores.h"
+#include "ops/topk.h"
 
 namespace sieve::test {
 namespace {
+
+// One conformance case against ref on every backend: n_tokens tokens over n_lists lists of max_keys keys
+// (slot −1 at key 1 of list 0, and at every key j ≡ 3 mod missing_every when missing_every > 0); token 0
+// (or every token when all_keys) scores all max_keys keys, the others a random prefix.
+void check_indexer_case(Rng& rng, Backend& ref_b, std::vector<NamedBackend>& backends, int64_t n_heads, int64_t head_dim,
+                        int64_t n_tokens, int64_t n_lists, int64_t max_keys, KvRecordFormat fmt, DType qt, bool padded,
+                        int64_t missing_every = 0, bool all_keys = false) {
+    Backend* ref = &ref_b;
+    const KvRecordLayout kl{fmt, head_dim, 0};
+    TestCache cache(kl.entry_bytes(), 5, (n_lists * max_keys) / 5 + 2);
+    // Keys through ref kv_store.
+    std::vector<float> keys(static_cast<size_t>(n_lists * max_keys * head_dim));
+    for (float& v : keys) v = rng.normal(1.0f);
+    const std::vector<int32_t> key_slots_flat = random_slots(rng, n_lists * max_keys, cache.capacity());
+    KvStoreParams sp;
+    sp.x = keys.data();
+    sp.slots = key_slots_flat.data();
+    sp.cache = cache.view();
+    sp.layout = kl;
+    sp.n_rows = n_lists * max_keys;
+    sp.x_row_stride = head_dim;
+    ASSERT_TRUE(ref->kv_store(sp).is_ok());
+    const int64_t ks_stride = max_keys + (padded ? 2 : 0);
+    std::vector<int32_t> key_slots(static_cast<size_t>(n_lists * ks_stride), -5);
+    for (int64_t l = 0; l < n_lists; ++l)
+        for (int64_t j = 0; j < max_keys; ++j)
+            key_slots[static_cast<size_t>(l * ks_stride + j)] =
+                ((j == 1 && l == 0) || (missing_every > 0 && j % missing_every == 3))
+                    ? -1
+                    : key_slots_flat[static_cast<size_t>(l * max_keys + j)];
+    std::vector<int32_t> token_list(static_cast<size_t>(n_tokens)), n_keys(static_cast<size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        token_list[static_cast<size_t>(t)] = static_cast<int32_t>(rng.integer(0, n_lists - 1));
+        n_keys[static_cast<size_t>(t)] = static_cast<int32_t>(t == 0 || all_keys ? max_keys : rng.integer(0, max_keys));
+    }
+    const RowsLayout ql = make_rows_layout(rng, n_tokens, n_heads, head_dim, padded);
+    RowsTensor q(ql, qt);
+    q.fill([&] { return rng.normal(1.0f); });
+    const int64_t w_stride = n_heads + (padded ? 1 : 0), s_stride = max_keys + (padded ? 3 : 0);
+    std::vector<float> w(static_cast<size_t>(n_tokens * w_stride));
+    for (float& v : w) v = rng.normal(0.3f);
+
+    // scores and/or a fused selection of width k (ops/indexer_scores.h "Fused selection").
+    auto run = [&](Backend& b, float* scores, int32_t* selected = nullptr, int64_t k = 0) {
+        IndexerScoresParams p;
+        p.q = q.data();
+        p.q_type = qt;
+        p.q_token_stride = ql.token_stride;
+        p.q_head_stride = ql.head_stride;
+        p.weights = w.data();
+        p.weights_row_stride = w_stride;
+        p.keys = cache.view();
+        p.key_format = fmt;
+        p.key_slots = key_slots.data();
+        p.key_slots_stride = ks_stride;
+        p.token_list = token_list.data();
+        p.n_keys = n_keys.data();
+        p.scores = scores;
+        p.scores_row_stride = s_stride;
+        p.selected = selected;
+        p.k = k;
+        p.selected_row_stride = k;
+        p.n_tokens = n_tokens;
+        p.n_heads = n_heads;
+        p.head_dim = head_dim;
+        p.n_lists = n_lists;
+        p.max_keys = max_keys;
+        GuardedBuffer ws(std::max<size_t>(b.indexer_scores_workspace_size(p), 1));
+        const Status st = b.indexer_scores(p, Workspace{ws.data(), b.indexer_scores_workspace_size(p)});
+        EXPECT_TRUE(ws.guards_intact("indexer workspace"));
+        return st;
+    };
+    const size_t s_bytes = static_cast<size_t>(n_tokens * s_stride) * 4;
+    GuardedBuffer want(s_bytes);
+    ASSERT_TRUE(run(*ref, want.as<float>()).is_ok());
+    // Tolerance: each head's dot is off by ≤ γ_{d+1}·Σ|q_i k_i| (ReLU is 1-Lipschitz), weighted by |w_h|,
+    // plus the head sum γ_{H+1}·Σ_h |w_h·ReLU(dot_h)|.
+    std::vector<double> want_v, tol;
+    std::vector<float> key(static_cast<size_t>(head_dim));
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t j = 0; j < n_keys[static_cast<size_t>(t)]; ++j) {
+            want_v.push_back(want.as<float>()[t * s_stride + j]);
+            const int32_t slot = key_slots[static_cast<size_t>(token_list[static_cast<size_t>(t)] * ks_stride + j)];
+            if (slot < 0) {
+                EXPECT_EQ(want_v.back(), -INFINITY);
+                tol.push_back(0.0);
+                continue;
+            }
+            KvLoadParams lp;
+            lp.cache = cache.view();
+            lp.layout = kl;
+            lp.slots = &slot;
+            lp.y = key.data();
+            lp.n_rows = 1;
+            ASSERT_TRUE(ref->kv_load(lp).is_ok());
+            double bound = 0.0, sum_abs = 0.0;
+            for (int64_t h = 0; h < n_heads; ++h) {
+                double s = 0.0, dot = 0.0;
+                for (int64_t i = 0; i < head_dim; ++i) {
+                    s += std::fabs(q.get(t, h, i) * static_cast<double>(key[static_cast<size_t>(i)]));
+                    dot += q.get(t, h, i) * static_cast<double>(key[static_cast<size_t>(i)]);
+                }
+                const double wh = std::fabs(w[static_cast<size_t>(t * w_stride + h)]);
+                bound += wh * (gamma_n(static_cast<double>(head_dim) + 1) * s + kU * std::fabs(dot));
+                sum_abs += wh * std::max(dot, 0.0);
+            }
+            tol.push_back(bound + gamma_n(static_cast<double>(n_heads) + 1) * sum_abs + 1e-30);
+        }
+    for (auto& nb : backends) {
+        SCOPED_TRACE(nb.spec);
+        GuardedBuffer got(s_bytes);
+        const Status st = run(*nb.backend, got.as<float>());
+        ASSERT_TRUE(st.is_ok()) << st.to_string();
+        std::vector<double> got_v;
+        for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t j = 0; j < n_keys[static_cast<size_t>(t)]; ++j) got_v.push_back(got.as<float>()[t * s_stride + j]);
+        EXPECT_TRUE(all_close(want_v, got_v, tol, "scores"));
+        // Columns j ≥ n_keys[t] and the row padding are never written.
+        for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t j = n_keys[static_cast<size_t>(t)]; j < s_stride; ++j) {
+                uint32_t bits;
+                std::memcpy(&bits, got.as<float>() + t * s_stride + j, 4);
+                ASSERT_EQ(bits, 0x7f7f7f7fu) << "column " << j << " of token " << t << " written";
+            }
+        EXPECT_TRUE(got.guards_intact("scores"));
+
+        // The fused selection is exactly the top-k of this backend's own scores, with or without a
+        // score row written (k below, around and above the candidate counts).
+        for (int64_t k : {int64_t{1}, std::max<int64_t>(1, max_keys / 3), max_keys + 2}) {
+            SCOPED_TRACE("fused k " + std::to_string(k));
+            std::vector<int32_t> want_sel(static_cast<size_t>(n_tokens * k), -7);
+            TopkParams tp;
+            tp.scores = got.as<float>();
+            tp.valid_len = n_keys.data();
+            tp.out = want_sel.data();
+            tp.n_rows = n_tokens;
+            tp.n_cols = max_keys;
+            tp.k = k;
+            tp.scores_row_stride = s_stride;
+            tp.out_row_stride = k;
+            ASSERT_TRUE(ref->topk(tp, {}).is_ok());
+            GuardedBuffer sel(static_cast<size_t>(n_tokens * k) * 4);
+            const Status fs = run(*nb.backend, nullptr, sel.as<int32_t>(), k);
+            ASSERT_TRUE(fs.is_ok()) << fs.to_string();
+            EXPECT_TRUE(std::equal(want_sel.begin(), want_sel.end(), sel.as<int32_t>())) << "selection differs";
+            EXPECT_TRUE(sel.guards_intact("selected"));
+            GuardedBuffer both(s_bytes);
+            GuardedBuffer sel2(static_cast<size_t>(n_tokens * k) * 4);
+            ASSERT_TRUE(run(*nb.backend, both.as<float>(), sel2.as<int32_t>(), k).is_ok());
+            EXPECT_TRUE(std::equal(want_sel.begin(), want_sel.end(), sel2.as<int32_t>())) << "selection with scores";
+        }
+    }
+}
 
 TEST(IndexerScoresConformance, EveryBackendMatchesRef) {
     auto ref = ref_backend();
@@ -22,118 +176,36 @@ TEST(IndexerScoresConformance, EveryBackendMatchesRef) {
         const bool padded = rng.coin();
         SCOPED_TRACE(fmt::format("case {}: T {} H {} d {} lists {} keys {} {} q {}", ci, n_tokens, n_heads, head_dim,
                                  n_lists, max_keys, kv_record_format_name(fmt), dtype_name(qt)));
-        const KvRecordLayout kl{fmt, head_dim, 0};
-        TestCache cache(kl.entry_bytes(), 5, (n_lists * max_keys) / 5 + 2);
-        // Keys through ref kv_store.
-        std::vector<float> keys(static_cast<size_t>(n_lists * max_keys * head_dim));
-        for (float& v : keys) v = rng.normal(1.0f);
-        const std::vector<int32_t> key_slots_flat = random_slots(rng, n_lists * max_keys, cache.capacity());
-        KvStoreParams sp;
-        sp.x = keys.data();
-        sp.slots = key_slots_flat.data();
-        sp.cache = cache.view();
-        sp.layout = kl;
-        sp.n_rows = n_lists * max_keys;
-        sp.x_row_stride = head_dim;
-        ASSERT_TRUE(ref->kv_store(sp).is_ok());
-        const int64_t ks_stride = max_keys + (padded ? 2 : 0);
-        std::vector<int32_t> key_slots(static_cast<size_t>(n_lists * ks_stride), -5);
-        for (int64_t l = 0; l < n_lists; ++l)
-            for (int64_t j = 0; j < max_keys; ++j)
-                key_slots[static_cast<size_t>(l * ks_stride + j)] =
-                    (j == 1 && l == 0) ? -1 : key_slots_flat[static_cast<size_t>(l * max_keys + j)];
-        std::vector<int32_t> token_list(static_cast<size_t>(n_tokens)), n_keys(static_cast<size_t>(n_tokens));
-        for (int64_t t = 0; t < n_tokens; ++t) {
-            token_list[static_cast<size_t>(t)] = static_cast<int32_t>(rng.integer(0, n_lists - 1));
-            n_keys[static_cast<size_t>(t)] = static_cast<int32_t>(t == 0 ? max_keys : rng.integer(0, max_keys));
-        }
-        const RowsLayout ql = make_rows_layout(rng, n_tokens, n_heads, head_dim, padded);
-        RowsTensor q(ql, qt);
-        q.fill([&] { return rng.normal(1.0f); });
-        const int64_t w_stride = n_heads + (padded ? 1 : 0), s_stride = max_keys + (padded ? 3 : 0);
-        std::vector<float> w(static_cast<size_t>(n_tokens * w_stride));
-        for (float& v : w) v = rng.normal(0.3f);
+        check_indexer_case(rng, *ref, backends, n_heads, head_dim, n_tokens, n_lists, max_keys, fmt, qt, padded);
+    }
+}
 
-        auto run = [&](Backend& b, GuardedBuffer& scores) {
-            IndexerScoresParams p;
-            p.q = q.data();
-            p.q_type = qt;
-            p.q_token_stride = ql.token_stride;
-            p.q_head_stride = ql.head_stride;
-            p.weights = w.data();
-            p.weights_row_stride = w_stride;
-            p.keys = cache.view();
-            p.key_format = fmt;
-            p.key_slots = key_slots.data();
-            p.key_slots_stride = ks_stride;
-            p.token_list = token_list.data();
-            p.n_keys = n_keys.data();
-            p.scores = scores.as<float>();
-            p.scores_row_stride = s_stride;
-            p.n_tokens = n_tokens;
-            p.n_heads = n_heads;
-            p.head_dim = head_dim;
-            p.n_lists = n_lists;
-            p.max_keys = max_keys;
-            GuardedBuffer ws(std::max<size_t>(b.indexer_scores_workspace_size(p), 1));
-            const Status st = b.indexer_scores(p, Workspace{ws.data(), b.indexer_scores_workspace_size(p)});
-            EXPECT_TRUE(ws.guards_intact("indexer workspace"));
-            return st;
-        };
-        const size_t s_bytes = static_cast<size_t>(n_tokens * s_stride) * 4;
-        GuardedBuffer want(s_bytes);
-        ASSERT_TRUE(run(*ref, want).is_ok());
-        // Tolerance: each head's dot is off by ≤ γ_{d+1}·Σ|q_i k_i| (ReLU is 1-Lipschitz), weighted by |w_h|,
-        // plus the head sum γ_{H+1}·Σ_h |w_h·ReLU(dot_h)|.
-        std::vector<double> want_v, tol;
-        std::vector<float> key(static_cast<size_t>(head_dim));
-        for (int64_t t = 0; t < n_tokens; ++t)
-            for (int64_t j = 0; j < n_keys[static_cast<size_t>(t)]; ++j) {
-                want_v.push_back(want.as<float>()[t * s_stride + j]);
-                const int32_t slot = key_slots[static_cast<size_t>(token_list[static_cast<size_t>(t)] * ks_stride + j)];
-                if (slot < 0) {
-                    EXPECT_EQ(want_v.back(), -INFINITY);
-                    tol.push_back(0.0);
-                    continue;
-                }
-                KvLoadParams lp;
-                lp.cache = cache.view();
-                lp.layout = kl;
-                lp.slots = &slot;
-                lp.y = key.data();
-                lp.n_rows = 1;
-                ASSERT_TRUE(ref->kv_load(lp).is_ok());
-                double bound = 0.0, sum_abs = 0.0;
-                for (int64_t h = 0; h < n_heads; ++h) {
-                    double s = 0.0, dot = 0.0;
-                    for (int64_t i = 0; i < head_dim; ++i) {
-                        s += std::fabs(q.get(t, h, i) * static_cast<double>(key[static_cast<size_t>(i)]));
-                        dot += q.get(t, h, i) * static_cast<double>(key[static_cast<size_t>(i)]);
-                    }
-                    const double wh = std::fabs(w[static_cast<size_t>(t * w_stride + h)]);
-                    bound += wh * (gamma_n(static_cast<double>(head_dim) + 1) * s + kU * std::fabs(dot));
-                    sum_abs += wh * std::max(dot, 0.0);
-                }
-                tol.push_back(bound + gamma_n(static_cast<double>(n_heads) + 1) * sum_abs + 1e-30);
-            }
-        for (auto& nb : backends) {
-            SCOPED_TRACE(nb.spec);
-            GuardedBuffer got(s_bytes);
-            const Status st = run(*nb.backend, got);
-            ASSERT_TRUE(st.is_ok()) << st.to_string();
-            std::vector<double> got_v;
-            for (int64_t t = 0; t < n_tokens; ++t)
-                for (int64_t j = 0; j < n_keys[static_cast<size_t>(t)]; ++j) got_v.push_back(got.as<float>()[t * s_stride + j]);
-            EXPECT_TRUE(all_close(want_v, got_v, tol, "scores"));
-            // Columns j ≥ n_keys[t] and the row padding are never written.
-            for (int64_t t = 0; t < n_tokens; ++t)
-                for (int64_t j = n_keys[static_cast<size_t>(t)]; j < s_stride; ++j) {
-                    uint32_t bits;
-                    std::memcpy(&bits, got.as<float>() + t * s_stride + j, 4);
-                    ASSERT_EQ(bits, 0x7f7f7f7fu) << "column " << j << " of token " << t << " written";
-                }
-            EXPECT_TRUE(got.guards_intact("scores"));
-        }
+// The cpu kernel's work units are key tiles of a list scored for all the list's tokens: many tokens of
+// one list, key counts past one tile and not a multiple of it, missing slots inside tiles, odd head_dim
+// (a zero partner for the last bf16 pair), and one decode token over 40000 keys (many tiles, all threads).
+TEST(IndexerScoresConformance, KeyTilesAndManyTokensPerList) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(4405);
+    struct C {
+        int64_t heads, dim, tokens, lists, keys;
+        KvRecordFormat fmt;
+        DType qt;
+        int64_t missing_every;
+        bool all_keys;
+    };
+    const C cases[] = {
+        {64, 128, 48, 1, 700, KvRecordFormat::fp8_scaled, DType::bf16, 7, false},
+        {64, 128, 20, 2, 1100, KvRecordFormat::f32, DType::f32, 11, true},
+        {24, 33, 30, 3, 530, KvRecordFormat::fp8_scaled, DType::bf16, 5, false},
+        {16, 65, 9, 2, 300, KvRecordFormat::fp8_scaled, DType::f32, 0, true},
+        {8, 128, 1, 1, 40000, KvRecordFormat::fp8_scaled, DType::bf16, 97, true},
+    };
+    for (const C& c : cases) {
+        SCOPED_TRACE(fmt::format("T {} H {} d {} lists {} keys {} {} q {}", c.tokens, c.heads, c.dim, c.lists, c.keys,
+                                 kv_record_format_name(c.fmt), dtype_name(c.qt)));
+        check_indexer_case(rng, *ref, backends, c.heads, c.dim, c.tokens, c.lists, c.keys, c.fmt, c.qt, true,
+                           c.missing_every, c.all_keys);
     }
 }
 
@@ -214,6 +286,19 @@ TEST(IndexerScoresValidate, RejectsBadInputs) {
     b = p;
     b.scores = reinterpret_cast<float*>(key_slots);  // scores over an input
     EXPECT_EQ(validate(b).code(), StatusCode::invalid_argument);
+    // Neither scores nor a selection; a selection of width 0; a selection over an input.
+    b = p;
+    b.scores = nullptr;
+    EXPECT_NE(validate(b).message().find("scores"), std::string::npos) << validate(b).message();
+    int32_t selected[2];
+    b.selected = selected;
+    b.k = 0;
+    EXPECT_NE(validate(b).message().find("k = 0"), std::string::npos) << validate(b).message();
+    b.k = 2;
+    b.selected_row_stride = 2;
+    EXPECT_TRUE(validate(b).is_ok()) << validate(b).message();  // fused selection without score rows
+    b.selected = key_slots;
+    EXPECT_NE(validate(b).message().find("selected"), std::string::npos) << validate(b).message();
 }
 
 }  // namespace

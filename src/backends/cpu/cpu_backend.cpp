@@ -175,7 +175,7 @@ public:
         return cpu::dsv4_indexer_scores_workspace_size(*pool_, p);
     }
     Status indexer_scores(const IndexerScoresParams& p, Workspace ws) override {
-        return cpu::dsv4_indexer_scores(cpu::dsv4_kernels_for(options_.isa), *pool_, p, ws);
+        return cpu::dsv4_indexer_scores(cpu::dsv4_kernels_for(options_.isa), *kernels_, *pool_, p, ws);
     }
     size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const override {
         return cpu::dsv4_sparse_mqa_workspace_size(*pool_, p);

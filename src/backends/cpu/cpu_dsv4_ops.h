@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/dsv4_kernels.h"
+#include "backends/cpu/kernels.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "ops/compressor.h"
@@ -30,6 +31,9 @@ size_t dsv4_sparse_mqa_workspace_size(const ThreadPool& pool, const SparseMqaPar
 Status dsv4_sparse_mqa(const CpuDsv4Kernels& k, ThreadPool& pool, const SparseMqaParams& p, Workspace ws);
 
 size_t dsv4_indexer_scores_workspace_size(const ThreadPool& pool, const IndexerScoresParams& p);
-Status dsv4_indexer_scores(const CpuDsv4Kernels& k, ThreadPool& pool, const IndexerScoresParams& p, Workspace ws);
+// `base`: the backend's main kernel table, whose streaming top-k (kernels.h TopkStream) makes the fused
+// selection (ops/indexer_scores.h).
+Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, ThreadPool& pool,
+                           const IndexerScoresParams& p, Workspace ws);
 
 }  // namespace sieve::cpu

@@ -64,6 +64,9 @@ struct IndexerScoresKernelArgs {
     const int32_t* n_keys = nullptr;     // [n_tokens]
     float* scores = nullptr;             // [n_tokens, scores_row_stride]
     int64_t scores_row_stride = 0;
+    // false: token t's score of key j goes to scores[t·stride + j]. true (fused selection, set per unit by the
+    // dispatch code): to scores[i·stride + j − key_begin], i = the token's position in the unit's token list.
+    bool scores_tile_rows = false;
     int64_t n_heads = 0, head_dim = 0;
     // vdpbf16ps on bf16 q and fp8_scaled keys (avx512_bf16 table only; set by the dispatch code when the
     // table has bf16_dot, q is bf16 and the keys are fp8: every product is exact, ops/indexer_scores.h).

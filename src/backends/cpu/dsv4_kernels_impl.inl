@@ -363,17 +363,19 @@ inline void idx_unit(const IndexerScoresKernelArgs& a, const IdxScratch& S, int6
     score(k0, k1);
 }
 
-// Writes the scores of keys [j, j + nk) of token t from the per-key head sums.
+// Writes the scores of keys [j, j + nk) of token t from the per-key head sums: key j + k goes to column
+// j + k of the op's score row, or to column j + k − k0 of the tile row (a.scores_tile_rows).
 inline void idx_store(const IndexerScoresKernelArgs& a, const IdxScratch& S, int64_t t, int64_t list, int64_t k0, int64_t j,
                       int nk, const float* sums, float* out) {
+    const int64_t col0 = a.scores_tile_rows ? k0 : 0;
     for (int k = 0; k < nk; ++k) {
         const int64_t r = j + k - k0;
         if (S.flag[r] == 0)
-            out[j + k] = sums[k] * S.scale[r];
+            out[j + k - col0] = sums[k] * S.scale[r];
         else if (S.flag[r] == 1)
-            out[j + k] = -__builtin_inff();
+            out[j + k - col0] = -__builtin_inff();
         else
-            out[j + k] = idx_score_exact(a, t, a.key_slots[list * a.key_slots_stride + j + k], S.key);
+            out[j + k - col0] = idx_score_exact(a, t, a.key_slots[list * a.key_slots_stride + j + k], S.key);
     }
 }
 
@@ -451,7 +453,7 @@ void indexer_scores_tile(const IndexerScoresKernelArgs& a, int64_t list, const i
                 idx_token_weights(a, S, t, hp);
                 *S.tag = t;
             }
-            float* out = a.scores + t * a.scores_row_stride;
+            float* out = a.scores + (a.scores_tile_rows ? ti : t) * a.scores_row_stride;
             for (int64_t j = c0; j < end; j += kIdxKeys) {
                 const int nk = static_cast<int>(s_min(kIdxKeys, end - j));
                 const float* r[kIdxKeys];
@@ -565,7 +567,7 @@ SIEVE_D4_BF16 void idx_score_bf16(const IndexerScoresKernelArgs& a, const IdxScr
             idx_token_weights(a, S, t, hp);
             *S.tag = t;
         }
-        float* out = a.scores + t * a.scores_row_stride;
+        float* out = a.scores + (a.scores_tile_rows ? ti : t) * a.scores_row_stride;
         for (int64_t j = c0; j < end; j += kIdxKeys) {
             const int nk = static_cast<int>(s_min(kIdxKeys, end - j));
             const uint32_t* r[kIdxKeys];

@@ -1,4 +1,5 @@
 // ref indexer scores (ops/indexer_scores.h): Σ_h w_h · ReLU(<q_h, K_j>) in double, key by key.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,10 +12,19 @@ Status indexer_scores(const IndexerScoresParams& p) {
     SIEVE_RETURN_IF_ERROR(validate(p));
     const int64_t d = p.head_dim;
     std::vector<float> key(static_cast<size_t>(d));
+    // The fused selection is the plain top-k over this backend's scores (a full row: ref is the oracle).
+    std::vector<float> own_scores;
+    float* scores = p.scores;
+    int64_t scores_row_stride = p.scores_row_stride;
+    if (scores == nullptr && p.selected != nullptr) {
+        own_scores.resize(static_cast<size_t>(std::max<int64_t>(p.n_tokens * p.max_keys, 1)));
+        scores = own_scores.data();
+        scores_row_stride = p.max_keys;
+    }
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         const int32_t* slots = p.key_slots + static_cast<int64_t>(p.token_list[t]) * p.key_slots_stride;
         for (int64_t j = 0; j < p.n_keys[t]; ++j) {
-            float* out = p.scores + t * p.scores_row_stride + j;
+            float* out = scores + t * scores_row_stride + j;
             if (slots[j] < 0) {
                 *out = -INFINITY;
                 continue;
@@ -31,7 +41,17 @@ Status indexer_scores(const IndexerScoresParams& p) {
             *out = static_cast<float>(score);
         }
     }
-    return Status::ok();
+    if (p.selected == nullptr || p.n_tokens == 0) return Status::ok();
+    TopkParams tp;
+    tp.scores = scores;
+    tp.valid_len = p.n_keys;
+    tp.out = p.selected;
+    tp.n_rows = p.n_tokens;
+    tp.n_cols = p.max_keys;
+    tp.k = p.k;
+    tp.scores_row_stride = scores_row_stride;
+    tp.out_row_stride = p.selected_row_stride;
+    return topk(tp);
 }
 
 }  // namespace sieve::ref

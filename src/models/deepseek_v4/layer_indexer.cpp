@@ -46,7 +46,11 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
         max_keys = max_request_entries(batch, m);
         int32_t* key_slots = sized(s.key_slots, batch.n_requests() * max_keys);  // [n_requests, max_keys]
         SIEVE_RETURN_IF_ERROR(request_entry_slots(batch, keys, m, max_keys, key_slots));
-        scores = sized(s.scores, N * max_keys);
+        // Without an observer nobody needs the scores: the op selects as it scores (ops/indexer_scores.h
+        // "Fused selection"), never writing a full row. `sieve check` observes them, so it gets the rows
+        // and the separate top-k, which selects the same indices.
+        const bool fused = observer == nullptr;
+        if (!fused) scores = sized(s.scores, N * max_keys);
         IndexerScoresParams ip;
         ip.q = iq;
         ip.q_type = act_;
@@ -67,20 +71,27 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
         ip.head_dim = cI;
         ip.n_lists = batch.n_requests();
         ip.max_keys = max_keys;
+        if (fused) {
+            ip.selected = selected;
+            ip.k = K;
+            ip.selected_row_stride = K;
+        }
         SIEVE_RETURN_IF_ERROR(backend_.indexer_scores(ip, ws.workspace(backend_.indexer_scores_workspace_size(ip))));
         timer.stop();
 
-        ScopedStageTimer topk_timer(times, Stage::topk);
-        TopkParams tp;
-        tp.scores = scores;
-        tp.valid_len = n_keys;
-        tp.out = selected;
-        tp.n_rows = N;
-        tp.n_cols = max_keys;
-        tp.k = K;
-        tp.scores_row_stride = max_keys;
-        tp.out_row_stride = K;
-        SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws.workspace(backend_.topk_workspace_size(tp))));
+        if (!fused) {
+            ScopedStageTimer topk_timer(times, Stage::topk);
+            TopkParams tp;
+            tp.scores = scores;
+            tp.valid_len = n_keys;
+            tp.out = selected;
+            tp.n_rows = N;
+            tp.n_cols = max_keys;
+            tp.k = K;
+            tp.scores_row_stride = max_keys;
+            tp.out_row_stride = K;
+            SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws.workspace(backend_.topk_workspace_size(tp))));
+        }
     }
 
     if (observer != nullptr)

@@ -72,7 +72,7 @@ RunResult run_fixture(const Fixture& f, AttentionModel& model, const RunOptions&
     if (ids.empty())
         for (int64_t r = 0; r < f.n_requests; ++r) ids.push_back(r);
     Recorder recorder(f, result, options);
-    model.set_selection_observer(&recorder);
+    model.set_selection_observer(options.observe ? &recorder : nullptr);
     auto engine = Engine::create(model, options.engine);
     if (!engine.has_value()) {
         result.status = engine.status();

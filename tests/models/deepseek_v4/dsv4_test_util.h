@@ -112,6 +112,9 @@ struct RunOptions {
     bool reference_selection = false;
     // Called after recording (and any reference substitution) with the selection the layer will use.
     std::function<void(int64_t layer, RequestId request, int64_t position, std::span<int32_t> selected)> modify;
+    // false: no observer at all (nothing is recorded), so the indexer takes its fused path
+    // (ops/indexer_scores.h "Fused selection") instead of writing score rows for the observer.
+    bool observe = true;
 };
 
 // Runs the fixture's requests through the Engine, teacher-forced with the golden inputs.

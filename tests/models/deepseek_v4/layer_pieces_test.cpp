@@ -187,5 +187,35 @@ TEST(DeepseekV4Indexer, ObserverReplacementsAndOutOfRangeEntries) {
     for (size_t i = 0; i < 3 * 64; ++i) EXPECT_EQ(oa[i], ob[i]);
 }
 
+// Without an observer the CSA layer selects inside the indexer op (ops/indexer_scores.h "Fused
+// selection", no score rows); with one it writes the rows and runs the top-k op. Both must give the same
+// outputs bit for bit, in both profiles, on ref and on every cpu ISA, under a chunked schedule with
+// several requests per step.
+TEST(DeepseekV4Indexer, FusedSelectionMatchesScoresThenTopk) {
+    Fixture f = load_fixture();
+    for (const char* spec : {"ref", "cpu", "cpu:avx2", "cpu:scalar"}) {
+        auto backend = make_backend(spec);
+        if (!backend.has_value()) continue;  // an ISA this machine lacks
+        for (NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+            SCOPED_TRACE(std::string(spec) + " " + std::string(numerics_profile_name(profile)));
+            DeepseekV4Options o;
+            o.backend = backend->get();
+            o.profile = profile;
+            auto model = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+            ASSERT_TRUE(model.has_value()) << model.status().to_string();
+            RunOptions observed, fused;
+            observed.engine.scheduler.max_tokens_per_step = fused.engine.scheduler.max_tokens_per_step = 7;
+            fused.observe = false;
+            const RunResult a = run_fixture(f, **model, observed), b = run_fixture(f, **model, fused);
+            ASSERT_TRUE(a.status.is_ok()) << a.status.to_string();
+            ASSERT_TRUE(b.status.is_ok()) << b.status.to_string();
+            ASSERT_FALSE(a.selections.empty());  // the CSA layer ran its indexer
+            for (const auto& [request, layers] : a.outputs)
+                for (size_t l = 0; l < layers.size(); ++l)
+                    EXPECT_EQ(layers[l], b.outputs.at(request)[l]) << "request " << request << " layer position " << l;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace sieve::dsv4_test
