@@ -1,6 +1,7 @@
 #include "ops/dsa_indexer.h"
 
 #include <cmath>
+#include <utility>
 
 #include "ops/dsa_cache_check.h"
 #include "ops/op_common.h"
@@ -76,8 +77,19 @@ Status validate(const DsaIndexerScoresParams& p) {
         SIEVE_ASSIGN_OR_RETURN(qs_extent,
                                rows_extent(op, "q_scale", {p.n_tokens, 1, p.n_heads, p.q_scale_token_stride, 0}, 4));
     }
-    SIEVE_ASSIGN_OR_RETURN(int64_t s_extent,
-                           output_rows_extent(op, "scores", {p.n_tokens, 1, p.n_cols, p.scores_row_stride, 0}, 4));
+    int64_t s_extent = 0;
+    if (p.selected == nullptr || p.scores != nullptr) {
+        SIEVE_ASSIGN_OR_RETURN(s_extent,
+                               output_rows_extent(op, "scores", {p.n_tokens, 1, p.n_cols, p.scores_row_stride, 0}, 4));
+    }
+    int64_t sel_extent = 0;
+    if (p.selected != nullptr) {
+        SIEVE_RETURN_IF_ERROR(require_at_least(op, "k", p.k, 1));
+        if (p.n_cols > INT32_MAX)
+            return invalid_argument_error("{}: n_cols = {} does not fit the int32 selection", op, p.n_cols);
+        SIEVE_ASSIGN_OR_RETURN(sel_extent,
+                               output_rows_extent(op, "selected", {p.n_tokens, 1, p.k, p.selected_row_stride, 0}, 4));
+    }
     if (p.n_tokens == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "q", p.q));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "weights", p.weights));
@@ -86,7 +98,20 @@ Status validate(const DsaIndexerScoresParams& p) {
         return invalid_argument_error("{}: q_scale is given but q is f32 (it scales fp8 q only)", op);
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "token_seq", p.token_seq));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "n_keys", p.n_keys));
-    if (p.n_cols > 0) SIEVE_RETURN_IF_ERROR(require_ptr(op, "scores", p.scores));
+    if (p.n_cols > 0 && p.selected == nullptr) SIEVE_RETURN_IF_ERROR(require_ptr(op, "scores", p.scores));
+    if (p.selected != nullptr) {
+        const std::pair<const char*, std::pair<const void*, int64_t>> inputs[] = {
+            {"q", {p.q, q_extent * static_cast<int64_t>(dtype_size(p.q_type))}},
+            {"weights", {p.weights, w_extent * 4}},
+            {"q_scale", {p.q_scale, qs_extent * 4}},
+            {"n_keys", {p.n_keys, p.n_tokens * 4}},
+            {"token_seq", {p.token_seq, p.n_tokens * 4}},
+            {"scores", {p.scores, s_extent * 4}}};
+        for (const auto& [name, span] : inputs)
+            if (span.first != nullptr && span.second > 0)
+                SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, name, span.first, span.second, "selected", p.selected,
+                                                               sel_extent * 4, false));
+    }
     const int64_t s_bytes = s_extent * 4;
     SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "q", p.q, q_extent * static_cast<int64_t>(dtype_size(p.q_type)),
                                                    "scores", p.scores, s_bytes, false));

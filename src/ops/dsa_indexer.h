@@ -27,6 +27,11 @@
 // fp32 products and sums in an unspecified order. weight_scale carries Hi^-0.5 · Di^-0.5 (§2.6: positive
 // factors common to a row leave the top-k unchanged). scores[t, u] for u in [n_keys[t], n_cols) is −inf.
 // The top-k over these rows is ops/topk.h with valid_len = n_keys.
+//
+// Fused selection: when `selected` is set, row t of it receives the top-k of row t's candidates
+// u < n_keys[t] exactly as ops/topk.h selects them over this backend's scores (ascending, then −1 up to
+// width k), and `scores` may be nullptr: no score row needs to be written (a 128K-token context would
+// otherwise write 512 KiB per query row). When both are set, both are written.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +91,9 @@ struct DsaIndexerScoresParams {
     int64_t scores_row_stride = 0;
     DsaIndexerKeyFormat format = DsaIndexerKeyFormat::f32;  // f32 keys need q_type f32; fp8_blocked f8_e4m3
     DType q_type = DType::f32;
+    int32_t* selected = nullptr;           // [n_tokens, k] or nullptr (no fused selection)
+    int64_t k = 0;                         // ≥ 1 when selected is set
+    int64_t selected_row_stride = 0;       // elements, ≥ k when n_tokens > 1
 };
 
 // Geometry, strides, dtypes matching the format, every row's candidate blocks resident and inside the

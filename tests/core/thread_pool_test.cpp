@@ -47,6 +47,25 @@ TEST(ThreadPool, NestedAndConcurrentCallsComplete) {
     EXPECT_EQ(sum.load(), 80 + 2 * 200 * 16);
 }
 
+TEST(ThreadPool, ActiveThreadCap) {
+    ThreadPool pool(4);
+    auto chunks = [&] {
+        std::atomic<int> n{0};
+        pool.parallel_for(1000, [&](int64_t, int64_t) { ++n; });
+        return n.load();
+    };
+    EXPECT_EQ(chunks(), 4);
+    pool.set_active_threads(1);
+    EXPECT_EQ(pool.active_threads(), 1);
+    EXPECT_EQ(chunks(), 1);
+    pool.set_active_threads(3);
+    EXPECT_EQ(chunks(), 3);
+    pool.set_active_threads(99);  // capped at the pool's size
+    EXPECT_EQ(pool.active_threads(), 4);
+    pool.set_active_threads(0);  // all
+    EXPECT_EQ(chunks(), 4);
+}
+
 TEST(ThreadPool, EnvironmentSetsDefault) {
     setenv("SIEVE_NUM_THREADS", "3", 1);
     EXPECT_EQ(default_thread_count(), 3);

@@ -3,11 +3,14 @@
 // Di = 128, values of a block first, then its scales); index scores agree with ref within a derived bound
 // over paged block tables, several sequences, ragged n_keys, and with hand-computed values; validate()
 // rejects malformed calls.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "dsa_test_util.h"
 #include "ops/dsa_indexer.h"
+#include "ops/topk.h"
 
 namespace sieve::test {
 namespace {
@@ -270,6 +273,43 @@ TEST(DsaIndexerScores, EveryBackendAgreesWithRef) {
             EXPECT_TRUE(untouched_outside_rows(got, k.tokens, 1, n_cols, s_stride, 0, 4, nb.spec));
             EXPECT_TRUE(got.guards_intact(nb.spec));
             EXPECT_TRUE(ws.guards_intact(nb.spec + " workspace"));
+
+            // Fused selection (ops/dsa_indexer.h): exactly the top-k of this backend's own scores, with and
+            // without score rows written.
+            for (int64_t kk : {int64_t{1}, std::max<int64_t>(1, n_cols / 3), n_cols + 2}) {
+                SCOPED_TRACE(nb.spec + " fused k " + std::to_string(kk));
+                std::vector<int32_t> want_sel(static_cast<size_t>(k.tokens * kk), -7);
+                TopkParams tp;
+                tp.scores = got.as<float>();
+                tp.valid_len = n_keys.data();
+                tp.out = want_sel.data();
+                tp.n_rows = k.tokens;
+                tp.n_cols = n_cols;
+                tp.k = kk;
+                tp.scores_row_stride = s_stride;
+                tp.out_row_stride = kk;
+                ASSERT_TRUE(ref->topk(tp, {}).is_ok());
+                for (bool with_scores : {false, true}) {
+                    GuardedBuffer sel(static_cast<size_t>(k.tokens * kk) * 4), rows(static_cast<size_t>(k.tokens * s_stride) * 4);
+                    auto fp = params(with_scores ? rows.as<float>() : nullptr);
+                    fp.selected = sel.as<int32_t>();
+                    fp.k = kk;
+                    fp.selected_row_stride = kk;
+                    const size_t fws_bytes = nb.backend->dsa_indexer_scores_workspace_size(fp);
+                    GuardedBuffer fws(std::max<size_t>(1, fws_bytes));
+                    const Status fs = nb.backend->dsa_indexer_scores(fp, {fws.data(), fws_bytes});
+                    ASSERT_TRUE(fs.is_ok()) << fs.to_string();
+                    EXPECT_TRUE(std::equal(want_sel.begin(), want_sel.end(), sel.as<int32_t>())) << "with scores " << with_scores;
+                    if (with_scores) {
+                        for (int64_t t = 0; t < k.tokens; ++t) {
+                            EXPECT_EQ(0, std::memcmp(rows.as<float>() + t * s_stride, got.as<float>() + t * s_stride,
+                                                     static_cast<size_t>(n_cols) * 4)) << "row " << t;
+                        }
+                    }
+                    EXPECT_TRUE(sel.guards_intact("selected"));
+                    EXPECT_TRUE(fws.guards_intact("fused workspace"));
+                }
+            }
         }
     }
 }

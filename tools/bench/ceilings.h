@@ -18,8 +18,8 @@ struct Ceiling {
     std::string unit;     // "GB/s", "GFLOP/s"
     std::string isa;      // the kernel's ISA
     int threads = 1;
-    double value = 0;     // median of the repetitions
-    double spread = 0;    // (max − min) / median over the repetitions: the noise
+    double value = 0;     // the best repetition
+    double spread = 0;    // (best − worst) / best over the repetitions: the noise
 };
 
 // Runs every ceiling the machine supports at 1 thread and at pool.size() threads.

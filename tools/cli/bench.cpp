@@ -197,7 +197,7 @@ std::vector<Target> evaluate_targets(const Ceilings& c, const std::vector<LayerP
 }
 
 void print_ceilings(std::ostream& out, const Ceilings& c) {
-    fmt::print(out, "machine ceilings (median of repeated runs; spread = (max - min) / median)\n");
+    fmt::print(out, "machine ceilings (best of repeated runs; spread = (best - worst) / best)\n");
     fmt::print(out, "  {:<16} {:<12} {:>7} {:>12} {:>8}\n", "ceiling", "isa", "threads", "value", "spread");
     for (const bench::Ceiling& x : c.all())
         fmt::print(out, "  {:<16} {:<12} {:>7} {:>8.1f} {:<7} {:>6.1f}%\n", x.name, x.isa, x.threads, x.value, x.unit,

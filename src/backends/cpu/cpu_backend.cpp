@@ -212,7 +212,7 @@ public:
     }
 
 private:
-    cpu::DsaCpuContext dsa_context() const { return {&cpu::dsa_kernels_for(options_.isa), pool_}; }
+    cpu::DsaCpuContext dsa_context() const { return {&cpu::dsa_kernels_for(options_.isa), pool_, kernels_}; }
     cpu::CpuLinearContext context() const { return {kernels_, options_.isa, &options_, pool_}; }
     static Expected<const cpu::CpuPreparedLinear*> own(const PreparedLinear& w) {
         const auto* prepared = dynamic_cast<const cpu::CpuPreparedLinear*>(&w);

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
+#include "backends/cpu/fused_topk.h"
 #include "backends/cpu/parallel.h"
 #include "core/assert.h"
 
@@ -354,11 +356,8 @@ Status dsv4_sparse_mqa(const CpuDsv4Kernels& k, ThreadPool& pool, const SparseMq
 // its request are scored (a prefill chunk, or one decode token), and a single decode token still splits
 // into many tiles for the threads. Threads claim units dynamically (units differ in tokens and keys).
 //
-// Fused selection (p.selected): a unit's scores go to its slot's tile buffer and straight into a streaming
-// top-k per (slot, token) (kernels.h TopkStream), which keeps only the candidates that can still win; no
-// score row is written. Units are claimed in increasing order, so each stream sees its candidates in
-// ascending index order, as it requires. At the end each token's streams are merged in index order and
-// cut to k: a candidate a stream dropped had k better ones (or equal ones of lower index) in that stream.
+// Fused selection (p.selected): a unit's scores go to its slot's tile buffer and from there into the
+// streaming top-k of fused_topk.h; no score row is written.
 
 namespace {
 
@@ -373,9 +372,9 @@ struct ScoresPlan {
     // unit offsets [n_lists + 1] i64, keys of each list (max n_keys of its tokens) [n_lists] i32
     int64_t tok_by_list = 0, list_off = 0, unit_off = 0, list_keys = 0, shared_bytes = 0;
     // fused selection: per slot, the tile's scores [n_tokens, key_tile] f32 (at tile_scores in the slot);
-    // shared, after the above: streams [slots, n_tokens] TopkStream, their keys and indices [slots, n_tokens,
-    // stream_cap] i32 each, and per merging thread a buffer [slots · stream_cap] u64 + keys + indices
-    int64_t stream_cap = 0, tile_scores = 0, streams = 0, stream_keys = 0, stream_idx = 0, merge = 0, merge_bytes = 0;
+    // shared, after the above, the streams (at `fused`)
+    int64_t tile_scores = 0, fused = 0;
+    FusedTopkPlan topk;
 };
 
 int64_t round_to(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -410,15 +409,11 @@ ScoresPlan scores_plan(const ThreadPool& pool, const IndexerScoresParams& p) {
     s.list_keys = s.unit_off + round_up((lists + 1) * 8);
     s.shared_bytes = s.list_keys + round_up(lists * 4);
     if (p.selected != nullptr && p.k > 0) {
-        s.stream_cap = p.k + kTopkStreamSlack;
         s.tile_scores = s.slot_bytes;
         s.slot_bytes += round_up(n * s.key_tile * 4);
-        s.streams = s.shared_bytes;
-        s.stream_keys = s.streams + round_up(s.slots * n * static_cast<int64_t>(sizeof(TopkStream)));
-        s.stream_idx = s.stream_keys + round_up(s.slots * n * s.stream_cap * 4);
-        s.merge = s.stream_idx + round_up(s.slots * n * s.stream_cap * 4);
-        s.merge_bytes = round_up(s.slots * s.stream_cap * 16);  // u64 pairs, then keys and indices
-        s.shared_bytes = s.merge + threads * s.merge_bytes;
+        s.topk = fused_topk_plan(s.slots, n, p.k, threads);
+        s.fused = s.shared_bytes;
+        s.shared_bytes += round_up(s.topk.bytes);
     }
     return s;
 }
@@ -494,19 +489,9 @@ Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, Thre
     for (int64_t l = p.n_lists; l > 0; --l) list_off[l] = list_off[l - 1];
     list_off[0] = 0;
     const int64_t units = unit_off[p.n_lists];
-    const int64_t N = p.n_tokens;
 
-    // Fused selection: an empty stream per (slot, token).
-    TopkStream* streams = fused ? reinterpret_cast<TopkStream*>(shared + s.streams) : nullptr;
-    if (fused)
-        for (int64_t i = 0; i < s.slots * N; ++i) {
-            TopkStream& st = streams[i];
-            st = TopkStream{};
-            st.keys = reinterpret_cast<int32_t*>(shared + s.stream_keys) + i * s.stream_cap;
-            st.idx = reinterpret_cast<int32_t*>(shared + s.stream_idx) + i * s.stream_cap;
-            st.capacity = s.stream_cap;
-            st.k = p.k;
-        }
+    std::optional<FusedTopk> topk;
+    if (fused) topk.emplace(s.topk, shared + s.fused);
 
     char* slots_base = shared + s.shared_bytes;
     std::atomic<int64_t> next_slot{0}, next_unit{0};
@@ -542,7 +527,7 @@ Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, Thre
                     const int64_t end = std::min<int64_t>(k1, p.n_keys[t]);
                     if (end <= k0) continue;
                     const float* row = tile + i * s.key_tile;
-                    base.topk_stream_push(&streams[slot * N + t], row, end - k0, k0);
+                    base.topk_stream_push(topk->stream(slot, t), row, end - k0, k0);
                     if (p.scores != nullptr)
                         std::memcpy(p.scores + t * p.scores_row_stride + k0, row, static_cast<size_t>(end - k0) * 4);
                 }
@@ -550,36 +535,7 @@ Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, Thre
         });
     if (!fused) return Status::ok();
 
-    // Merge each token's streams in index order (each is ascending) and cut to k.
-    std::atomic<int64_t> next_merge{0};
-    parallel_chunks(pool, N, 16, [&](int64_t t0, int64_t t1) {
-        char* m = shared + s.merge + next_merge.fetch_add(1) * s.merge_bytes;
-        uint64_t* pairs = reinterpret_cast<uint64_t*>(m);  // index << 32 | key bits: sorts by index
-        int32_t* keys = reinterpret_cast<int32_t*>(m + s.slots * s.stream_cap * 8);
-        int32_t* idx = keys + s.slots * s.stream_cap;
-        for (int64_t t = t0; t < t1; ++t) {
-            int64_t n = 0;
-            for (int64_t slot = 0; slot < s.slots; ++slot) {
-                const TopkStream& st = streams[slot * N + t];
-                for (int64_t i = 0; i < st.count; ++i)
-                    pairs[n++] = static_cast<uint64_t>(static_cast<uint32_t>(st.idx[i])) << 32 |
-                                 static_cast<uint32_t>(st.keys[i]);
-            }
-            std::sort(pairs, pairs + n);
-            for (int64_t i = 0; i < n; ++i) {
-                idx[i] = static_cast<int32_t>(pairs[i] >> 32);
-                keys[i] = static_cast<int32_t>(static_cast<uint32_t>(pairs[i]));
-            }
-            TopkStream merged;
-            merged.keys = keys;
-            merged.idx = idx;
-            merged.count = merged.capacity = n;
-            merged.k = p.k;
-            int32_t* out = p.selected + t * p.selected_row_stride;
-            const int64_t picked = n > 0 ? base.topk_stream_finish(&merged, out) : 0;
-            std::fill(out + picked, out + p.k, -1);
-        }
-    });
+    topk->finish(base, pool, p.selected, p.selected_row_stride);
     return Status::ok();
 }
 

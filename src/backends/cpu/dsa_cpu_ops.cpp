@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
+#include "backends/cpu/fused_topk.h"
 #include "backends/cpu/parallel.h"
 #include "core/assert.h"
 
@@ -73,10 +75,14 @@ size_t mla_slot_bytes(const SparseMlaAttentionParams& p, const MlaSplit& s) {
 // is converted once per step (dsa_kernels.h indexer_scores_tile); tiles shrink for short contexts so that
 // a single decode row still gives every thread several units. Shared workspace before the slots: rows
 // grouped by sequence [n_tokens] i32, sequence offsets [n_seqs + 1] i32, unit offsets [n_seqs + 1] i64,
-// keys per sequence (max n_keys of its rows) [n_seqs] i32.
+// keys per sequence (max n_keys of its rows) [n_seqs] i32. Fused selection (p.selected): each slot also
+// holds its tile's scores [n_tokens, key_tile] f32 (at tile_scores), fed to the streaming top-k of
+// fused_topk.h (shared, at `fused`); no score row is written.
 struct IndexerPlan {
     int64_t key_tile = 0, slots = 0;
     size_t slot_bytes = 0, tok_by_seq = 0, seq_off = 0, unit_off = 0, seq_keys = 0, shared_bytes = 0;
+    size_t tile_scores = 0, fused = 0;
+    FusedTopkPlan topk;
 };
 IndexerPlan indexer_plan(const DsaCpuContext& c, const DsaIndexerScoresParams& p) {
     IndexerPlan s;
@@ -95,6 +101,14 @@ IndexerPlan indexer_plan(const DsaCpuContext& c, const DsaIndexerScoresParams& p
     s.unit_off = s.seq_off + align_up(static_cast<size_t>(n_seqs + 1) * 4);
     s.seq_keys = s.unit_off + align_up(static_cast<size_t>(n_seqs + 1) * 8);
     s.shared_bytes = s.seq_keys + align_up(static_cast<size_t>(n_seqs) * 4);
+    if (p.selected != nullptr && p.k > 0) {
+        const int64_t n = std::max<int64_t>(p.n_tokens, 0);
+        s.tile_scores = s.slot_bytes;
+        s.slot_bytes += align_up(static_cast<size_t>(n * s.key_tile) * 4);
+        s.topk = fused_topk_plan(s.slots, n, p.k, threads);
+        s.fused = s.shared_bytes;
+        s.shared_bytes += align_up(static_cast<size_t>(s.topk.bytes));
+    }
     return s;
 }
 
@@ -200,6 +214,7 @@ Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& 
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu dsa_indexer_scores", ws, dsa_indexer_scores_workspace_size(c, p)));
     if (p.n_tokens == 0) return Status::ok();
     const IndexerPlan s = indexer_plan(c, p);
+    const bool fused = p.selected != nullptr;
     char* shared = static_cast<char*>(ws.data);
     int32_t* tok_by_seq = reinterpret_cast<int32_t*>(shared + s.tok_by_seq);
     int32_t* seq_off = reinterpret_cast<int32_t*>(shared + s.seq_off);
@@ -224,24 +239,42 @@ Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& 
     const int64_t units = unit_off[p.n_seqs];
     const int64_t workers = std::min<int64_t>(s.slots, units);
     WorkspaceSlots slots{shared + s.shared_bytes, s.slot_bytes, s.slots};
+    std::optional<FusedTopk> topk;
+    if (fused) topk.emplace(s.topk, shared + s.fused);
     std::atomic<int64_t> next_unit{0};
     const DsaCpuKernels& k = *c.kernels;
     // The tag: the last 16 floats of SIEVE_INDEXER_SCORES_SCRATCH_FLOATS (no qᵀ in the scratch yet).
     const size_t tag = static_cast<size_t>(SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(p.n_heads, p.head_dim, s.key_tile) - 16) * 4;
-    parallel_chunks(*c.pool, workers, 1, [&](int64_t, int64_t) {
-        float* scratch = slots.claim();
-        const int64_t none = -1;
-        std::memcpy(reinterpret_cast<char*>(scratch) + tag, &none, 8);
-        int64_t q = 0;
-        // Units are claimed in increasing order, so the sequence only moves forward.
-        for (int64_t u = next_unit.fetch_add(1); u < units; u = next_unit.fetch_add(1)) {
-            while (unit_off[q + 1] <= u) ++q;
-            const int64_t k0 = (u - unit_off[q]) * s.key_tile, k1 = std::min<int64_t>(seq_keys[q], k0 + s.key_tile);
-            const int64_t fill_end = u + 1 == unit_off[q + 1] ? p.n_cols : std::max(k0, k1);
-            k.indexer_scores_tile(p, q, tok_by_seq + seq_off[q], seq_off[q + 1] - seq_off[q], k0, std::max(k0, k1), fill_end,
-                                  s.key_tile, scratch);
-        }
-    });
+    if (units > 0)
+        parallel_chunks(*c.pool, workers, 1, [&](int64_t, int64_t) {
+            float* scratch = slots.claim();
+            const int64_t slot = (reinterpret_cast<char*>(scratch) - slots.base) / static_cast<int64_t>(s.slot_bytes);
+            float* tile = fused ? reinterpret_cast<float*>(reinterpret_cast<char*>(scratch) + s.tile_scores) : nullptr;
+            const int64_t none = -1;
+            std::memcpy(reinterpret_cast<char*>(scratch) + tag, &none, 8);
+            int64_t q = 0;
+            // Units are claimed in increasing order, so the sequence only moves forward.
+            for (int64_t u = next_unit.fetch_add(1); u < units; u = next_unit.fetch_add(1)) {
+                while (unit_off[q + 1] <= u) ++q;
+                const int64_t k0 = (u - unit_off[q]) * s.key_tile, k1 = std::min<int64_t>(seq_keys[q], k0 + s.key_tile);
+                const int64_t fill_end = u + 1 == unit_off[q + 1] ? p.n_cols : std::max(k0, k1);
+                const int32_t* toks = tok_by_seq + seq_off[q];
+                const int64_t nt = seq_off[q + 1] - seq_off[q];
+                k.indexer_scores_tile(p, q, toks, nt, k0, std::max(k0, k1), fill_end, s.key_tile, scratch, tile);
+                if (!fused) continue;
+                for (int64_t i = 0; i < nt; ++i) {
+                    const int64_t t = toks[i];
+                    const int64_t end = std::min<int64_t>(k1, p.n_keys[t]);
+                    if (p.scores != nullptr) {  // the rows too: scores, then −inf up to the unit's fill end
+                        float* row = p.scores + t * p.scores_row_stride;
+                        if (end > k0) std::memcpy(row + k0, tile + i * s.key_tile, static_cast<size_t>(end - k0) * 4);
+                        for (int64_t col = std::max(k0, end); col < fill_end; ++col) row[col] = -INFINITY;
+                    }
+                    if (end > k0) c.base->topk_stream_push(topk->stream(slot, t), tile + i * s.key_tile, end - k0, k0);
+                }
+            }
+        });
+    if (fused) topk->finish(*c.base, *c.pool, p.selected, p.selected_row_stride);
     return Status::ok();
 }
 

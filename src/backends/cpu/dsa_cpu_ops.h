@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/dsa_kernels.h"
+#include "backends/cpu/kernels.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "ops/dsa_indexer.h"
@@ -20,6 +21,7 @@ namespace sieve::cpu {
 struct DsaCpuContext {
     const DsaCpuKernels* kernels;
     ThreadPool* pool;
+    const CpuKernels* base;  // the backend's main table: the streaming top-k of a fused indexer selection
 };
 
 const DsaCpuKernels& dsa_kernels_for(Isa isa);

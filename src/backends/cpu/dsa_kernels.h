@@ -49,8 +49,11 @@ struct DsaCpuKernels {
     // For each query row t of tokens[0 .. n_tokens) (all of sequence `seq`): scores[t, key_begin .. key_end)
     // (≤ key_tile keys, each key converted once for all the rows), and −inf over [max(key_begin, n_keys[t]),
     // fill_end) (fill_end ≥ key_end). scratch: SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(Hi, Di, key_tile), 64-aligned.
+    // With tile_scores (fused selection), row i's scores go to tile_scores[i·key_tile + u − key_begin] instead
+    // (i = the row's position in tokens) and nothing is filled.
     void (*indexer_scores_tile)(const DsaIndexerScoresParams& p, int64_t seq, const int32_t* tokens, int64_t n_tokens,
-                                int64_t key_begin, int64_t key_end, int64_t fill_end, int64_t key_tile, float* scratch);
+                                int64_t key_begin, int64_t key_end, int64_t fill_end, int64_t key_tile, float* scratch,
+                                float* tile_scores);
     // y rows of head h for tokens [token_begin, token_end); scratch: SIEVE_HEAD_PROJ_SCRATCH_FLOATS(in_features)
     void (*head_proj_tokens)(const MlaHeadProjParams& p, int64_t h, int64_t token_begin, int64_t token_end,
                              float* scratch);

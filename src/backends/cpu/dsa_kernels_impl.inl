@@ -371,7 +371,7 @@ inline float idx_score_fp32(const DsaIndexerScoresParams& p, const IdxScratch& S
 }
 
 void indexer_scores_tile(const DsaIndexerScoresParams& p, int64_t seq, const int32_t* toks, int64_t nt, int64_t k0,
-                         int64_t k1, int64_t fill_end, int64_t kt, float* scratch) {
+                         int64_t k1, int64_t fill_end, int64_t kt, float* scratch, float* tile_scores) {
     const IdxScratch S = idx_scratch(p, kt, scratch);
     const int64_t hi = p.n_heads, di = p.head_dim, hp_lanes = (hi + kLanes - 1) / kLanes * kLanes;
     const bool fp8 = p.format == DsaIndexerKeyFormat::fp8_blocked;
@@ -423,9 +423,12 @@ void indexer_scores_tile(const DsaIndexerScoresParams& p, int64_t seq, const int
     for (int64_t ti = 0; ti < nt; ++ti) {
         const int64_t t = toks[ti];
         const int64_t n = p.n_keys[t];
-        float* out = p.scores + t * p.scores_row_stride;
+        // Key u's score goes to out[u − col0]: the op's row, or the row's line of the fused tile buffer.
+        float* out = tile_scores ? tile_scores + ti * kt : p.scores + t * p.scores_row_stride;
+        const int64_t col0 = tile_scores ? k0 : 0;
         const int64_t end = n < k1 ? n : k1;
-        for (int64_t u = (n > k0 ? n : k0); u < fill_end; ++u) out[u] = ninf;
+        if (!tile_scores)
+            for (int64_t u = (n > k0 ? n : k0); u < fill_end; ++u) out[u] = ninf;
         if (end <= k0) continue;
         if (*S.tag != t) {
             for (int64_t j = 0; j < hp; ++j) {
@@ -477,11 +480,11 @@ void indexer_scores_tile(const DsaIndexerScoresParams& p, int64_t seq, const int
             for (int k = 0; k < nk; ++k) {
                 const int64_t r = u + k - k0;
                 if (S.flag[r] == 0) {
-                    out[u + k] = sums[k] * S.scale[r];
+                    out[u + k - col0] = sums[k] * S.scale[r];
                 } else {
                     float ks = 1.0f;
                     const uint8_t* e = idx_key_entry(p, table, u + k, &ks);
-                    out[u + k] = idx_score_fp32(p, S, t, e, ks);
+                    out[u + k - col0] = idx_score_fp32(p, S, t, e, ks);
                 }
             }
         }

@@ -35,6 +35,15 @@ Status dsa_indexer_scores(const DsaIndexerScoresParams& p) {
     const int64_t d = p.head_dim;
     const bool fp8 = p.format == DsaIndexerKeyFormat::fp8_blocked;
     std::vector<double> key(static_cast<size_t>(d)), q(static_cast<size_t>(p.n_heads * d)), w(static_cast<size_t>(p.n_heads));
+    // The fused selection is the plain top-k over this backend's scores (a full row: ref is the oracle).
+    std::vector<float> own_scores;
+    float* scores = p.scores;
+    int64_t scores_row_stride = p.scores_row_stride;
+    if (scores == nullptr && p.selected != nullptr) {
+        own_scores.resize(static_cast<size_t>(std::max<int64_t>(p.n_tokens * p.n_cols, 1)));
+        scores = own_scores.data();
+        scores_row_stride = p.n_cols;
+    }
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         for (int64_t j = 0; j < p.n_heads; ++j) {
             // Head weight with every scale folded in (ops/dsa_indexer.h).
@@ -49,7 +58,7 @@ Status dsa_indexer_scores(const DsaIndexerScoresParams& p) {
         }
         const int32_t n_keys = p.n_keys[t];
         const int32_t* table = p.block_table + static_cast<int64_t>(p.token_seq[t]) * p.block_table_stride;
-        float* out = p.scores + t * p.scores_row_stride;
+        float* out = scores + t * scores_row_stride;
         for (int64_t u = 0; u < n_keys; ++u) {
             const int64_t slot = static_cast<int64_t>(table[u / p.keys.block_size]) * p.keys.block_size + u % p.keys.block_size;
             double k_scale = 1.0;
@@ -73,7 +82,17 @@ Status dsa_indexer_scores(const DsaIndexerScoresParams& p) {
         }
         for (int64_t u = n_keys; u < p.n_cols; ++u) out[u] = -std::numeric_limits<float>::infinity();
     }
-    return Status::ok();
+    if (p.selected == nullptr || p.n_tokens == 0) return Status::ok();
+    TopkParams tp;
+    tp.scores = scores;
+    tp.valid_len = p.n_keys;
+    tp.out = p.selected;
+    tp.n_rows = p.n_tokens;
+    tp.n_cols = p.n_cols;
+    tp.k = p.k;
+    tp.scores_row_stride = scores_row_stride;
+    tp.out_row_stride = p.selected_row_stride;
+    return topk(tp);
 }
 
 }  // namespace sieve::ref

@@ -240,10 +240,13 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
     }
 
     // Selection: rows with p + 1 ≤ K take every causal token (sparse = dense, §2.7) without scoring;
-    // the others are scored and cut to their top K, in chunks that bound the scores buffer.
+    // the others are scored and cut to their top K, in chunks that bound the scores buffer. Without an
+    // observer nobody needs the scores: the op selects as it scores (ops/dsa_indexer.h "Fused
+    // selection") and no score row is written; the observed path (`sieve check`) selects the same.
     selection.signature = step_signature(batch);
     selection.topk.assign(static_cast<size_t>(T * K), -1);
     const bool keep_scores = observer_ != nullptr;
+    const bool fused = observer_ == nullptr;
     selection.scores.clear();
     selection.score_begin.assign(keep_scores ? static_cast<size_t>(T + 1) : 0, 0);
     SIEVE_ASSIGN_OR_RETURN(void* nk_raw, n_keys_.get(bytes(T, DType::i32)));
@@ -263,8 +266,10 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
         const int64_t rows = r1 - r0;
         float* scores = nullptr;  // [rows, n_cols]
         if (n_cols > 0) {
-            SIEVE_ASSIGN_OR_RETURN(void* s_raw, scores_.get(bytes(rows * n_cols, DType::f32)));
-            scores = static_cast<float*>(s_raw);
+            if (!fused) {
+                SIEVE_ASSIGN_OR_RETURN(void* s_raw, scores_.get(bytes(rows * n_cols, DType::f32)));
+                scores = static_cast<float*>(s_raw);
+            }
             {
                 ScopedStageTimer timer(times, Stage::indexer);
                 DsaIndexerScoresParams sp;
@@ -292,23 +297,30 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 sp.n_cols = n_cols;
                 sp.scores_row_stride = n_cols;
                 sp.format = key_format_;
+                if (fused) {
+                    sp.selected = selection.topk.data() + r0 * K;
+                    sp.k = K;
+                    sp.selected_row_stride = K;
+                }
                 if (!fp8 && a != DType::f32)
                     return internal_error("{}: f32 indexer keys with {} activations", model_type_, dtype_name(a));
                 const Workspace ws = op_workspace_.workspace(backend_.dsa_indexer_scores_workspace_size(sp));
                 SIEVE_RETURN_IF_ERROR(backend_.dsa_indexer_scores(sp, ws));
             }
-            ScopedStageTimer timer(times, Stage::topk);
-            TopkParams tp;
-            tp.scores = scores;
-            tp.valid_len = n_keys + r0;
-            tp.out = selection.topk.data() + r0 * K;
-            tp.n_rows = rows;
-            tp.n_cols = n_cols;
-            tp.k = K;
-            tp.scores_row_stride = n_cols;
-            tp.out_row_stride = K;
-            const Workspace ws = op_workspace_.workspace(backend_.topk_workspace_size(tp));
-            SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws));
+            if (!fused) {
+                ScopedStageTimer timer(times, Stage::topk);
+                TopkParams tp;
+                tp.scores = scores;
+                tp.valid_len = n_keys + r0;
+                tp.out = selection.topk.data() + r0 * K;
+                tp.n_rows = rows;
+                tp.n_cols = n_cols;
+                tp.k = K;
+                tp.scores_row_stride = n_cols;
+                tp.out_row_stride = K;
+                const Workspace ws = op_workspace_.workspace(backend_.topk_workspace_size(tp));
+                SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws));
+            }
         }
         for (int64_t t = r0; t < r1; ++t) {
             int32_t* row = selection.topk.data() + t * K;

@@ -135,6 +135,38 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DsaMlaDeployed,
 
 // The same deployed numerics on the ref oracle and the cpu backend (teacher-forced selection): the two
 // differ only by accumulation order, which can move a bf16 or e4m3 rounding of a single value.
+// Without an observer full layers select inside the indexer op (ops/dsa_indexer.h "Fused selection", no
+// score rows); with one they write the rows and run the top-k op. Same outputs bit for bit, in both
+// profiles, for V3.2 and Hy4 (whose shared layers reuse the fused selection), on ref and cpu.
+TEST(DsaMlaModel, FusedSelectionMatchesScoresThenTopk) {
+    for (const char* name : {"deepseek_v32", "hy_v4"}) {
+        Fixture f = load_fixture(name);
+        for (const char* spec : {"ref", "cpu", "cpu:avx2"}) {
+            auto b = make_backend(spec);
+            if (!b.has_value()) continue;  // an ISA this machine lacks
+            for (NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+                SCOPED_TRACE(std::string(name) + " " + spec + " " + std::string(numerics_profile_name(profile)));
+                ModelOptions o;
+                o.profile = profile;
+                o.backend = b->get();
+                auto model = load_attention_model(f.config, *f.checkpoint, o);
+                ASSERT_TRUE(model.has_value()) << model.status().to_string();
+                RunOptions observed, fused;
+                observed.schedule = fused.schedule = "chunk:7";
+                fused.observe = false;
+                auto a = run_model(**model, f, observed);
+                auto c = run_model(**model, f, fused);
+                ASSERT_TRUE(a.has_value()) << a.status().to_string();
+                ASSERT_TRUE(c.has_value()) << c.status().to_string();
+                ASSERT_FALSE(a->scores.empty());  // some rows were scored (past index_topk)
+                for (size_t r = 0; r < a->outputs.size(); ++r)
+                    for (size_t l = 0; l < a->outputs[r].size(); ++l)
+                        EXPECT_EQ(a->outputs[r][l], c->outputs[r][l]) << "request " << r << " layer position " << l;
+            }
+        }
+    }
+}
+
 TEST(DsaMlaDeployed, CpuAgreesWithRef) {
     for (const char* name : {"deepseek_v32", "hy_v4"}) {
         Fixture f = load_fixture(name);

@@ -172,7 +172,7 @@ Expected<RunResult> run_model(AttentionModel& model, const Fixture& f, const Run
         return invalid_argument_error("run_model: unknown schedule {}", options.schedule);
     }
     Recorder recorder(result, options);
-    model.set_selection_observer(&recorder);
+    model.set_selection_observer(options.observe ? &recorder : nullptr);
     SIEVE_ASSIGN_OR_RETURN(auto engine, Engine::create(model, eo));
     std::vector<std::unique_ptr<CaptureIo>> ios;
     for (int64_t r : requests) {
