@@ -139,19 +139,45 @@ void pool_groups(const QsaPoolParams& p, int64_t g0, int64_t g1) {
 
 // ====================================== scores ====================================================
 
+// q of one token widened once into qf [n_heads, head_dim] (when it fits kScoreQFloats), then keys in
+// pairs against four heads at a time (qsa_dot4x2: each key vector loaded once for the four heads).
+constexpr int64_t kScoreQFloats = 2048;
+
 template <bool QB, bool KB>
 void score_block_t(const QsaScoreParams& p, int64_t t0, int64_t t1, int64_t c0, int64_t c1) {
-    const int64_t qe = QB ? 2 : 4;
+    const int64_t qe = QB ? 2 : 4, H = p.n_heads, D = p.head_dim;
+    const bool blocked = H % 4 == 0 && H * D <= kScoreQFloats;
+    float qf[kScoreQFloats];
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = p.n_groups[t] < c1 ? p.n_groups[t] : c1;
         const int64_t q = p.tables.token_request[t];
         const char* qt = static_cast<const char*>(p.q) + t * p.q_token_stride * qe;
         float* s = p.scores + t * p.scores_row_stride;
-        for (int64_t g = c0; g < n; ++g) {
+        int64_t g = c0;
+        if (blocked) {
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t i = 0; i < D; ++i) qf[h * D + i] = s_load(qt + h * p.q_head_stride * qe, QB, i);
+            for (; g + 2 <= n; g += 2) {
+                const uint8_t* k0 = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g);
+                const uint8_t* k1 = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g + 1);
+                float total0 = 0.0f, total1 = 0.0f;
+                for (int64_t h = 0; h < H; h += 4) {
+                    float d[8];
+                    qsa_dot4x2<KB>(qf + h * D, D, k0, k1, D, d);
+                    for (int m = 0; m < 4; ++m) {  // ReLU per head, then the sum over heads (§4.4)
+                        total0 += d[m] > 0.0f ? d[m] : 0.0f;
+                        total1 += d[4 + m] > 0.0f ? d[4 + m] : 0.0f;
+                    }
+                }
+                s[g] = p.scale * total0;
+                s[g + 1] = p.scale * total1;
+            }
+        }
+        for (; g < n; ++g) {
             const uint8_t* k = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g);
             float total = 0.0f;
-            for (int64_t h = 0; h < p.n_heads; ++h) {
-                const float d = qsa_dot<QB, KB>(qt + h * p.q_head_stride * qe, k, p.head_dim);
+            for (int64_t h = 0; h < H; ++h) {
+                const float d = qsa_dot<QB, KB>(qt + h * p.q_head_stride * qe, k, D);
                 total += d > 0.0f ? d : 0.0f;  // ReLU per head, then the sum over heads (§4.4)
             }
             s[g] = p.scale * total;
