@@ -142,6 +142,7 @@ void pool_groups(const QsaPoolParams& p, int64_t g0, int64_t g1) {
 // q of one token widened once into qf [n_heads, head_dim] (when it fits kScoreQFloats), then keys in
 // pairs against four heads at a time (qsa_dot4x2: each key vector loaded once for the four heads).
 constexpr int64_t kScoreQFloats = 2048;
+constexpr int64_t kScorePrefetch = 32;  // groups ahead
 
 template <bool QB, bool KB>
 void score_block_t(const QsaScoreParams& p, int64_t t0, int64_t t1, int64_t c0, int64_t c1) {
@@ -157,9 +158,18 @@ void score_block_t(const QsaScoreParams& p, int64_t t0, int64_t t1, int64_t c0, 
         if (blocked) {
             for (int64_t h = 0; h < H; ++h)
                 for (int64_t i = 0; i < D; ++i) qf[h * D + i] = s_load(qt + h * p.q_head_stride * qe, QB, i);
+            const int64_t key_bytes = D * (KB ? 2 : 4);
             for (; g + 2 <= n; g += 2) {
                 const uint8_t* k0 = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g);
                 const uint8_t* k1 = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g + 1);
+                // The key rows a few pairs ahead: the scoring is bound by the latency of these loads (a perf
+                // profile put over half of the kernel's samples on them), not by the FMAs.
+                if (g + kScorePrefetch + 2 <= n) {
+                    for (int64_t a = 0; a < 2; ++a) {
+                        const uint8_t* ahead = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g + kScorePrefetch + a);
+                        for (int64_t b = 0; b < key_bytes; b += 64) __builtin_prefetch(ahead + b);
+                    }
+                }
                 float total0 = 0.0f, total1 = 0.0f;
                 for (int64_t h = 0; h < H; h += 4) {
                     float d[8];
