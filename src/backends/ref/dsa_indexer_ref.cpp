@@ -83,16 +83,8 @@ Status dsa_indexer_scores(const DsaIndexerScoresParams& p) {
         for (int64_t u = n_keys; u < p.n_cols; ++u) out[u] = -std::numeric_limits<float>::infinity();
     }
     if (p.selected == nullptr || p.n_tokens == 0) return Status::ok();
-    TopkParams tp;
-    tp.scores = scores;
-    tp.valid_len = p.n_keys;
-    tp.out = p.selected;
-    tp.n_rows = p.n_tokens;
-    tp.n_cols = p.n_cols;
-    tp.k = p.k;
-    tp.scores_row_stride = scores_row_stride;
-    tp.out_row_stride = p.selected_row_stride;
-    return topk(tp);
+    return select_from_scores(scores, scores_row_stride, p.n_keys, p.n_tokens, p.n_cols, p.selected, p.k,
+                              p.selected_row_stride);
 }
 
 }  // namespace sieve::ref

@@ -42,16 +42,8 @@ Status indexer_scores(const IndexerScoresParams& p) {
         }
     }
     if (p.selected == nullptr || p.n_tokens == 0) return Status::ok();
-    TopkParams tp;
-    tp.scores = scores;
-    tp.valid_len = p.n_keys;
-    tp.out = p.selected;
-    tp.n_rows = p.n_tokens;
-    tp.n_cols = p.max_keys;
-    tp.k = p.k;
-    tp.scores_row_stride = scores_row_stride;
-    tp.out_row_stride = p.selected_row_stride;
-    return topk(tp);
+    return select_from_scores(scores, scores_row_stride, p.n_keys, p.n_tokens, p.max_keys, p.selected, p.k,
+                              p.selected_row_stride);
 }
 
 }  // namespace sieve::ref

@@ -36,4 +36,18 @@ Status topk(const TopkParams& p) {
     return Status::ok();
 }
 
+Status select_from_scores(const float* scores, int64_t scores_row_stride, const int32_t* n_keys, int64_t n_rows,
+                          int64_t n_cols, int32_t* selected, int64_t k, int64_t selected_row_stride) {
+    TopkParams p;
+    p.scores = scores;
+    p.valid_len = n_keys;
+    p.out = selected;
+    p.n_rows = n_rows;
+    p.n_cols = n_cols;
+    p.k = k;
+    p.scores_row_stride = scores_row_stride;
+    p.out_row_stride = selected_row_stride;
+    return topk(p);
+}
+
 }  // namespace sieve::ref
