@@ -125,7 +125,9 @@ std::vector<GqaCase> gqa_cases() {
         {3, 12, 1, 40, 33, 16, b, f, f, M::f32, true, false},      // group 12, odd head dim
         {4, 9, 3, 7, 5, 1, f, f, b, M::bf16, true, true},
         {2, 1, 1, 1, 3, 2, f, f, f, M::f32, false, false},
-        {9, 16, 2, 64, 64, 16, f, f, f, M::f32, true, true},        // two head batches of 8
+        {9, 16, 2, 64, 64, 16, f, f, f, M::f32, true, true},        // two P·V head batches (12 + 4)
+        {2, 12, 1, 40, 150, 16, f, f, f, M::bf16, true, false},     // K chunks of 64 rows: 2 full, a partial one; dim tail
+        {3, 10, 2, 24, 97, 8, b, b, f, M::f32, false, true},        // 5 heads per group; a chunk of 33 rows
     };
 }
 

@@ -78,7 +78,7 @@ constexpr size_t kAlign = kWorkspaceAlignment;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 struct GqaSlotLayout {
-    size_t rows = 0, logits = 0, q = 0, acc = 0, total = 0;  // byte offsets inside a slot, slot size
+    size_t rows = 0, logits = 0, q = 0, acc = 0, kt = 0, lg = 0, total = 0;  // byte offsets inside a slot, slot size
 };
 GqaSlotLayout gqa_slot_layout(const QsaSparseGqaParams& p) {
     const size_t n = static_cast<size_t>(p.n_indices);
@@ -88,7 +88,9 @@ GqaSlotLayout gqa_slot_layout(const QsaSparseGqaParams& p) {
     l.logits = align_up(n * sizeof(int64_t));
     l.q = l.logits + align_up(group * n * sizeof(float));
     l.acc = l.q + align_up(group * static_cast<size_t>(p.head_dim) * sizeof(float));
-    l.total = l.acc + align_up(std::min<size_t>(group, kQsaGqaHeadBatch) * static_cast<size_t>(p.head_dim) * sizeof(float));
+    l.kt = l.acc + align_up(std::min<size_t>(group, kQsaGqaHeadBatch) * static_cast<size_t>(p.head_dim) * sizeof(float));
+    l.lg = l.kt + align_up(static_cast<size_t>(p.head_dim) * kQsaGqaChunk * sizeof(float));
+    l.total = l.lg + align_up(group * kQsaGqaChunk * sizeof(float));
     return l;
 }
 
@@ -119,6 +121,8 @@ Status qsa_sparse_gqa_run(const QsaKernels& k, ThreadPool& pool, const QsaSparse
         s.logits = reinterpret_cast<float*>(base + layout.logits);
         s.q = reinterpret_cast<float*>(base + layout.q);
         s.acc = reinterpret_cast<float*>(base + layout.acc);
+        s.kt = reinterpret_cast<float*>(base + layout.kt);
+        s.lg = reinterpret_cast<float*>(base + layout.lg);
         k.sparse_gqa_items(p, b, e, s);
     });
     return Status::ok();

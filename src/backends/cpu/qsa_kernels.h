@@ -19,12 +19,17 @@ namespace sieve::cpu {
 //   logits [gqa_group, n_indices] f32 (then the softmax weights)
 //   q      [gqa_group, head_dim] f32 copy of the group's query heads
 //   acc    [min(gqa_group, kQsaGqaHeadBatch), head_dim] f32 P·V accumulators of one batch of heads
-inline constexpr int64_t kQsaGqaHeadBatch = 8;  // query heads per pass (their register tiles)
+//   kt     [head_dim, kQsaGqaChunk] f32 K of one chunk of listed rows, transposed (shared by the group's heads)
+//   lg     [gqa_group, kQsaGqaChunk] f32 logits of one chunk
+inline constexpr int64_t kQsaGqaHeadBatch = 12;  // query heads per P·V pass (QSA's group of 12 in one pass over V)
+inline constexpr int64_t kQsaGqaChunk = 64;     // listed rows per K chunk (a multiple of 2·kLanes on every ISA)
 struct QsaGqaScratch {
     int64_t* rows = nullptr;
     float* logits = nullptr;
     float* q = nullptr;
     float* acc = nullptr;
+    float* kt = nullptr;
+    float* lg = nullptr;
 };
 
 struct QsaKernels {

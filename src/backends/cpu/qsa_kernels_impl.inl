@@ -5,6 +5,8 @@
 // Semantics: ops/qsa_pool.h (bit-identical to ref), ops/qsa_score.h, ops/qsa_sparse_gqa.h.
 #include "backends/cpu/qsa_kernels.h"
 #include "backends/cpu/simd.h"
+// attn_transpose_block and attn_logits_tile: the register tiles of the chunked sparse kernels.
+#include "backends/cpu/attention_kernels_impl.inl"
 
 #ifndef SIEVE_QSA_TABLE
 #error "define SIEVE_QSA_TABLE before including qsa_kernels_impl.inl"
@@ -37,26 +39,6 @@ float qsa_dot(const void* a, const void* b, int64_t n) {
     float sum = vf_sum(vf_add(vf_add(s0, s1), vf_add(s2, s3)));
     for (; i < n; ++i) sum += s_load(a, AB, i) * s_load(b, BB, i);
     return sum;
-}
-
-// The dots of four f32 rows a + m·a_stride (m < 4) with one row b (f32 or bf16 by BB), n elements.
-template <bool BB>
-void qsa_dot4(const float* a, int64_t a_stride, const void* b, int64_t n, float* out) {
-    VF s0 = vf_zero(), s1 = vf_zero(), s2 = vf_zero(), s3 = vf_zero();
-    const float *a0 = a, *a1 = a + a_stride, *a2 = a + 2 * a_stride, *a3 = a + 3 * a_stride;
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-        const VF bv = vf_load_row(b, BB, i);
-        s0 = vf_fma(vf_load(a0 + i), bv, s0);
-        s1 = vf_fma(vf_load(a1 + i), bv, s1);
-        s2 = vf_fma(vf_load(a2 + i), bv, s2);
-        s3 = vf_fma(vf_load(a3 + i), bv, s3);
-    }
-    out[0] = vf_sum(s0), out[1] = vf_sum(s1), out[2] = vf_sum(s2), out[3] = vf_sum(s3);
-    for (; i < n; ++i) {
-        const float bv = s_load(b, BB, i);
-        out[0] += a0[i] * bv, out[1] += a1[i] * bv, out[2] += a2[i] * bv, out[3] += a3[i] * bv;
-    }
 }
 
 // The dots of four f32 rows a + m·a_stride with two rows b0, b1: out[m] = a_m·b0, out[4 + m] = a_m·b1.
@@ -205,30 +187,101 @@ void score_block(const QsaScoreParams& p, int64_t t0, int64_t t1, int64_t c0, in
 
 // =================================== sparse GQA ===================================================
 
-constexpr int64_t kGqaHeadBatch = kQsaGqaHeadBatch;  // query heads whose accumulators stay in registers
+// Query heads whose P·V accumulators stay in registers: 12 heads × 1 vector (+ V and a broadcast weight)
+// fit AVX2's 16 registers, 12 × 2 AVX-512's 32, and QSA's group of 12 heads then reads each V row once.
+constexpr int64_t kGqaHeadBatch = kQsaGqaHeadBatch;
 constexpr int64_t kGqaRowBlock = 16;  // rows of V per pass (16 rows × 512 B bf16 of D = 256: 8 KiB, L1)
+constexpr int64_t kGqaChunk = kQsaGqaChunk;  // listed rows whose K is transposed at once
+constexpr int64_t kGqaPvAhead = 2 * kGqaRowBlock;  // rows whose V is prefetched ahead of P·V
+static_assert(kGqaChunk % (2 * kLanes) == 0, "attn_logits_tile walks a chunk in steps of 2·kLanes rows");
 
-// acc[h, d] += Σ_{j ∈ [jb, je)} w[h, j] · V_j[d] for NH heads and the full vectors d < d_vec, V_j at
-// base + rows[j] + v_off; w: [NH, n] weights, acc: [NH, D].
-template <bool KB, int NH>
-void pv_block(const uint8_t* base, const int64_t* rows, int64_t v_off, const float* w, int64_t n, int64_t jb,
-              int64_t je, float* acc, int64_t D, int64_t d_vec) {
-    for (int64_t d0 = 0; d0 < d_vec; d0 += kLanes) {
-        VF a[NH];
-        for (int hh = 0; hh < NH; ++hh) a[hh] = vf_load(acc + hh * D + d0);
-        for (int64_t j = jb; j < je; ++j) {
-            const VF vv = vf_load_row(base + rows[j] + v_off, KB, d0);
-            for (int hh = 0; hh < NH; ++hh) a[hh] = vf_fma(vf_set1(w[hh * n + j]), vv, a[hh]);
+// Prefetches the 64-byte lines that start in bytes [b0, b1) of the rows base + rows[a] + off, a in
+// [a0, a1). The kernels spread these over their loops (a few lines per step): a burst of a whole
+// block's lines fills the miss buffers and stalls on them (perf showed the stall on the prefetch loop).
+inline void gqa_prefetch_lines(const uint8_t* base, const int64_t* rows, int64_t off, int64_t a0, int64_t a1, int64_t b0,
+                               int64_t b1) {
+    for (int64_t a = a0; a < a1; ++a)
+        for (int64_t b = (b0 + 63) / 64 * 64; b < b1; b += 64) __builtin_prefetch(base + rows[a] + off + b);
+}
+
+// kt[i·kGqaChunk + c] = K_c[i] as f32 for the chunk's rows c < nc (K_c at base + rows[c] + k_off) and
+// 0 for c in [nc, nc_pad): blocks of kLanes rows × kLanes dims widened into blk, then transposed in
+// registers (exact: widening and moves only). The zero rows give logits that are never read.
+template <bool KB>
+void gqa_gather_kt(const uint8_t* base, const int64_t* rows, int64_t k_off, int64_t nc, int64_t nc_pad, int64_t n_ahead,
+                   int64_t D, float* kt) {
+    const int64_t ke = KB ? 2 : 4, d_vec = D - D % kLanes;
+    float blk[kLanes * kLanes];
+    for (int64_t c0 = 0; c0 < nc_pad; c0 += kLanes) {
+        const uint8_t* k[kLanes];
+        for (int64_t c = 0; c < kLanes; ++c) k[c] = c0 + c < nc ? base + rows[c0 + c] + k_off : nullptr;
+        // The rows of the next chunk, a few lines per step: the gather waits on these loads (rows are
+        // scattered in the cache).
+        const int64_t a0 = nc + c0, a1 = nc + c0 + kLanes < n_ahead ? nc + c0 + kLanes : n_ahead;
+        for (int64_t i0 = 0; i0 < d_vec; i0 += kLanes) {
+            gqa_prefetch_lines(base, rows, k_off, a0, a1, i0 * ke, (i0 + kLanes) * ke);
+            for (int64_t c = 0; c < kLanes; ++c) vf_store(blk + c * kLanes, k[c] ? vf_load_row(k[c], KB, i0) : vf_zero());
+            attn_transpose_block(blk, kLanes, kt + i0 * kGqaChunk + c0, kGqaChunk);
         }
-        for (int hh = 0; hh < NH; ++hh) vf_store(acc + hh * D + d0, a[hh]);
+        gqa_prefetch_lines(base, rows, k_off, a0, a1, d_vec * ke, D * ke);
+        for (int64_t i = d_vec; i < D; ++i)
+            for (int64_t c = 0; c < kLanes; ++c) kt[i * kGqaChunk + c0 + c] = k[c] ? s_load(k[c], KB, i) : 0.0f;
     }
 }
 
-inline float qsa_sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
+// acc[h, d] += Σ_{j ∈ [jb, je)} w[h, j] · V_j[d] for NH heads and the full vectors d < d_vec, V_j at
+// base + rows[j] + v_off; w: [NH, n] weights, acc: [NH, D]. Register tile NH heads × NV vectors of dims
+// (NV = 2 where the registers allow: each broadcast weight then feeds two FMAs).
+template <bool KB, int NH, int NV>
+void pv_tile(const uint8_t* base, const int64_t* rows, int64_t v_off, const float* w, int64_t n, int64_t jb,
+             int64_t je, float* acc, int64_t D, int64_t d0) {
+    VF a[NH][NV];
+    for (int hh = 0; hh < NH; ++hh)
+        for (int v = 0; v < NV; ++v) a[hh][v] = vf_load(acc + hh * D + d0 + v * kLanes);
+    for (int64_t j = jb; j < je; ++j) {
+        const uint8_t* row = base + rows[j] + v_off;
+        VF vv[NV];
+        for (int v = 0; v < NV; ++v) vv[v] = vf_load_row(row, KB, d0 + v * kLanes);
+        for (int hh = 0; hh < NH; ++hh) {
+            const VF wv = vf_set1(w[hh * n + j]);
+            for (int v = 0; v < NV; ++v) a[hh][v] = vf_fma(wv, vv[v], a[hh][v]);
+        }
+    }
+    for (int hh = 0; hh < NH; ++hh)
+        for (int v = 0; v < NV; ++v) vf_store(acc + hh * D + d0 + v * kLanes, a[hh][v]);
+}
 
-// One (token, KV head) item: logits of the group's heads over the listed rows, the softmax weights,
-// then P·V in register tiles of kGqaHeadBatch heads × kLanes dims over blocks of rows, the gate and
-// the store.
+// pv_tile over the full vectors of dims; meanwhile the V rows [a0, a1) (those kGqaPvAhead rows ahead) are
+// prefetched, the lines of each tile's dims with it.
+template <bool KB, int NH>
+void pv_block(const uint8_t* base, const int64_t* rows, int64_t v_off, const float* w, int64_t n, int64_t jb,
+              int64_t je, float* acc, int64_t D, int64_t d_vec, int64_t a0, int64_t a1) {
+    const int64_t ke = KB ? 2 : 4;
+    int64_t d0 = 0;
+#if defined(__AVX512F__)
+    for (; d0 + 2 * kLanes <= d_vec; d0 += 2 * kLanes) {
+        gqa_prefetch_lines(base, rows, v_off, a0, a1, d0 * ke, (d0 + 2 * kLanes) * ke);
+        pv_tile<KB, NH, 2>(base, rows, v_off, w, n, jb, je, acc, D, d0);
+    }
+#endif
+    for (; d0 < d_vec; d0 += kLanes) {
+        gqa_prefetch_lines(base, rows, v_off, a0, a1, d0 * ke, (d0 + kLanes) * ke);
+        pv_tile<KB, NH, 1>(base, rows, v_off, w, n, jb, je, acc, D, d0);
+    }
+    gqa_prefetch_lines(base, rows, v_off, a0, a1, d_vec * ke, D * ke);
+}
+
+inline float qsa_sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
+// bf16(x) widened back to f32, per lane (round to nearest even, as s_f32_to_bf16).
+inline VF qsa_vf_round_bf16(VF x) {
+    uint16_t b[kLanes];
+    vf_store_bf16(b, x);
+    return vf_load_bf16(b);
+}
+
+// One (token, KV head) item: logits of the group's heads over the listed rows (chunks of transposed
+// K, register tiles of heads × rows), the softmax weights, then P·V in register tiles of kGqaHeadBatch
+// heads × kLanes dims over blocks of rows, the gate and the store.
 template <bool KB, bool BM>
 void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const QsaGqaScratch& s) {
     const int64_t D = p.head_dim, G = p.n_heads / p.n_kv_heads;
@@ -258,56 +311,51 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
         for (int64_t i = 0; i < D; ++i) s.q[hh * D + i] = s_load(qh, qb, i);
     }
     const int64_t k_off = 2 * g * D * ke, v_off = (2 * g + 1) * D * ke;
+    // Logits of all the group's heads, chunk by chunk: the chunk's K transposed once into kt, then
+    // register tiles of kAttnHeadBlock heads × 2·kLanes rows over d (broadcast q[h, d], FMA with kt[d])
+    // with no horizontal reduction; copied into logits [G, n].
+    for (int64_t c0 = 0; c0 < n; c0 += kGqaChunk) {
+        const int64_t nc = n - c0 < kGqaChunk ? n - c0 : kGqaChunk;
+        const int64_t nc_pad = (nc + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);
+        gqa_gather_kt<KB>(p.kv.base, s.rows + c0, k_off, nc, nc_pad, n - c0, D, s.kt);
+        int64_t h0 = 0;
+#if defined(__AVX512F__)
+        // QSA's group of 12 heads in one tile: 24 accumulators of the 32 registers, each kt vector then
+        // feeds 12 FMAs instead of 8 and 4.
+        for (; h0 + 12 <= G; h0 += 12)
+            for (int64_t j0 = 0; j0 < nc_pad; j0 += 2 * kLanes)
+                attn_logits_tile<12>(s.q + h0 * D, D, s.kt, kGqaChunk, j0, p.scale, s.lg + h0 * kGqaChunk);
+#endif
+        for (; h0 < G; h0 += kAttnHeadBlock) {
+            const int nb = static_cast<int>(G - h0 < kAttnHeadBlock ? G - h0 : kAttnHeadBlock);
+            attn_logits_heads(nb, s.q + h0 * D, D, s.kt, kGqaChunk, nc_pad, p.scale, s.lg + h0 * kGqaChunk);
+        }
+        for (int64_t hh = 0; hh < G; ++hh)
+            for (int64_t c = 0; c < nc; ++c) s.logits[hh * n + c0 + c] = s.lg[hh * kGqaChunk + c];
+    }
     float inv_denom[kGqaHeadBatch];
     for (int64_t h0 = 0; h0 < G; h0 += kGqaHeadBatch) {
         const int64_t nh = G - h0 < kGqaHeadBatch ? G - h0 : kGqaHeadBatch;
-        // Logits: four heads × two key rows per pass (each q and K vector loaded once for 4 or 2
-        // FMAs), then four heads × one row, then single heads.
-        int64_t j = 0;
-        for (; j + 2 <= n; j += 2) {
-            const uint8_t* k0 = p.kv.base + s.rows[j] + k_off;
-            const uint8_t* k1 = p.kv.base + s.rows[j + 1] + k_off;
-            int64_t hh = 0;
-            for (; hh + 4 <= nh; hh += 4) {
-                float d8[8];
-                qsa_dot4x2<KB>(s.q + (h0 + hh) * D, D, k0, k1, D, d8);
-                for (int64_t m = 0; m < 4; ++m) {
-                    s.logits[(h0 + hh + m) * n + j] = p.scale * d8[m];
-                    s.logits[(h0 + hh + m) * n + j + 1] = p.scale * d8[4 + m];
-                }
-            }
-            for (; hh < nh; ++hh) {
-                s.logits[(h0 + hh) * n + j] = p.scale * qsa_dot<false, KB>(s.q + (h0 + hh) * D, k0, D);
-                s.logits[(h0 + hh) * n + j + 1] = p.scale * qsa_dot<false, KB>(s.q + (h0 + hh) * D, k1, D);
-            }
-        }
-        for (; j < n; ++j) {
-            const uint8_t* k = p.kv.base + s.rows[j] + k_off;
-            int64_t hh = 0;
-            for (; hh + 4 <= nh; hh += 4) {
-                float d4[4];
-                qsa_dot4<KB>(s.q + (h0 + hh) * D, D, k, D, d4);
-                for (int64_t m = 0; m < 4; ++m) s.logits[(h0 + hh + m) * n + j] = p.scale * d4[m];
-            }
-            for (; hh < nh; ++hh)
-                s.logits[(h0 + hh) * n + j] = p.scale * qsa_dot<false, KB>(s.q + (h0 + hh) * D, k, D);
-        }
         // Softmax weights: p = exp(l − M) (P = bf16(p) for bf16 math), Σ p unrounded.
         for (int64_t hh = 0; hh < nh; ++hh) {
             float* l = s.logits + (h0 + hh) * n;
             float m = -3.4028234663852886e38f;
-            for (int64_t j = 0; j < n; ++j) m = l[j] > m ? l[j] : m;
+            {  // the max per lane, then over the lanes (max is exact: any order gives the same M)
+                VF vmax = vf_set1(m);
+                int64_t j = 0;
+                for (; j + kLanes <= n; j += kLanes) vmax = vf_max(vf_load(l + j), vmax);
+                float lanes[kLanes];
+                vf_store(lanes, vmax);
+                for (int64_t i = 0; i < kLanes; ++i) m = lanes[i] > m ? lanes[i] : m;
+                for (; j < n; ++j) m = l[j] > m ? l[j] : m;
+            }
             const VF vm = vf_set1(m);
             VF vsum = vf_zero();
             int64_t j = 0;
             for (; j + kLanes <= n; j += kLanes) {
                 VF e = qsa_vf_exp_nonpos(vf_sub(vf_load(l + j), vm));
                 vsum = vf_add(vsum, e);
-                if constexpr (BM) {
-                    uint16_t b[kLanes];
-                    vf_store_bf16(b, e);
-                    e = vf_load_bf16(b);
-                }
+                if constexpr (BM) e = qsa_vf_round_bf16(e);
                 vf_store(l + j, e);
             }
             float sum = vf_sum(vsum);
@@ -324,18 +372,26 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
         float* acc = s.acc;
         for (int64_t i = 0; i < nh * D; ++i) acc[i] = 0.0f;
         const int64_t d_vec = D - D % kLanes;
+        // V rows are scattered in the cache: those kGqaPvAhead rows ahead of the block in use are
+        // prefetched (the first ones at once).
+        gqa_prefetch_lines(p.kv.base, s.rows, v_off, 0, kGqaPvAhead < n ? kGqaPvAhead : n, 0, D * ke);
         for (int64_t jb = 0; jb < n; jb += kGqaRowBlock) {
             const int64_t je = jb + kGqaRowBlock < n ? jb + kGqaRowBlock : n;
             const float* w = s.logits + h0 * n;
+            const int64_t a0 = jb + kGqaPvAhead < n ? jb + kGqaPvAhead : n, a1 = je + kGqaPvAhead < n ? je + kGqaPvAhead : n;
             switch (nh) {  // a compile-time head count keeps the tiles in registers
-                case 1: pv_block<KB, 1>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
-                case 2: pv_block<KB, 2>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
-                case 3: pv_block<KB, 3>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
-                case 4: pv_block<KB, 4>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
-                case 5: pv_block<KB, 5>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
-                case 6: pv_block<KB, 6>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
-                case 7: pv_block<KB, 7>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
-                default: pv_block<KB, 8>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec); break;
+                case 1: pv_block<KB, 1>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 2: pv_block<KB, 2>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 3: pv_block<KB, 3>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 4: pv_block<KB, 4>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 5: pv_block<KB, 5>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 6: pv_block<KB, 6>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 7: pv_block<KB, 7>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 8: pv_block<KB, 8>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 9: pv_block<KB, 9>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 10: pv_block<KB, 10>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                case 11: pv_block<KB, 11>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+                default: pv_block<KB, 12>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
             }
             for (int64_t j = jb; j < je; ++j) {  // the dims past the last full vector
                 const uint8_t* v = p.kv.base + s.rows[j] + v_off;
@@ -354,7 +410,23 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
                                       : nullptr;
             char* out = static_cast<char*>(p.out) + (t * p.out_token_stride + h * p.out_head_stride) * (ob ? 2 : 4);
             const float inv = inv_denom[hh];
-            for (int64_t i = 0; i < D; ++i) {
+            // Vectors of kLanes dims (only the sigmoid per lane: it keeps expf's rounding), then the tail.
+            int64_t i = 0;
+            for (; i + kLanes <= D; i += kLanes) {
+                VF y = vf_mul(vf_load(acc + hh * D + i), vf_set1(inv));
+                float sg[kLanes];
+                if (gate)
+                    for (int64_t l = 0; l < kLanes; ++l) sg[l] = qsa_sigmoid(s_load(gate, gb, i + l));
+                if constexpr (BM) {
+                    y = qsa_vf_round_bf16(y);
+                    if (gate) y = qsa_vf_round_bf16(vf_mul(y, qsa_vf_round_bf16(vf_load(sg))));
+                } else if (gate) {
+                    y = vf_mul(y, vf_load(sg));
+                }
+                if (ob) vf_store_bf16(reinterpret_cast<uint16_t*>(out) + i, y);
+                else vf_store(reinterpret_cast<float*>(out) + i, y);
+            }
+            for (; i < D; ++i) {
                 float y = acc[hh * D + i] * inv;
                 if constexpr (BM) {
                     y = s_bf16_to_f32(s_f32_to_bf16(y));
