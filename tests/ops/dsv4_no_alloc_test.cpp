@@ -1,49 +1,15 @@
 // "run of an op allocates nothing" (DESIGN.md) for DeepSeek-V4's ops on every cpu backend variant:
 // operator new is replaced by a counting version; each op runs once to warm up, then again counted
 // (on any thread of the pool).
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
+#include "alloc_counter.h"
 #include "dsv4_cache_util.h"
 #include "ops/compressor.h"
 #include "ops/indexer_scores.h"
 #include "ops/kv_record.h"
 #include "ops/sparse_mqa.h"
 
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 inlines the replacement operator delete into new-expressions and then reports free() on
-// memory "from operator new": a false positive here, since this operator new is malloc.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<int64_t> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-    if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-    throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-
 namespace sieve::test {
 namespace {
-
-template <typename F>
-int64_t allocations_during(F&& fn) {
-    g_allocations = 0;
-    g_counting = true;
-    fn();
-    g_counting = false;
-    return g_allocations.load();
-}
 
 TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
     Rng rng(4505);
