@@ -150,15 +150,14 @@ void check_indexer_case(Rng& rng, Backend& ref_b, std::vector<NamedBackend>& bac
             tp.scores_row_stride = s_stride;
             tp.out_row_stride = k;
             ASSERT_TRUE(ref->topk(tp, {}).is_ok());
-            GuardedBuffer sel(static_cast<size_t>(n_tokens * k) * 4);
-            const Status fs = run(*nb.backend, nullptr, sel.as<int32_t>(), k);
-            ASSERT_TRUE(fs.is_ok()) << fs.to_string();
-            EXPECT_TRUE(std::equal(want_sel.begin(), want_sel.end(), sel.as<int32_t>())) << "selection differs";
-            EXPECT_TRUE(sel.guards_intact("selected"));
-            GuardedBuffer both(s_bytes);
-            GuardedBuffer sel2(static_cast<size_t>(n_tokens * k) * 4);
-            ASSERT_TRUE(run(*nb.backend, both.as<float>(), sel2.as<int32_t>(), k).is_ok());
-            EXPECT_TRUE(std::equal(want_sel.begin(), want_sel.end(), sel2.as<int32_t>())) << "selection with scores";
+            for (bool with_scores : {false, true}) {
+                GuardedBuffer sel(static_cast<size_t>(n_tokens * k) * 4), rows(s_bytes);
+                const Status fs = run(*nb.backend, with_scores ? rows.as<float>() : nullptr, sel.as<int32_t>(), k);
+                ASSERT_TRUE(fs.is_ok()) << fs.to_string();
+                EXPECT_TRUE(std::equal(want_sel.begin(), want_sel.end(), sel.as<int32_t>()))
+                    << "selection differs, with scores " << with_scores;
+                EXPECT_TRUE(sel.guards_intact("selected"));
+            }
         }
     }
 }

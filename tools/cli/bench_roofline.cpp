@@ -84,8 +84,9 @@ Expected<StepWork> layer_step_work(const ModelConfig& config, const AttentionLay
             at(w, Stage::attention).weight_flops += 2 * (1 - uk) * elements * N;
             continue;
         }
-        StageWork& s = at(w, weight_stage(config, t.name));
-        if (dense && (&s == &at(w, Stage::indexer))) continue;  // the dense variant runs no indexer
+        const Stage stage = weight_stage(config, t.name);
+        if (dense && stage == Stage::indexer) continue;  // the dense variant runs no indexer
+        StageWork& s = at(w, stage);
         s.weight_bytes += bytes;
         s.weight_flops += 2 * elements * N;
     }
