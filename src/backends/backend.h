@@ -154,7 +154,8 @@ public:
 
     // ---- QSA (ops/qsa_pool.h, qsa_score.h, qsa_expand.h, qsa_sparse_gqa.h) ----
     virtual Status qsa_pool(const QsaPoolParams& p) = 0;
-    virtual Status qsa_score(const QsaScoreParams& p) = 0;
+    virtual size_t qsa_score_workspace_size(const QsaScoreParams& p) const = 0;
+    virtual Status qsa_score(const QsaScoreParams& p, Workspace ws) = 0;
     virtual Status qsa_expand(const QsaExpandParams& p) = 0;
     virtual size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const = 0;
     virtual Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws) = 0;

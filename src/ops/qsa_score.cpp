@@ -22,8 +22,17 @@ Status validate(const QsaScoreParams& p) {
     SIEVE_ASSIGN_OR_RETURN(
         int64_t q_extent,
         rows_extent(op, "q", {p.n_tokens, p.n_heads, p.head_dim, p.q_token_stride, p.q_head_stride}, dtype_size(p.q_type)));
-    SIEVE_ASSIGN_OR_RETURN(int64_t s_extent,
-                           output_rows_extent(op, "scores", {p.n_tokens, 1, p.n_cols, p.scores_row_stride, 0}, 4));
+    int64_t s_extent = 0;
+    if (p.selected == nullptr || p.scores != nullptr) {
+        SIEVE_ASSIGN_OR_RETURN(s_extent,
+                               output_rows_extent(op, "scores", {p.n_tokens, 1, p.n_cols, p.scores_row_stride, 0}, 4));
+    }
+    int64_t sel_extent = 0;
+    if (p.selected != nullptr) {
+        SIEVE_RETURN_IF_ERROR(require_at_least(op, "k", p.k, 1));
+        SIEVE_ASSIGN_OR_RETURN(sel_extent,
+                               output_rows_extent(op, "selected", {p.n_tokens, 1, p.k, p.selected_row_stride, 0}, 4));
+    }
     if (p.n_tokens == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "n_groups", p.n_groups));
     SIEVE_RETURN_IF_ERROR(validate_qsa_block_tables(op, "tables", p.tables, p.n_tokens));
@@ -34,17 +43,33 @@ Status validate(const QsaScoreParams& p) {
             return invalid_argument_error("{}: n_groups[{}] = {}, expected in [0, n_cols = {}]", op, t, n, p.n_cols);
         any |= n > 0;
     }
+    const int64_t q_bytes = q_extent * static_cast<int64_t>(dtype_size(p.q_type));
+    const int64_t s_bytes = s_extent * 4, sel_bytes = sel_extent * 4;
+    if (p.selected != nullptr) {  // written even when no row has a group (every row −1)
+        SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "n_groups", p.n_groups, p.n_tokens * 4, "selected",
+                                                       p.selected, sel_bytes, false));
+        SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "token_request", p.tables.token_request, p.n_tokens * 4,
+                                                       "selected", p.selected, sel_bytes, false));
+    }
     if (!any) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "q", p.q));
-    SIEVE_RETURN_IF_ERROR(require_ptr(op, "scores", p.scores));
+    if (p.selected == nullptr) SIEVE_RETURN_IF_ERROR(require_ptr(op, "scores", p.scores));
     SIEVE_ASSIGN_OR_RETURN(int64_t key_bytes, bytes_of(op, "key row", p.head_dim, dtype_size(p.key_type)));
     SIEVE_RETURN_IF_ERROR(validate_qsa_cache_view(op, "keys", p.keys, key_bytes));
     SIEVE_RETURN_IF_ERROR(validate_qsa_tokens_resident(op, "keys", p.tables, p.keys, p.n_tokens,
                                                        [&](int64_t t) { return int64_t{p.n_groups[t]}; }));
-    const int64_t s_bytes = s_extent * 4;
-    SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "q", p.q, q_extent * static_cast<int64_t>(dtype_size(p.q_type)),
-                                                   "scores", p.scores, s_bytes, false));
-    return require_same_or_disjoint(op, "n_groups", p.n_groups, p.n_tokens * 4, "scores", p.scores, s_bytes, false);
+    if (p.scores != nullptr) {
+        SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "q", p.q, q_bytes, "scores", p.scores, s_bytes, false));
+        SIEVE_RETURN_IF_ERROR(
+            require_same_or_disjoint(op, "n_groups", p.n_groups, p.n_tokens * 4, "scores", p.scores, s_bytes, false));
+    }
+    if (p.selected != nullptr) {
+        SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "q", p.q, q_bytes, "selected", p.selected, sel_bytes, false));
+        if (p.scores != nullptr)
+            SIEVE_RETURN_IF_ERROR(
+                require_same_or_disjoint(op, "scores", p.scores, s_bytes, "selected", p.selected, sel_bytes, false));
+    }
+    return Status::ok();
 }
 
 }  // namespace sieve

@@ -14,6 +14,12 @@
 // written; a row with n_groups[t] = 0 writes nothing (the caller's dense short-context rows, §4.5).
 // n_groups[t] is the caller's visible-group count, min((p + 1) / r, L / r) (§4.5).
 // The ref backend accumulates in double and rounds once; others differ by fp32 summation order.
+//
+// Fused selection: when `selected` is set, row t of it receives the top-k of token t's groups
+// g < n_groups[t] by s[t, g], exactly as ops/topk.h selects them over this backend's scores (highest
+// first, ties to the lower group, §4.6; picks ascending, then −1 up to width k), so that no score row
+// needs to be written (performance_facts.md §5). Then `scores` may be nullptr; when both are set,
+// both are written. A row with n_groups[t] = 0 selects nothing (all −1).
 #pragma once
 
 #include <cstdint>
@@ -38,10 +44,13 @@ struct QsaScoreParams {
     float scale = 1.0f;                 // Di^-0.5 (§4.4)
     DType q_type = DType::f32;          // f32 | bf16
     DType key_type = DType::f32;        // f32 | bf16
+    int32_t* selected = nullptr;        // [n_tokens, k] or nullptr (no fused selection)
+    int64_t k = 0;                      // ≥ 1 when selected is set
+    int64_t selected_row_stride = 0;    // elements, ≥ k when n_tokens > 1
 };
 
 // Shapes, dtypes, strides, every n_groups[t] ∈ [0, n_cols], every scored entry resident, the
-// scores disjoint from the inputs.
+// outputs (scores, selected) disjoint from the inputs and from each other.
 Status validate(const QsaScoreParams& p);
 
 }  // namespace sieve

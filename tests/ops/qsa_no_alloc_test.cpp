@@ -86,10 +86,19 @@ TEST(QsaNoAllocation, EveryCpuQsaOpRunsWithoutAllocating) {
         Backend& b = *nb.backend;
         ASSERT_TRUE(b.qsa_expand(ep).is_ok());  // the attention below reads these rows
         GuardedBuffer ws(std::max<size_t>(b.qsa_sparse_gqa_workspace_size(gp), 1));
+        QsaScoreParams fused = sp;  // the fused selection, without score rows (its own output: expand reads sel)
+        std::vector<int32_t> fused_sel(sel.size());
+        fused.scores = nullptr;
+        fused.selected = fused_sel.data();
+        fused.k = k;
+        fused.selected_row_stride = k;
+        const size_t score_ws = b.qsa_score_workspace_size(sp), fused_ws = b.qsa_score_workspace_size(fused);
+        GuardedBuffer sws(std::max<size_t>(std::max(score_ws, fused_ws), 1));
         bool all_ok = true;
         const std::vector<std::pair<std::string, std::function<void()>>> ops = {
             {"qsa_pool", [&] { all_ok &= b.qsa_pool(pp).is_ok(); }},
-            {"qsa_score", [&] { all_ok &= b.qsa_score(sp).is_ok(); }},
+            {"qsa_score", [&] { all_ok &= b.qsa_score(sp, {sws.data(), score_ws}).is_ok(); }},
+            {"qsa_score fused", [&] { all_ok &= b.qsa_score(fused, {sws.data(), fused_ws}).is_ok(); }},
             {"qsa_expand", [&] { all_ok &= b.qsa_expand(ep).is_ok(); }},
             {"qsa_sparse_gqa",
              [&] { all_ok &= b.qsa_sparse_gqa(gp, {ws.data(), b.qsa_sparse_gqa_workspace_size(gp)}).is_ok(); }},

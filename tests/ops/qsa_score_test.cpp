@@ -1,6 +1,7 @@
 // Conformance of the QSA indexer scores (ops/qsa_score.h) against ref with tolerances from the dot
-// length, and of the group top-k that follows (the topk op on those score rows, ragged by the
-// visible-group count, ties at exactly 0 from the ReLU): every backend picks ref's groups.
+// length; of the fused selection (exactly the top-k of the backend's own scores); and of the group
+// top-k the layer runs when it keeps the score rows (the topk op on them, ragged by the visible-group
+// count, ties at exactly 0 from the ReLU): every backend picks ref's groups.
 #include "qsa_paged.h"
 #include "ops/qsa_score.h"
 #include "ops/topk.h"
@@ -85,6 +86,15 @@ struct ScoreSetup {
     }
 };
 
+// Runs the op with a guarded workspace of the backend's size.
+Status run_score(Backend& b, const QsaScoreParams& p) {
+    const size_t bytes = b.qsa_score_workspace_size(p);
+    GuardedBuffer ws(std::max<size_t>(bytes, 1));
+    const Status st = b.qsa_score(p, {ws.data(), bytes});
+    EXPECT_TRUE(ws.guards_intact("qsa_score workspace"));
+    return st;
+}
+
 std::vector<ScoreCase> score_cases() {
     return {
         {1, 4, 128, 1, 16, DType::f32, DType::f32, false, 0.0f},     // decode, real indexer shape
@@ -95,6 +105,7 @@ std::vector<ScoreCase> score_cases() {
         {33, 4, 64, 4, 16, DType::bf16, DType::bf16, false, 0.0f},
         {2, 8, 130, 1, 3, DType::f32, DType::f32, true, 0.25f},
         {4, 2, 8, 1, 16, DType::f32, DType::f32, false, -3.0f},      // nearly all heads ≤ 0: rows of exact 0s
+        {3, 4, 128, 2, 64, DType::bf16, DType::bf16, false, 0.0f},   // several key tiles per request
     };
 }
 
@@ -107,7 +118,7 @@ TEST(QsaScoreConformance, EveryBackendMatchesRefWithinDotTolerance) {
                                  sc.head_dim, sc.n_requests, sc.block_size, dtype_name(sc.q_type), dtype_name(sc.key_type)));
         ScoreSetup s(rng, sc);
         GuardedBuffer want(s.score_bytes());
-        ASSERT_TRUE(ref->qsa_score(s.params(want.as<float>())).is_ok());
+        ASSERT_TRUE(run_score(*ref, s.params(want.as<float>())).is_ok());
         // ref itself against the exact value (double sums, one rounding).
         for (int64_t t = 0; t < sc.n_tokens; ++t)
             for (int64_t g = 0; g < s.n_groups[static_cast<size_t>(t)]; ++g) {
@@ -118,7 +129,7 @@ TEST(QsaScoreConformance, EveryBackendMatchesRefWithinDotTolerance) {
         for (auto& nb : backends) {
             SCOPED_TRACE(nb.spec);
             GuardedBuffer got(s.score_bytes());
-            const Status st = nb.backend->qsa_score(s.params(got.as<float>()));
+            const Status st = run_score(*nb.backend, s.params(got.as<float>()));
             ASSERT_TRUE(st.is_ok()) << st.to_string();
             std::vector<double> w, gv, tl;
             for (int64_t t = 0; t < sc.n_tokens; ++t) {
@@ -138,6 +149,71 @@ TEST(QsaScoreConformance, EveryBackendMatchesRefWithinDotTolerance) {
             }
             EXPECT_TRUE(all_close(w, gv, tl, "scores"));
             EXPECT_TRUE(got.guards_intact("scores"));
+
+            // The fused selection is exactly the top-k of this backend's own scores, with or without
+            // the score rows written (k below, around and above the group counts).
+            for (int64_t k : {int64_t{1}, std::max<int64_t>(1, s.n_cols / 3), s.n_cols + 2}) {
+                SCOPED_TRACE("fused k " + std::to_string(k));
+                std::vector<int32_t> want_sel(static_cast<size_t>(sc.n_tokens * k), -7);
+                TopkParams tp;
+                tp.scores = got.as<float>();
+                tp.valid_len = s.n_groups.data();
+                tp.out = want_sel.data();
+                tp.n_rows = sc.n_tokens;
+                tp.n_cols = s.n_cols;
+                tp.k = k;
+                tp.scores_row_stride = s.row_stride;
+                tp.out_row_stride = k;
+                ASSERT_TRUE(ref->topk(tp, {}).is_ok());
+                for (bool with_scores : {false, true}) {
+                    GuardedBuffer sel(static_cast<size_t>(sc.n_tokens * k) * 4), rows(s.score_bytes());
+                    QsaScoreParams fp = s.params(with_scores ? rows.as<float>() : nullptr);
+                    fp.selected = sel.as<int32_t>();
+                    fp.k = k;
+                    fp.selected_row_stride = k;
+                    const Status fs = run_score(*nb.backend, fp);
+                    ASSERT_TRUE(fs.is_ok()) << fs.to_string();
+                    EXPECT_TRUE(std::equal(want_sel.begin(), want_sel.end(), sel.as<int32_t>()))
+                        << "selection differs, with scores " << with_scores;
+                    EXPECT_TRUE(sel.guards_intact("selected"));
+                    if (with_scores) {
+                        EXPECT_EQ(0, std::memcmp(rows.data(), got.data(), s.score_bytes())) << "score rows differ";
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ref's own fused selection is its top-k of its scores (the oracle the backends are held to above).
+TEST(QsaScoreFusedSelection, RefSelectsTheTopkOfItsScores) {
+    auto ref = ref_backend();
+    Rng rng(5252);
+    for (const ScoreCase& sc : score_cases()) {
+        ScoreSetup s(rng, sc);
+        GuardedBuffer scores(s.score_bytes());
+        ASSERT_TRUE(run_score(*ref, s.params(scores.as<float>())).is_ok());
+        const int64_t k = std::max<int64_t>(1, s.n_cols / 2);
+        std::vector<int32_t> want(static_cast<size_t>(sc.n_tokens * k)), got(want.size(), 99);
+        TopkParams tp;
+        tp.scores = scores.as<float>();
+        tp.valid_len = s.n_groups.data();
+        tp.out = want.data();
+        tp.n_rows = sc.n_tokens;
+        tp.n_cols = s.n_cols;
+        tp.k = k;
+        tp.scores_row_stride = s.row_stride;
+        tp.out_row_stride = k;
+        ASSERT_TRUE(ref->topk(tp, {}).is_ok());
+        QsaScoreParams fp = s.params(nullptr);
+        fp.selected = got.data();
+        fp.k = k;
+        fp.selected_row_stride = k;
+        ASSERT_TRUE(run_score(*ref, fp).is_ok());
+        EXPECT_EQ(want, got);
+        for (int64_t t = 0; t < sc.n_tokens; ++t) {  // a row without groups selects nothing
+            if (s.n_groups[static_cast<size_t>(t)] != 0) continue;
+            for (int64_t j = 0; j < k; ++j) EXPECT_EQ(got[static_cast<size_t>(t * k + j)], -1);
         }
     }
 }
@@ -152,7 +228,7 @@ TEST(QsaGroupTopkConformance, EveryBackendPicksRefGroups) {
     for (const ScoreCase& sc : score_cases()) {
         ScoreSetup s(rng, sc);
         GuardedBuffer scores(s.score_bytes());
-        ASSERT_TRUE(ref->qsa_score(s.params(scores.as<float>())).is_ok());
+        ASSERT_TRUE(run_score(*ref, s.params(scores.as<float>())).is_ok());
         for (int64_t k : {int64_t{1}, int64_t{4}, int64_t{16}, int64_t{512}}) {
             SCOPED_TRACE(fmt::format("tokens {} heads {} dim {} k {}", sc.n_tokens, sc.n_heads, sc.head_dim, k));
             TopkParams p;

@@ -124,7 +124,12 @@ public:
         return static_cast<size_t>(std::min<int64_t>(pool_->size(), p.n_rows)) * topk_slot_bytes(p);
     }
     Status qsa_pool(const QsaPoolParams& p) override { return cpu::qsa_pool_run(*qsa_, *pool_, p); }
-    Status qsa_score(const QsaScoreParams& p) override { return cpu::qsa_score_run(*qsa_, *pool_, p); }
+    size_t qsa_score_workspace_size(const QsaScoreParams& p) const override {
+        return cpu::qsa_score_workspace_size(*pool_, p);
+    }
+    Status qsa_score(const QsaScoreParams& p, Workspace ws) override {
+        return cpu::qsa_score_run(*qsa_, *kernels_, *pool_, p, ws);
+    }
     Status qsa_expand(const QsaExpandParams& p) override { return cpu::qsa_expand_run(*pool_, p); }
     size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const override {
         return cpu::qsa_sparse_gqa_workspace_size(*pool_, p);

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "backends/cpu/fused_topk.h"
+#include "backends/cpu/key_tile_units.h"
 #include "backends/cpu/parallel.h"
 #include "core/assert.h"
 
@@ -368,9 +369,9 @@ struct ScoresPlan {
     int64_t key_tile = 0, heads_pad = 0, dim_pad = 0;
     int64_t qt = 0, w = 0, tile = 0, rows = 0, scale = 0, flag = 0, zero = 0, key = 0, tag = 0, slot_bytes = 0;
     int64_t slots = 0;
-    // shared part, before the slots: tokens grouped by list [n_tokens] i32, list offsets [n_lists + 1] i32,
-    // unit offsets [n_lists + 1] i64, keys of each list (max n_keys of its tokens) [n_lists] i32
-    int64_t tok_by_list = 0, list_off = 0, unit_off = 0, list_keys = 0, shared_bytes = 0;
+    // shared part, before the slots: the work units (key_tile_units.h) at 0
+    KeyTileUnitsPlan units;
+    int64_t shared_bytes = 0;
     // fused selection: per slot, the tile's scores [n_tokens, key_tile] f32 (at tile_scores in the slot);
     // shared, after the above, the streams (at `fused`)
     int64_t tile_scores = 0, fused = 0;
@@ -403,11 +404,8 @@ ScoresPlan scores_plan(const ThreadPool& pool, const IndexerScoresParams& p) {
     const int64_t max_units = lists * ((keys + s.key_tile - 1) / s.key_tile);
     s.slots = std::min<int64_t>(threads, max_units);
     const int64_t n = std::max<int64_t>(p.n_tokens, 0);
-    s.tok_by_list = 0;
-    s.list_off = round_up(n * 4);
-    s.unit_off = s.list_off + round_up((lists + 1) * 4);
-    s.list_keys = s.unit_off + round_up((lists + 1) * 8);
-    s.shared_bytes = s.list_keys + round_up(lists * 4);
+    s.units = key_tile_units_plan(n, lists);
+    s.shared_bytes = round_up(s.units.bytes);
     if (p.selected != nullptr && p.k > 0) {
         s.tile_scores = s.slot_bytes;
         s.slot_bytes += round_up(n * s.key_tile * 4);
@@ -464,31 +462,9 @@ Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, Thre
     a.ws_key = s.key;
     a.ws_tag = s.tag;
 
-    // Tokens grouped by list (stable counting sort) and each list's units: ⌈max n_keys / tile⌉.
     char* shared = static_cast<char*>(ws.data);
-    int32_t* tok_by_list = reinterpret_cast<int32_t*>(shared + s.tok_by_list);
-    int32_t* list_off = reinterpret_cast<int32_t*>(shared + s.list_off);
-    int64_t* unit_off = reinterpret_cast<int64_t*>(shared + s.unit_off);
-    int32_t* list_keys = reinterpret_cast<int32_t*>(shared + s.list_keys);
-    std::fill(list_off, list_off + p.n_lists + 1, 0);
-    std::fill(list_keys, list_keys + p.n_lists, 0);
-    for (int64_t t = 0; t < p.n_tokens; ++t) {
-        const int32_t l = p.token_list[t];
-        ++list_off[l + 1];
-        list_keys[l] = std::max(list_keys[l], p.n_keys[t]);
-    }
-    unit_off[0] = 0;
-    for (int64_t l = 0; l < p.n_lists; ++l) {
-        list_off[l + 1] += list_off[l];
-        unit_off[l + 1] = unit_off[l] + (list_keys[l] + s.key_tile - 1) / s.key_tile;
-    }
-    for (int64_t t = 0; t < p.n_tokens; ++t) {  // list_off[l] is list l's fill position, then its end
-        const int32_t l = p.token_list[t];
-        tok_by_list[list_off[l]++] = static_cast<int32_t>(t);
-    }
-    for (int64_t l = p.n_lists; l > 0; --l) list_off[l] = list_off[l - 1];
-    list_off[0] = 0;
-    const int64_t units = unit_off[p.n_lists];
+    const KeyTileUnits work(s.units, shared, p.token_list, p.n_keys, s.key_tile, false);
+    const int64_t units = work.units();
 
     std::optional<FusedTopk> topk;
     if (fused) topk.emplace(s.topk, shared + s.fused);
@@ -512,18 +488,14 @@ Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, Thre
                 unit_args.scores_row_stride = s.key_tile;
                 unit_args.scores_tile_rows = true;
             }
-            int64_t l = 0;
+            int64_t list = 0;
             for (int64_t u = next_unit.fetch_add(1); u < units; u = next_unit.fetch_add(1)) {
-                // Units are claimed in increasing order: the list only moves forward.
-                while (unit_off[l + 1] <= u) ++l;
-                const int64_t k0 = (u - unit_off[l]) * s.key_tile;
-                const int64_t k1 = std::min<int64_t>(list_keys[l], k0 + s.key_tile);
-                const int32_t* toks = tok_by_list + list_off[l];
-                const int64_t nt = list_off[l + 1] - list_off[l];
-                k.indexer_scores_tile(unit_args, l, toks, nt, k0, k1, w);
+                const KeyTileUnit unit = work.unit(u, list);
+                const int64_t k0 = unit.k0, k1 = unit.k1;
+                k.indexer_scores_tile(unit_args, unit.list, unit.tokens, unit.n_tokens, k0, k1, w);
                 if (!fused) continue;
-                for (int64_t i = 0; i < nt; ++i) {
-                    const int64_t t = toks[i];
+                for (int64_t i = 0; i < unit.n_tokens; ++i) {
+                    const int64_t t = unit.tokens[i];
                     const int64_t end = std::min<int64_t>(k1, p.n_keys[t]);
                     if (end <= k0) continue;
                     const float* row = tile + i * s.key_tile;

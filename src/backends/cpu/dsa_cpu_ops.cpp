@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "backends/cpu/fused_topk.h"
+#include "backends/cpu/key_tile_units.h"
 #include "backends/cpu/parallel.h"
 #include "core/assert.h"
 
@@ -73,14 +74,14 @@ size_t mla_slot_bytes(const SparseMlaAttentionParams& p, const MlaSplit& s) {
 
 // Indexer scores: units are (sequence, key tile) over all the query rows of the sequence, so that each key
 // is converted once per step (dsa_kernels.h indexer_scores_tile); tiles shrink for short contexts so that
-// a single decode row still gives every thread several units. Shared workspace before the slots: rows
-// grouped by sequence [n_tokens] i32, sequence offsets [n_seqs + 1] i32, unit offsets [n_seqs + 1] i64,
-// keys per sequence (max n_keys of its rows) [n_seqs] i32. Fused selection (p.selected): each slot also
+// a single decode row still gives every thread several units. Shared workspace before the slots: the work
+// units (key_tile_units.h; a sequence with rows has ≥ 1 unit, for its −inf fill). Fused selection (p.selected): each slot also
 // holds its tile's scores [n_tokens, key_tile] f32 (at tile_scores), fed to the streaming top-k of
 // fused_topk.h (shared, at `fused`); no score row is written.
 struct IndexerPlan {
     int64_t key_tile = 0, slots = 0;
-    size_t slot_bytes = 0, tok_by_seq = 0, seq_off = 0, unit_off = 0, seq_keys = 0, shared_bytes = 0;
+    KeyTileUnitsPlan units;
+    size_t slot_bytes = 0, shared_bytes = 0;
     size_t tile_scores = 0, fused = 0;
     FusedTopkPlan topk;
 };
@@ -95,12 +96,8 @@ IndexerPlan indexer_plan(const DsaCpuContext& c, const DsaIndexerScoresParams& p
     const int64_t max_units = seqs * std::max<int64_t>(1, (cols + s.key_tile - 1) / s.key_tile);
     s.slots = std::min<int64_t>(threads, max_units);
     s.slot_bytes = align_up(static_cast<size_t>(SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(p.n_heads, p.head_dim, s.key_tile)) * 4);
-    const int64_t n_seqs = std::max<int64_t>(p.n_seqs, 0);
-    s.tok_by_seq = 0;
-    s.seq_off = align_up(static_cast<size_t>(std::max<int64_t>(p.n_tokens, 0)) * 4);
-    s.unit_off = s.seq_off + align_up(static_cast<size_t>(n_seqs + 1) * 4);
-    s.seq_keys = s.unit_off + align_up(static_cast<size_t>(n_seqs + 1) * 8);
-    s.shared_bytes = s.seq_keys + align_up(static_cast<size_t>(n_seqs) * 4);
+    s.units = key_tile_units_plan(p.n_tokens, p.n_seqs);
+    s.shared_bytes = align_up(static_cast<size_t>(s.units.bytes));
     if (p.selected != nullptr && p.k > 0) {
         const int64_t n = std::max<int64_t>(p.n_tokens, 0);
         s.tile_scores = s.slot_bytes;
@@ -216,27 +213,8 @@ Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& 
     const IndexerPlan s = indexer_plan(c, p);
     const bool fused = p.selected != nullptr;
     char* shared = static_cast<char*>(ws.data);
-    int32_t* tok_by_seq = reinterpret_cast<int32_t*>(shared + s.tok_by_seq);
-    int32_t* seq_off = reinterpret_cast<int32_t*>(shared + s.seq_off);
-    int64_t* unit_off = reinterpret_cast<int64_t*>(shared + s.unit_off);
-    int32_t* seq_keys = reinterpret_cast<int32_t*>(shared + s.seq_keys);
-    // Rows grouped by sequence (stable counting sort); a sequence with rows has ≥ 1 unit (its −inf fill).
-    std::fill(seq_off, seq_off + p.n_seqs + 1, 0);
-    std::fill(seq_keys, seq_keys + p.n_seqs, 0);
-    for (int64_t t = 0; t < p.n_tokens; ++t) {
-        ++seq_off[p.token_seq[t] + 1];
-        seq_keys[p.token_seq[t]] = std::max(seq_keys[p.token_seq[t]], p.n_keys[t]);
-    }
-    unit_off[0] = 0;
-    for (int64_t q = 0; q < p.n_seqs; ++q) {
-        const int64_t rows = seq_off[q + 1];
-        seq_off[q + 1] += seq_off[q];
-        unit_off[q + 1] = unit_off[q] + (rows == 0 ? 0 : std::max<int64_t>(1, (seq_keys[q] + s.key_tile - 1) / s.key_tile));
-    }
-    for (int64_t t = 0; t < p.n_tokens; ++t) tok_by_seq[seq_off[p.token_seq[t]]++] = static_cast<int32_t>(t);
-    for (int64_t q = p.n_seqs; q > 0; --q) seq_off[q] = seq_off[q - 1];
-    seq_off[0] = 0;
-    const int64_t units = unit_off[p.n_seqs];
+    const KeyTileUnits work(s.units, shared, p.token_seq, p.n_keys, s.key_tile, true);  // ≥ 1 unit: the −inf fill
+    const int64_t units = work.units();
     const int64_t workers = std::min<int64_t>(s.slots, units);
     WorkspaceSlots slots{shared + s.shared_bytes, s.slot_bytes, s.slots};
     std::optional<FusedTopk> topk;
@@ -252,18 +230,16 @@ Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& 
             float* tile = fused ? reinterpret_cast<float*>(reinterpret_cast<char*>(scratch) + s.tile_scores) : nullptr;
             const int64_t none = -1;
             std::memcpy(reinterpret_cast<char*>(scratch) + tag, &none, 8);
-            int64_t q = 0;
-            // Units are claimed in increasing order, so the sequence only moves forward.
+            int64_t seq = 0;
             for (int64_t u = next_unit.fetch_add(1); u < units; u = next_unit.fetch_add(1)) {
-                while (unit_off[q + 1] <= u) ++q;
-                const int64_t k0 = (u - unit_off[q]) * s.key_tile, k1 = std::min<int64_t>(seq_keys[q], k0 + s.key_tile);
-                const int64_t fill_end = u + 1 == unit_off[q + 1] ? p.n_cols : std::max(k0, k1);
-                const int32_t* toks = tok_by_seq + seq_off[q];
-                const int64_t nt = seq_off[q + 1] - seq_off[q];
-                k.indexer_scores_tile(p, q, toks, nt, k0, std::max(k0, k1), fill_end, s.key_tile, scratch, tile);
+                const KeyTileUnit unit = work.unit(u, seq);
+                const int64_t k0 = unit.k0, k1 = unit.k1;
+                const int64_t fill_end = unit.last_of_list ? p.n_cols : k1;
+                k.indexer_scores_tile(p, unit.list, unit.tokens, unit.n_tokens, k0, k1, fill_end, s.key_tile, scratch,
+                                      tile);
                 if (!fused) continue;
-                for (int64_t i = 0; i < nt; ++i) {
-                    const int64_t t = toks[i];
+                for (int64_t i = 0; i < unit.n_tokens; ++i) {
+                    const int64_t t = unit.tokens[i];
                     const int64_t end = std::min<int64_t>(k1, p.n_keys[t]);
                     if (p.scores != nullptr) {  // the rows too: scores, then −inf up to the unit's fill end
                         float* row = p.scores + t * p.scores_row_stride;

@@ -36,8 +36,8 @@ struct QsaKernels {
     const char* isa_name;
     // group rows [g0, g1)
     void (*pool_groups)(const QsaPoolParams& p, int64_t g0, int64_t g1);
-    // tokens [t0, t1), groups [c0, min(c1, n_groups[t])) of each
-    void (*score_block)(const QsaScoreParams& p, int64_t t0, int64_t t1, int64_t c0, int64_t c1);
+    // token t's groups [c0, c1) (c1 ≤ n_groups[t]): score of group g to out[g − c0]
+    void (*score_row)(const QsaScoreParams& p, int64_t t, int64_t c0, int64_t c1, float* out);
     // work items [i0, i1) of item = t·n_kv_heads + kv_head
     void (*sparse_gqa_items)(const QsaSparseGqaParams& p, int64_t i0, int64_t i1, const QsaGqaScratch& s);
 };
@@ -45,5 +45,6 @@ struct QsaKernels {
 extern const QsaKernels kQsaKernelsScalar;
 extern const QsaKernels kQsaKernelsAvx2;
 extern const QsaKernels kQsaKernelsAvx512;
+extern const QsaKernels kQsaKernelsAvx512Bf16;
 
 }  // namespace sieve::cpu

@@ -34,6 +34,15 @@ Status qsa_pool(const QsaPoolParams& p) {
 
 Status qsa_score(const QsaScoreParams& p) {
     SIEVE_RETURN_IF_ERROR(validate(p));
+    // The fused selection is the plain top-k over this backend's scores (a full row: ref is the oracle).
+    std::vector<float> own_scores;
+    float* scores = p.scores;
+    int64_t scores_row_stride = p.scores_row_stride;
+    if (scores == nullptr && p.selected != nullptr) {
+        own_scores.resize(static_cast<size_t>(std::max<int64_t>(p.n_tokens * p.n_cols, 1)));
+        scores = own_scores.data();
+        scores_row_stride = p.n_cols;
+    }
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         const int64_t q = p.tables.token_request[t];
         for (int64_t g = 0; g < p.n_groups[t]; ++g) {
@@ -46,10 +55,12 @@ Status qsa_score(const QsaScoreParams& p) {
                          static_cast<double>(load(k, p.key_type, i));
                 total += std::max(d, 0.0);  // ReLU per head, then the sum over heads (§4.4)
             }
-            p.scores[t * p.scores_row_stride + g] = static_cast<float>(static_cast<double>(p.scale) * total);
+            scores[t * scores_row_stride + g] = static_cast<float>(static_cast<double>(p.scale) * total);
         }
     }
-    return Status::ok();
+    if (p.selected == nullptr || p.n_tokens == 0) return Status::ok();
+    return select_from_scores(scores, scores_row_stride, p.n_groups, p.n_tokens, p.n_cols, p.selected, p.k,
+                              p.selected_row_stride);
 }
 
 Status qsa_expand(const QsaExpandParams& p) {

@@ -61,7 +61,8 @@ public:
     size_t sparse_mqa_workspace_size(const SparseMqaParams&) const override { return 0; }
     Status sparse_mqa(const SparseMqaParams& p, Workspace) override { return ref::sparse_mqa(p); }
     Status qsa_pool(const QsaPoolParams& p) override { return ref::qsa_pool(p); }
-    Status qsa_score(const QsaScoreParams& p) override { return ref::qsa_score(p); }
+    size_t qsa_score_workspace_size(const QsaScoreParams&) const override { return 0; }
+    Status qsa_score(const QsaScoreParams& p, Workspace) override { return ref::qsa_score(p); }
     Status qsa_expand(const QsaExpandParams& p) override { return ref::qsa_expand(p); }
     size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams&) const override { return 0; }
     Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace) override { return ref::qsa_sparse_gqa(p); }

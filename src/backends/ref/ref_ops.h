@@ -47,7 +47,7 @@ Status rope(const RopeParams& p);
 Status quant_fp8(const QuantFp8Params& p);
 Status hadamard(const HadamardParams& p);
 Status topk(const TopkParams& p);
-// The fused selection of the indexer ops (ops/indexer_scores.h, ops/dsa_indexer.h): topk over the rows
+// The fused selection of the indexer ops (ops/indexer_scores.h, ops/dsa_indexer.h, ops/qsa_score.h): topk over the rows
 // the op just scored, valid_len = n_keys.
 Status select_from_scores(const float* scores, int64_t scores_row_stride, const int32_t* n_keys, int64_t n_rows,
                           int64_t n_cols, int32_t* selected, int64_t k, int64_t selected_row_stride);

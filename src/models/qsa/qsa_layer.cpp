@@ -194,13 +194,35 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     gp.math = exact ? QsaAttentionMath::f32 : QsaAttentionMath::bf16;
     gp.q_type = gp.kv_type = gp.gate_type = gp.out_type = act;
 
+    // Selection: fused into the scoring (no score row written, performance_facts.md §5) unless an
+    // observer wants the scores, then scores and a separate top-k.
+    const bool fused = observer == nullptr;
+    QsaScoreParams sp;
+    sp.n_tokens = chunk_rows;
+    sp.n_heads = Hi;
+    sp.head_dim = Di;
+    sp.q_token_stride = Hi * Di;
+    sp.q_head_stride = Di;
+    sp.n_cols = max_cols;
+    sp.scores_row_stride = max_cols;
+    sp.scale = static_cast<float>(c_.indexer_score_scale);  // Di^-0.5 (§4.4)
+    sp.q_type = sp.key_type = act;
+    sp.tables.n_requests = batch.n_requests();
+    if (fused) {
+        sp.k = k_top;
+        sp.selected_row_stride = k_top;
+    }
     TopkParams tk;
     tk.n_rows = chunk_rows;
     tk.n_cols = max_cols;
     tk.k = k_top;
     tk.scores_row_stride = max_cols;
     tk.out_row_stride = k_top;
-    const size_t topk_ws = max_cols > 0 ? backend_.topk_workspace_size(tk) : 0;
+    const size_t topk_ws = max_cols > 0 && !fused ? backend_.topk_workspace_size(tk) : 0;
+    // the workspace size does not depend on the pointers (fused: selected is set below)
+    int32_t fused_probe = 0;
+    if (fused) sp.selected = &fused_probe;
+    const size_t score_ws = max_cols > 0 ? backend_.qsa_score_workspace_size(sp) : 0;
     const size_t gqa_ws = backend_.qsa_sparse_gqa_workspace_size(gp);
 
     // ---- scratch ----
@@ -216,8 +238,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             int64_t* pool_positions;  // [n_new] each group's first position g·r
             int32_t* idx;             // [T, W] token positions per row (−1 padded)
             int32_t* sel;             // [T, k_top] selected groups (−1 padded)
-            float* scores;            // [chunk_rows, max_cols] group scores of one row chunk
-            void *lin_ws, *topk_ws, *gqa_ws;
+            float* scores;            // [chunk_rows, max_cols] group scores of one row chunk (not fused)
+            void *lin_ws, *score_ws, *topk_ws, *gqa_ws;
         } b;
         b.proj = cv.take_bytes(static_cast<size_t>(T * N) * ae);
         b.q = cv.take_bytes(static_cast<size_t>(T * Hq * D) * ae);
@@ -229,8 +251,9 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         b.pool_positions = cv.take<int64_t>(static_cast<size_t>(std::max<int64_t>(n_new, 1)));
         b.idx = cv.take<int32_t>(static_cast<size_t>(T * W));
         b.sel = cv.take<int32_t>(static_cast<size_t>(T * k_top));
-        b.scores = cv.take<float>(static_cast<size_t>(std::max<int64_t>(chunk_rows * max_cols, 1)));
+        b.scores = cv.take<float>(static_cast<size_t>(fused ? 1 : std::max<int64_t>(chunk_rows * max_cols, 1)));
         b.lin_ws = cv.take_bytes(std::max(in_plan->workspace_bytes, out_plan->workspace_bytes));
+        b.score_ws = cv.take_bytes(score_ws);
         b.topk_ws = cv.take_bytes(topk_ws);
         b.gqa_ws = cv.take_bytes(gqa_ws);
         return b;
@@ -383,31 +406,26 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         for (int64_t t = t0; t < t1; ++t) any |= n_groups[static_cast<size_t>(t)] > 0;
         if (any) {
             {
+                // fused: one stage, timed as the indexer's (its top-k runs inside the scoring)
                 ScopedStageTimer timer(times, Stage::indexer);
-                QsaScoreParams sp;
                 sp.q = static_cast<const uint8_t*>(buf.iq) + static_cast<size_t>(t0 * Hi * Di) * ae;
                 sp.keys = comp_view;
                 sp.tables = block_tables(batch, scratch.compressed_table, comp_stride, t0);
                 sp.n_groups = n_groups.data() + t0;
-                sp.scores = buf.scores;
                 sp.n_tokens = t1 - t0;
-                sp.n_heads = Hi;
-                sp.head_dim = Di;
-                sp.q_token_stride = Hi * Di;
-                sp.q_head_stride = Di;
-                sp.n_cols = max_cols;
-                sp.scores_row_stride = max_cols;
-                sp.scale = static_cast<float>(c_.indexer_score_scale);  // Di^-0.5 (§4.4)
-                sp.q_type = sp.key_type = act;
-                SIEVE_RETURN_IF_ERROR(backend_.qsa_score(sp));
+                sp.scores = fused ? nullptr : buf.scores;
+                sp.selected = fused ? buf.sel + t0 * k_top : nullptr;
+                SIEVE_RETURN_IF_ERROR(backend_.qsa_score(sp, {buf.score_ws, score_ws}));
             }
-            ScopedStageTimer timer(times, Stage::topk);
-            TopkParams p = tk;
-            p.scores = buf.scores;
-            p.valid_len = n_groups.data() + t0;
-            p.out = buf.sel + t0 * k_top;
-            p.n_rows = t1 - t0;
-            SIEVE_RETURN_IF_ERROR(backend_.topk(p, {buf.topk_ws, topk_ws}));
+            if (!fused) {
+                ScopedStageTimer timer(times, Stage::topk);
+                TopkParams p = tk;
+                p.scores = buf.scores;
+                p.valid_len = n_groups.data() + t0;
+                p.out = buf.sel + t0 * k_top;
+                p.n_rows = t1 - t0;
+                SIEVE_RETURN_IF_ERROR(backend_.topk(p, {buf.topk_ws, topk_ws}));
+            }
         }
         ScopedStageTimer timer(times, Stage::topk);
         QsaExpandParams ep;

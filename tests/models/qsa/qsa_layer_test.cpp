@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 
@@ -161,6 +162,49 @@ TEST(QsaLayer, MatchesReferenceUnderEverySchedule) {
             std::printf("  %-18s %-3s worst relative error vs the double reference over %zu schedules: %.3e "
                         "(boundary-tie tokens skipped: %lld)\n",
                         cc.name, backend.c_str(), schedules.size(), worst, static_cast<long long>(ties));
+        }
+    }
+}
+
+// Without an observer the layer selects inside qsa_score (ops/qsa_score.h "Fused selection": no
+// score row written); with one it writes the scores and runs the topk op. Both must select the same
+// groups, so the outputs are bit-identical: both profiles, ref and every cpu ISA, prefill chunks and
+// decode steps, several requests per step. The last config has 4 index heads of 32 (the vdpbf16ps
+// scores at avx512_bf16 in the deployed profile).
+TEST(QsaLayer, FusedSelectionMatchesScoresThenTopk) {
+    std::vector<ConfigCase> cases = config_cases();
+    QsaTestConfig e;  // index heads in fours of 32 dims
+    e.hidden = 64, e.heads = 4, e.kv_heads = 2, e.head_dim = 32, e.index_heads = 4, e.index_dim = 32, e.budget = 6,
+    e.ratio = 2;
+    cases.push_back({"r2_k3_index4x32", e, {11, 40}});
+    std::vector<std::string> backends = {"ref", "cpu"};
+    for (const char* isa : {"scalar", "avx2", "avx512", "avx512_bf16"})
+        if (make_backend(fmt::format("cpu:{}", isa)).has_value()) backends.push_back(fmt::format("cpu:{}", isa));
+    for (const ConfigCase& cc : cases) {
+        for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+            for (const std::string& backend : backends) {
+                SCOPED_TRACE(fmt::format("{} {} on {}", cc.name, profile == NumericsProfile::exact ? "exact" : "deployed",
+                                         backend));
+                Loaded l = load(cc.config, 31, backend, profile);
+                ASSERT_TRUE(l.model);
+                const int64_t n_layers = static_cast<int64_t>(l.model->layers().size());
+                for (const std::string sched : {"chunk:3", "mixed:4"}) {
+                    SCOPED_TRACE(sched);
+                    std::vector<RequestInput> requests = random_requests(cc.lengths, n_layers, cc.config.hidden, 13);
+                    const EngineOptions opts = schedule(sched, requests);
+                    auto observed = run_requests(*l.model, requests, opts);
+                    auto fused = run_requests(*l.model, requests, opts, {}, false);
+                    ASSERT_TRUE(observed.has_value()) << observed.status().to_string();
+                    ASSERT_TRUE(fused.has_value()) << fused.status().to_string();
+                    for (size_t r = 0; r < requests.size(); ++r)
+                        for (int64_t lp = 0; lp < n_layers; ++lp) {
+                            const auto& a = observed->outputs[r][static_cast<size_t>(lp)];
+                            const auto& b = fused->outputs[r][static_cast<size_t>(lp)];
+                            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+                                << "request " << r << " layer " << lp;
+                        }
+                }
+            }
         }
     }
 }

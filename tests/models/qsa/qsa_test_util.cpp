@@ -205,7 +205,7 @@ private:
 }  // namespace
 
 Expected<RunResult> run_requests(AttentionModel& model, const std::vector<RequestInput>& requests,
-                                 const EngineOptions& options, const SelectionRewrite& rewrite) {
+                                 const EngineOptions& options, const SelectionRewrite& rewrite, bool observe) {
     const std::vector<int64_t> layers = model.layers();
     const int64_t hidden = model.hidden_size();
     RunResult result;
@@ -214,7 +214,7 @@ Expected<RunResult> run_requests(AttentionModel& model, const std::vector<Reques
         result.selections.emplace_back(layers.size(), std::vector<Selection>(static_cast<size_t>(r.n_tokens)));
     }
     RecordingObserver observer(result, layers, rewrite);
-    model.set_selection_observer(&observer);
+    model.set_selection_observer(observe ? &observer : nullptr);
     auto engine = Engine::create(model, options);
     if (!engine) {
         model.set_selection_observer(nullptr);
@@ -238,7 +238,7 @@ Expected<RunResult> run_requests(AttentionModel& model, const std::vector<Reques
             return (*engine)->error(static_cast<RequestId>(i)).with_context(fmt::format("request {}", i));
     int64_t expected_calls = 0;
     for (const RequestInput& r : requests) expected_calls += r.n_tokens * static_cast<int64_t>(layers.size());
-    if (observer.calls != expected_calls)
+    if (observe && observer.calls != expected_calls)
         return internal_error("the selection observer saw {} selections, expected {}", observer.calls, expected_calls);
     result.stats = (*engine)->stats();
     return result;

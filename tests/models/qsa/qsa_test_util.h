@@ -76,8 +76,11 @@ struct RunResult {
 using SelectionRewrite = std::function<void(int64_t layer, RequestId, int64_t position, std::span<int32_t> selected,
                                             std::span<const float> scores)>;
 
+// observe = false: no observer at all (nothing recorded, `selections` stay empty), so the layers take
+// the fused selection of qsa_score instead of scores + topk.
 Expected<RunResult> run_requests(AttentionModel& model, const std::vector<RequestInput>& requests,
-                                 const EngineOptions& options, const SelectionRewrite& rewrite = {});
+                                 const EngineOptions& options, const SelectionRewrite& rewrite = {},
+                                 bool observe = true);
 
 // Engine options of the usual schedules: "one-shot", "chunk:N", "decode", "mixed:<seed>" (random
 // prompt/decode splits, random chunks under a budget of 7 tokens).
