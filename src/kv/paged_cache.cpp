@@ -65,12 +65,14 @@ void CacheGroup::release_before(RequestId request, int64_t first_needed_entry) {
     auto it = tables_.find(request);
     if (it == tables_.end()) return;
     const int64_t whole_blocks = std::min<int64_t>(first_needed_entry / block_size_, it->second.size());
-    for (int64_t b = 0; b < whole_blocks; ++b) {
+    // Released blocks are always a prefix of the table (only this call releases, and it releases a
+    // prefix), so walk back from the last block to free until the first released one: each call
+    // costs the blocks it frees, not the whole history (a long decode calls this every step).
+    for (int64_t b = whole_blocks - 1; b >= 0; --b) {
         int32_t& block = it->second[static_cast<size_t>(b)];
-        if (block >= 0) {
-            allocator_.free(block);
-            block = -1;
-        }
+        if (block < 0) break;
+        allocator_.free(block);
+        block = -1;
     }
 }
 

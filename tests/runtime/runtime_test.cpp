@@ -58,6 +58,27 @@ TEST(CacheGroup, SlotsWindowsAndAllOrNothingReserve) {
     EXPECT_EQ(c.allocator().free_blocks(), 5);
 }
 
+// A window that slides one entry at a time (a long decode): every block wholly behind it goes back
+// exactly once, however the calls fall, and the blocks in the window stay.
+TEST(CacheGroup, SlidingWindowReleasesEachBlockOnce) {
+    auto g = CacheGroup::create("swa", CacheSpec{"swa", "f32 [4]", 16, 1, 6}, 4, 8, 1);
+    ASSERT_TRUE(g.has_value());
+    CacheGroup& c = **g;
+    constexpr int64_t kWindow = 6;
+    for (int64_t end = 1; end <= 60; ++end) {
+        ASSERT_TRUE(c.reserve(3, end).is_ok()) << end;
+        c.release_before(3, std::max<int64_t>(0, end - kWindow));
+        c.release_before(3, std::max<int64_t>(0, end - kWindow - 5));  // an earlier point again: a no-op
+        const int64_t first = std::max<int64_t>(0, end - kWindow);
+        for (int64_t e = 0; e < end; ++e)
+            EXPECT_EQ(c.slot(3, e) >= 0, e >= first / 4 * 4) << "end " << end << " entry " << e;
+        const int64_t held = (end + 3) / 4 - first / 4;
+        EXPECT_EQ(c.allocator().free_blocks(), 8 - held) << end;
+    }
+    c.free_request(3);
+    EXPECT_EQ(c.allocator().free_blocks(), 8);
+}
+
 TEST(Scheduler, DecodesFirstThenPrefillChunksUnderBudget) {
     SchedulerOptions o;
     o.max_tokens_per_step = 10;
