@@ -128,6 +128,8 @@ std::vector<GqaCase> gqa_cases() {
         {9, 16, 2, 64, 64, 16, f, f, f, M::f32, true, true},        // two P·V head batches (12 + 4)
         {2, 12, 1, 40, 150, 16, f, f, f, M::bf16, true, false},     // K chunks of 64 rows: 2 full, a partial one; dim tail
         {3, 10, 2, 24, 97, 8, b, b, f, M::f32, false, true},        // 5 heads per group; a chunk of 33 rows
+        {3, 16, 1, 64, 130, 16, b, b, b, M::bf16, true, true},      // deployed P·V tiles of 32 dims, 12 + 4 heads, even rows
+        {2, 6, 2, 32, 1, 4, b, b, b, M::bf16, false, false},        // one listed row: a P pair with no partner
     };
 }
 

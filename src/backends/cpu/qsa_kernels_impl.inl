@@ -346,6 +346,132 @@ void pv_block(const uint8_t* base, const int64_t* rows, int64_t v_off, const flo
     gqa_prefetch_lines(base, rows, v_off, a0, a1, d_vec * ke, D * ke);
 }
 
+// acc [nh, D] += Σ_j w[h, j] · V_j over the n listed rows: blocks of kGqaRowBlock rows (their V rows stay
+// in L1 while every dim chunk passes over them) with the heads' tiles in registers; w: [nh, n] f32.
+template <bool KB>
+void pv_rows(const uint8_t* base, const int64_t* rows, int64_t v_off, const float* w, int64_t n, int64_t nh, float* acc,
+             int64_t D) {
+    const int64_t ke = KB ? 2 : 4, d_vec = D - D % kLanes;
+    // V rows are scattered in the cache: those kGqaPvAhead rows ahead of the block in use are
+    // prefetched (the first ones at once).
+    gqa_prefetch_lines(base, rows, v_off, 0, kGqaPvAhead < n ? kGqaPvAhead : n, 0, D * ke);
+    for (int64_t jb = 0; jb < n; jb += kGqaRowBlock) {
+        const int64_t je = jb + kGqaRowBlock < n ? jb + kGqaRowBlock : n;
+        const int64_t a0 = jb + kGqaPvAhead < n ? jb + kGqaPvAhead : n, a1 = je + kGqaPvAhead < n ? je + kGqaPvAhead : n;
+        switch (nh) {  // a compile-time head count keeps the tiles in registers
+            case 1: pv_block<KB, 1>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 2: pv_block<KB, 2>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 3: pv_block<KB, 3>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 4: pv_block<KB, 4>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 5: pv_block<KB, 5>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 6: pv_block<KB, 6>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 7: pv_block<KB, 7>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 8: pv_block<KB, 8>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 9: pv_block<KB, 9>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 10: pv_block<KB, 10>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 11: pv_block<KB, 11>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            default: pv_block<KB, 12>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+        }
+        for (int64_t j = jb; j < je; ++j) {  // the dims past the last full vector
+            const uint8_t* v = base + rows[j] + v_off;
+            for (int64_t hh = 0; hh < nh; ++hh) {
+                const float wj = w[hh * n + j];
+                for (int64_t i = d_vec; i < D; ++i) acc[hh * D + i] += wj * s_load(v, KB, i);
+            }
+        }
+    }
+}
+
+#if defined(__AVX512BF16__)
+// P·V with vdpbf16ps for bf16 math over bf16 V (`deployed`): P is already bf16 there (ops/qsa_sparse_gqa.h),
+// so each P_j·V_j[d] is exact in fp32 and only the sums round, as with the fp32 FMAs, but two rows per
+// instruction and no widening of V. Rows j, j+1 are interleaved per dim (unpacklo/hi of their 16-bit
+// lanes); a 32-dim tile's two accumulators then hold dims {0–3, 8–11, 16–19, 24–27} and {4–7, 12–15,
+// 20–23, 28–31} of the tile, put back in order once at the end (pv_dp_unpermute).
+constexpr int64_t kGqaDpDims = 32;  // dims per tile: one 64-byte vector of bf16 per row
+
+template <int NH>
+void pv_tile_dp(const uint8_t* base, const int64_t* rows, int64_t v_off, const uint32_t* pp, int64_t pp_stride,
+                int64_t jb, int64_t je, float* acc, int64_t D, int64_t d0) {
+    __m512 a[NH][2];
+    for (int hh = 0; hh < NH; ++hh)
+        for (int v = 0; v < 2; ++v) a[hh][v] = _mm512_loadu_ps(acc + hh * D + d0 + v * 16);
+    for (int64_t j = jb; j < je; j += 2) {  // jb even; a last single row pairs with zeros (its P partner is 0)
+        const __m512i r0 = _mm512_loadu_si512(base + rows[j] + v_off + d0 * 2);
+        const __m512i r1 = j + 1 < je ? _mm512_loadu_si512(base + rows[j + 1] + v_off + d0 * 2) : _mm512_setzero_si512();
+        const __m512i lo = _mm512_unpacklo_epi16(r0, r1), hi = _mm512_unpackhi_epi16(r0, r1);
+        for (int hh = 0; hh < NH; ++hh) {
+            const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(pp[hh * pp_stride + j / 2]));
+            a[hh][0] = _mm512_dpbf16_ps(a[hh][0], (__m512bh)lo, (__m512bh)w);
+            a[hh][1] = _mm512_dpbf16_ps(a[hh][1], (__m512bh)hi, (__m512bh)w);
+        }
+    }
+    for (int hh = 0; hh < NH; ++hh)
+        for (int v = 0; v < 2; ++v) _mm512_storeu_ps(acc + hh * D + d0 + v * 16, a[hh][v]);
+}
+
+template <int NH>
+void pv_block_dp(const uint8_t* base, const int64_t* rows, int64_t v_off, const uint32_t* pp, int64_t pp_stride,
+                 int64_t jb, int64_t je, float* acc, int64_t D, int64_t a0, int64_t a1) {
+    for (int64_t d0 = 0; d0 < D; d0 += kGqaDpDims) {
+        gqa_prefetch_lines(base, rows, v_off, a0, a1, d0 * 2, (d0 + kGqaDpDims) * 2);
+        pv_tile_dp<NH>(base, rows, v_off, pp, pp_stride, jb, je, acc, D, d0);
+    }
+}
+
+// The dims of each 32-dim tile of acc [nh, D] back in order (see pv_tile_dp).
+inline void pv_dp_unpermute(float* acc, int64_t nh, int64_t D) {
+    const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    for (int64_t hh = 0; hh < nh; ++hh)
+        for (int64_t d0 = 0; d0 < D; d0 += kGqaDpDims) {
+            float* t = acc + hh * D + d0;
+            const __m512 x = _mm512_loadu_ps(t), y = _mm512_loadu_ps(t + 16);
+            _mm512_storeu_ps(t, _mm512_permutex2var_ps(x, first, y));
+            _mm512_storeu_ps(t + 16, _mm512_permutex2var_ps(x, second, y));
+        }
+}
+
+// pv_rows for bf16 P (w holds bf16 values as f32) and bf16 V, D a multiple of kGqaDpDims. Each head's
+// row of w is packed in place into ⌈n/2⌉ bf16 pairs (P_2i | P_2i+1 << 16; slot i is written after slots 2i
+// and 2i + 1 ≥ i are read), so w is no longer f32 afterwards.
+inline void pv_rows_dp(const uint8_t* base, const int64_t* rows, int64_t v_off, float* w, int64_t n, int64_t nh,
+                       float* acc, int64_t D) {
+    const int64_t pairs = (n + 1) / 2;
+    for (int64_t hh = 0; hh < nh; ++hh) {
+        float* row = w + hh * n;
+        for (int64_t i = 0; i < pairs; ++i) {
+            uint32_t b0, b1 = 0;
+            __builtin_memcpy(&b0, row + 2 * i, 4);
+            if (2 * i + 1 < n) __builtin_memcpy(&b1, row + 2 * i + 1, 4);
+            const uint32_t packed = (b0 >> 16) | (b1 & 0xffff0000u);  // exact: P is bf16 (low halves are 0)
+            __builtin_memcpy(row + i, &packed, 4);
+        }
+    }
+    const uint32_t* pp = reinterpret_cast<const uint32_t*>(w);
+    gqa_prefetch_lines(base, rows, v_off, 0, kGqaPvAhead < n ? kGqaPvAhead : n, 0, D * 2);
+    for (int64_t jb = 0; jb < n; jb += kGqaRowBlock) {
+        const int64_t je = jb + kGqaRowBlock < n ? jb + kGqaRowBlock : n;
+        const int64_t a0 = jb + kGqaPvAhead < n ? jb + kGqaPvAhead : n, a1 = je + kGqaPvAhead < n ? je + kGqaPvAhead : n;
+        switch (nh) {  // a compile-time head count keeps the tiles in registers
+            case 1: pv_block_dp<1>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 2: pv_block_dp<2>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 3: pv_block_dp<3>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 4: pv_block_dp<4>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 5: pv_block_dp<5>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 6: pv_block_dp<6>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 7: pv_block_dp<7>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 8: pv_block_dp<8>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 9: pv_block_dp<9>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 10: pv_block_dp<10>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 11: pv_block_dp<11>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            default: pv_block_dp<12>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+        }
+    }
+    pv_dp_unpermute(acc, nh, D);
+}
+#endif
+
 inline float qsa_sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
 // bf16(x) widened back to f32, per lane (round to nearest even, as s_f32_to_bf16).
 inline VF qsa_vf_round_bf16(VF x) {
@@ -446,36 +572,12 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
         // passes over them), accumulated into acc [nh, D] (L1) with the heads' tiles in registers.
         float* acc = s.acc;
         for (int64_t i = 0; i < nh * D; ++i) acc[i] = 0.0f;
-        const int64_t d_vec = D - D % kLanes;
-        // V rows are scattered in the cache: those kGqaPvAhead rows ahead of the block in use are
-        // prefetched (the first ones at once).
-        gqa_prefetch_lines(p.kv.base, s.rows, v_off, 0, kGqaPvAhead < n ? kGqaPvAhead : n, 0, D * ke);
-        for (int64_t jb = 0; jb < n; jb += kGqaRowBlock) {
-            const int64_t je = jb + kGqaRowBlock < n ? jb + kGqaRowBlock : n;
-            const float* w = s.logits + h0 * n;
-            const int64_t a0 = jb + kGqaPvAhead < n ? jb + kGqaPvAhead : n, a1 = je + kGqaPvAhead < n ? je + kGqaPvAhead : n;
-            switch (nh) {  // a compile-time head count keeps the tiles in registers
-                case 1: pv_block<KB, 1>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 2: pv_block<KB, 2>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 3: pv_block<KB, 3>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 4: pv_block<KB, 4>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 5: pv_block<KB, 5>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 6: pv_block<KB, 6>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 7: pv_block<KB, 7>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 8: pv_block<KB, 8>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 9: pv_block<KB, 9>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 10: pv_block<KB, 10>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                case 11: pv_block<KB, 11>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-                default: pv_block<KB, 12>(p.kv.base, s.rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            }
-            for (int64_t j = jb; j < je; ++j) {  // the dims past the last full vector
-                const uint8_t* v = p.kv.base + s.rows[j] + v_off;
-                for (int64_t hh = 0; hh < nh; ++hh) {
-                    const float w = s.logits[(h0 + hh) * n + j];
-                    for (int64_t i = d_vec; i < D; ++i) acc[hh * D + i] += w * s_load(v, KB, i);
-                }
-            }
-        }
+#if defined(__AVX512BF16__)
+        if (KB && BM && D % kGqaDpDims == 0)
+            pv_rows_dp(p.kv.base, s.rows, v_off, s.logits + h0 * n, n, nh, acc, D);
+        else
+#endif
+            pv_rows<KB>(p.kv.base, s.rows, v_off, s.logits + h0 * n, n, nh, acc, D);
         // / Σ p, the gate, the store.
         const bool gb = p.gate_type == DType::bf16, ob = p.out_type == DType::bf16;
         for (int64_t hh = 0; hh < nh; ++hh) {
