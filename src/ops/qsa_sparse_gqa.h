@@ -13,6 +13,11 @@
 //   o        = Σ_j P_j · V_j / Σ_j p_j                fp32 accumulation; P_j by math:
 //                math f32:  P_j = p_j                           (`exact` profile)
 //                math bf16: P_j = bf16(p_j), Σ p_j unrounded    (`deployed`: vLLM casts P to BF16 for PV, §9 item 5)
+// A backend may run the softmax split-K, over chunks of the rows in order (an online softmax, as vLLM's
+// kernel does with its split-K partials merged in fp32, §9 item 5): M is then the running max up to
+// the row's chunk, and the sums gathered so far are rescaled by exp(M_old − M_new) in fp32 when it grows.
+// In exact arithmetic this is the formula above; with bf16 P it rounds exp(l_j − M_chunk) instead of
+// exp(l_j − M), a difference within P's own rounding (ref: one chunk, the global max).
 //   a row with no valid entry gives o = 0 (§4.6: padding rows produce zero output).
 // Output gate (§4.8; gate == nullptr: y = o):
 //   math f32:  y = o · σ(gate[t, h, i]),  σ(x) = 1 / (1 + exp(−x))   fp32

@@ -152,18 +152,18 @@ Status qsa_expand_run(ThreadPool& pool, const QsaExpandParams& p) {
 namespace {
 
 struct GqaSlotLayout {
-    size_t rows = 0, logits = 0, q = 0, acc = 0, kt = 0, lg = 0, total = 0;  // byte offsets inside a slot, slot size
+    size_t rows = 0, q = 0, acc = 0, stats = 0, kt = 0, lg = 0, total = 0;  // byte offsets inside a slot, slot size
 };
 GqaSlotLayout gqa_slot_layout(const QsaSparseGqaParams& p) {
     const size_t n = static_cast<size_t>(p.n_indices);
-    const size_t group = static_cast<size_t>(p.n_heads / p.n_kv_heads);
+    const size_t group = static_cast<size_t>(p.n_heads / p.n_kv_heads), d = static_cast<size_t>(p.head_dim);
     GqaSlotLayout l;
     l.rows = 0;
-    l.logits = align_up(n * sizeof(int64_t));
-    l.q = l.logits + align_up(group * n * sizeof(float));
-    l.acc = l.q + align_up(group * static_cast<size_t>(p.head_dim) * sizeof(float));
-    l.kt = l.acc + align_up(std::min<size_t>(group, kQsaGqaHeadBatch) * static_cast<size_t>(p.head_dim) * sizeof(float));
-    l.lg = l.kt + align_up(static_cast<size_t>(p.head_dim) * kQsaGqaChunk * sizeof(float));
+    l.q = align_up(n * sizeof(int64_t));
+    l.acc = l.q + align_up(group * d * sizeof(float));
+    l.stats = l.acc + align_up(group * d * sizeof(float));
+    l.kt = l.stats + align_up(2 * group * sizeof(float));
+    l.lg = l.kt + align_up(d * kQsaGqaChunk * sizeof(float));
     l.total = l.lg + align_up(group * kQsaGqaChunk * sizeof(float));
     return l;
 }
@@ -192,9 +192,9 @@ Status qsa_sparse_gqa_run(const QsaKernels& k, ThreadPool& pool, const QsaSparse
         char* base = static_cast<char*>(ws.data) + static_cast<size_t>(slot) * layout.total;
         QsaGqaScratch s;
         s.rows = reinterpret_cast<int64_t*>(base + layout.rows);
-        s.logits = reinterpret_cast<float*>(base + layout.logits);
         s.q = reinterpret_cast<float*>(base + layout.q);
         s.acc = reinterpret_cast<float*>(base + layout.acc);
+        s.stats = reinterpret_cast<float*>(base + layout.stats);
         s.kt = reinterpret_cast<float*>(base + layout.kt);
         s.lg = reinterpret_cast<float*>(base + layout.lg);
         k.sparse_gqa_items(p, b, e, s);

@@ -16,18 +16,18 @@ namespace sieve::cpu {
 
 // Scratch of one sparse-GQA work slot (one thread), carved from the caller's workspace:
 //   rows   [n_indices] byte offsets of the listed kv entries from kv.base
-//   logits [gqa_group, n_indices] f32 (then the softmax weights)
 //   q      [gqa_group, head_dim] f32 copy of the group's query heads
-//   acc    [min(gqa_group, kQsaGqaHeadBatch), head_dim] f32 P·V accumulators of one batch of heads
+//   acc    [gqa_group, head_dim] f32 P·V accumulators
+//   stats  [2, gqa_group] f32 the online softmax's running max, then its running sum, per head
 //   kt     [head_dim, kQsaGqaChunk] f32 K of one chunk of listed rows, transposed (shared by the group's heads)
-//   lg     [gqa_group, kQsaGqaChunk] f32 logits of one chunk
+//   lg     [gqa_group, kQsaGqaChunk] f32 logits of one chunk (then its softmax weights)
 inline constexpr int64_t kQsaGqaHeadBatch = 12;  // query heads per P·V pass (QSA's group of 12 in one pass over V)
-inline constexpr int64_t kQsaGqaChunk = 64;     // listed rows per K chunk (a multiple of 2·kLanes on every ISA)
+inline constexpr int64_t kQsaGqaChunk = 64;     // listed rows per chunk (a multiple of 2·kLanes on every ISA)
 struct QsaGqaScratch {
     int64_t* rows = nullptr;
-    float* logits = nullptr;
     float* q = nullptr;
     float* acc = nullptr;
+    float* stats = nullptr;
     float* kt = nullptr;
     float* lg = nullptr;
 };

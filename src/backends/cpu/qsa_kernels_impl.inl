@@ -282,6 +282,8 @@ inline void gqa_prefetch_lines(const uint8_t* base, const int64_t* rows, int64_t
 // kt[i·kGqaChunk + c] = K_c[i] as f32 for the chunk's rows c < nc (K_c at base + rows[c] + k_off) and
 // 0 for c in [nc, nc_pad): blocks of kLanes rows × kLanes dims widened into blk, then transposed in
 // registers (exact: widening and moves only). The zero rows give logits that are never read.
+// Meanwhile the next chunk's rows (up to n_ahead from rows) are prefetched, K and the V that follows
+// it in the entry (ops/qsa_sparse_gqa.h layout), a few lines per step.
 template <bool KB>
 void gqa_gather_kt(const uint8_t* base, const int64_t* rows, int64_t k_off, int64_t nc, int64_t nc_pad, int64_t n_ahead,
                    int64_t D, float* kt) {
@@ -294,11 +296,11 @@ void gqa_gather_kt(const uint8_t* base, const int64_t* rows, int64_t k_off, int6
         // scattered in the cache).
         const int64_t a0 = nc + c0, a1 = nc + c0 + kLanes < n_ahead ? nc + c0 + kLanes : n_ahead;
         for (int64_t i0 = 0; i0 < d_vec; i0 += kLanes) {
-            gqa_prefetch_lines(base, rows, k_off, a0, a1, i0 * ke, (i0 + kLanes) * ke);
+            gqa_prefetch_lines(base, rows, k_off, a0, a1, 2 * i0 * ke, 2 * (i0 + kLanes) * ke);
             for (int64_t c = 0; c < kLanes; ++c) vf_store(blk + c * kLanes, k[c] ? vf_load_row(k[c], KB, i0) : vf_zero());
             attn_transpose_block(blk, kLanes, kt + i0 * kGqaChunk + c0, kGqaChunk);
         }
-        gqa_prefetch_lines(base, rows, k_off, a0, a1, d_vec * ke, D * ke);
+        gqa_prefetch_lines(base, rows, k_off, a0, a1, 2 * d_vec * ke, 2 * D * ke);
         for (int64_t i = d_vec; i < D; ++i)
             for (int64_t c = 0; c < kLanes; ++c) kt[i * kGqaChunk + c0 + c] = k[c] ? s_load(k[c], KB, i) : 0.0f;
     }
@@ -347,10 +349,11 @@ void pv_block(const uint8_t* base, const int64_t* rows, int64_t v_off, const flo
 }
 
 // acc [nh, D] += Σ_j w[h, j] · V_j over the n listed rows: blocks of kGqaRowBlock rows (their V rows stay
-// in L1 while every dim chunk passes over them) with the heads' tiles in registers; w: [nh, n] f32.
+// in L1 while every dim chunk passes over them) with the heads' tiles in registers; w: [nh, n] f32, row
+// stride ws.
 template <bool KB>
-void pv_rows(const uint8_t* base, const int64_t* rows, int64_t v_off, const float* w, int64_t n, int64_t nh, float* acc,
-             int64_t D) {
+void pv_rows(const uint8_t* base, const int64_t* rows, int64_t v_off, const float* w, int64_t ws, int64_t n, int64_t nh,
+             float* acc, int64_t D) {
     const int64_t ke = KB ? 2 : 4, d_vec = D - D % kLanes;
     // V rows are scattered in the cache: those kGqaPvAhead rows ahead of the block in use are
     // prefetched (the first ones at once).
@@ -359,23 +362,23 @@ void pv_rows(const uint8_t* base, const int64_t* rows, int64_t v_off, const floa
         const int64_t je = jb + kGqaRowBlock < n ? jb + kGqaRowBlock : n;
         const int64_t a0 = jb + kGqaPvAhead < n ? jb + kGqaPvAhead : n, a1 = je + kGqaPvAhead < n ? je + kGqaPvAhead : n;
         switch (nh) {  // a compile-time head count keeps the tiles in registers
-            case 1: pv_block<KB, 1>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 2: pv_block<KB, 2>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 3: pv_block<KB, 3>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 4: pv_block<KB, 4>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 5: pv_block<KB, 5>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 6: pv_block<KB, 6>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 7: pv_block<KB, 7>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 8: pv_block<KB, 8>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 9: pv_block<KB, 9>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 10: pv_block<KB, 10>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            case 11: pv_block<KB, 11>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
-            default: pv_block<KB, 12>(base, rows, v_off, w, n, jb, je, acc, D, d_vec, a0, a1); break;
+            case 1: pv_block<KB, 1>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 2: pv_block<KB, 2>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 3: pv_block<KB, 3>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 4: pv_block<KB, 4>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 5: pv_block<KB, 5>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 6: pv_block<KB, 6>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 7: pv_block<KB, 7>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 8: pv_block<KB, 8>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 9: pv_block<KB, 9>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 10: pv_block<KB, 10>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            case 11: pv_block<KB, 11>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
+            default: pv_block<KB, 12>(base, rows, v_off, w, ws, jb, je, acc, D, d_vec, a0, a1); break;
         }
         for (int64_t j = jb; j < je; ++j) {  // the dims past the last full vector
             const uint8_t* v = base + rows[j] + v_off;
             for (int64_t hh = 0; hh < nh; ++hh) {
-                const float wj = w[hh * n + j];
+                const float wj = w[hh * ws + j];
                 for (int64_t i = d_vec; i < D; ++i) acc[hh * D + i] += wj * s_load(v, KB, i);
             }
         }
@@ -432,14 +435,15 @@ inline void pv_dp_unpermute(float* acc, int64_t nh, int64_t D) {
         }
 }
 
-// pv_rows for bf16 P (w holds bf16 values as f32) and bf16 V, D a multiple of kGqaDpDims. Each head's
-// row of w is packed in place into ⌈n/2⌉ bf16 pairs (P_2i | P_2i+1 << 16; slot i is written after slots 2i
-// and 2i + 1 ≥ i are read), so w is no longer f32 afterwards.
-inline void pv_rows_dp(const uint8_t* base, const int64_t* rows, int64_t v_off, float* w, int64_t n, int64_t nh,
-                       float* acc, int64_t D) {
+// pv_rows for bf16 P (w holds bf16 values as f32) and bf16 V, D a multiple of kGqaDpDims; acc stays in the
+// tiles' dim order (pv_dp_unpermute). Each head's row of w is packed in place into ⌈n/2⌉ bf16 pairs
+// (P_2i | P_2i+1 << 16; slot i is written after slots 2i and 2i + 1 ≥ i are read), so w is no longer f32
+// afterwards.
+inline void pv_rows_dp(const uint8_t* base, const int64_t* rows, int64_t v_off, float* w, int64_t ws, int64_t n,
+                       int64_t nh, float* acc, int64_t D) {
     const int64_t pairs = (n + 1) / 2;
     for (int64_t hh = 0; hh < nh; ++hh) {
-        float* row = w + hh * n;
+        float* row = w + hh * ws;
         for (int64_t i = 0; i < pairs; ++i) {
             uint32_t b0, b1 = 0;
             __builtin_memcpy(&b0, row + 2 * i, 4);
@@ -454,21 +458,20 @@ inline void pv_rows_dp(const uint8_t* base, const int64_t* rows, int64_t v_off, 
         const int64_t je = jb + kGqaRowBlock < n ? jb + kGqaRowBlock : n;
         const int64_t a0 = jb + kGqaPvAhead < n ? jb + kGqaPvAhead : n, a1 = je + kGqaPvAhead < n ? je + kGqaPvAhead : n;
         switch (nh) {  // a compile-time head count keeps the tiles in registers
-            case 1: pv_block_dp<1>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 2: pv_block_dp<2>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 3: pv_block_dp<3>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 4: pv_block_dp<4>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 5: pv_block_dp<5>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 6: pv_block_dp<6>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 7: pv_block_dp<7>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 8: pv_block_dp<8>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 9: pv_block_dp<9>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 10: pv_block_dp<10>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            case 11: pv_block_dp<11>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
-            default: pv_block_dp<12>(base, rows, v_off, pp, n, jb, je, acc, D, a0, a1); break;
+            case 1: pv_block_dp<1>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 2: pv_block_dp<2>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 3: pv_block_dp<3>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 4: pv_block_dp<4>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 5: pv_block_dp<5>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 6: pv_block_dp<6>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 7: pv_block_dp<7>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 8: pv_block_dp<8>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 9: pv_block_dp<9>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 10: pv_block_dp<10>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            case 11: pv_block_dp<11>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
+            default: pv_block_dp<12>(base, rows, v_off, pp, ws, jb, je, acc, D, a0, a1); break;
         }
     }
-    pv_dp_unpermute(acc, nh, D);
 }
 #endif
 
@@ -480,9 +483,13 @@ inline VF qsa_vf_round_bf16(VF x) {
     return vf_load_bf16(b);
 }
 
-// One (token, KV head) item: logits of the group's heads over the listed rows (chunks of transposed
-// K, register tiles of heads × rows), the softmax weights, then P·V in register tiles of kGqaHeadBatch
-// heads × kLanes dims over blocks of rows, the gate and the store.
+// One (token, KV head) item in one pass over the listed rows, chunk by chunk (split-K as vLLM's kernel,
+// qsa.md §9 item 5): the chunk's K transposed once into kt while the next chunk's K|V lines are
+// prefetched; the logits of all the group's heads (register tiles of heads × rows, no horizontal sums);
+// the online softmax (running max M_h and sum; when M_h grows, the accumulators and the sum are
+// rescaled by exp(M_old − M_new) in fp32); P = exp(l − M_h) (bf16 for bf16 math) and P·V of the chunk's
+// rows in register tiles of kGqaHeadBatch heads. Each row's K and V, adjacent in the entry, are read
+// once, while they are in cache.
 template <bool KB, bool BM>
 void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const QsaGqaScratch& s) {
     const int64_t D = p.head_dim, G = p.n_heads / p.n_kv_heads;
@@ -512,9 +519,15 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
         for (int64_t i = 0; i < D; ++i) s.q[hh * D + i] = s_load(qh, qb, i);
     }
     const int64_t k_off = 2 * g * D * ke, v_off = (2 * g + 1) * D * ke;
-    // Logits of all the group's heads, chunk by chunk: the chunk's K transposed once into kt, then
-    // register tiles of kAttnHeadBlock heads × 2·kLanes rows over d (broadcast q[h, d], FMA with kt[d])
-    // with no horizontal reduction; copied into logits [G, n].
+#if defined(__AVX512BF16__)
+    const bool dp = KB && BM && D % kGqaDpDims == 0;  // P·V with vdpbf16ps (pv_rows_dp)
+#endif
+    float* acc = s.acc;
+    float* run_max = s.stats;
+    float* run_sum = s.stats + G;
+    for (int64_t i = 0; i < G * D; ++i) acc[i] = 0.0f;
+    for (int64_t hh = 0; hh < G; ++hh) run_max[hh] = -3.4028234663852886e38f, run_sum[hh] = 0.0f;
+    if (n > 0) gqa_prefetch_lines(p.kv.base, s.rows, k_off, 0, n < kGqaChunk ? n : kGqaChunk, 0, 2 * D * ke);
     for (int64_t c0 = 0; c0 < n; c0 += kGqaChunk) {
         const int64_t nc = n - c0 < kGqaChunk ? n - c0 : kGqaChunk;
         const int64_t nc_pad = (nc + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);
@@ -531,91 +544,99 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
             const int nb = static_cast<int>(G - h0 < kAttnHeadBlock ? G - h0 : kAttnHeadBlock);
             attn_logits_heads(nb, s.q + h0 * D, D, s.kt, kGqaChunk, nc_pad, p.scale, s.lg + h0 * kGqaChunk);
         }
-        for (int64_t hh = 0; hh < G; ++hh)
-            for (int64_t c = 0; c < nc; ++c) s.logits[hh * n + c0 + c] = s.lg[hh * kGqaChunk + c];
-    }
-    float inv_denom[kGqaHeadBatch];
-    for (int64_t h0 = 0; h0 < G; h0 += kGqaHeadBatch) {
-        const int64_t nh = G - h0 < kGqaHeadBatch ? G - h0 : kGqaHeadBatch;
-        // Softmax weights: p = exp(l − M) (P = bf16(p) for bf16 math), Σ p unrounded.
-        for (int64_t hh = 0; hh < nh; ++hh) {
-            float* l = s.logits + (h0 + hh) * n;
-            float m = -3.4028234663852886e38f;
+        // Online softmax over the chunk: p = exp(l − M) (P = bf16(p) for bf16 math), Σ p unrounded.
+        for (int64_t hh = 0; hh < G; ++hh) {
+            float* l = s.lg + hh * kGqaChunk;
+            float m = run_max[hh];
             {  // the max per lane, then over the lanes (max is exact: any order gives the same M)
                 VF vmax = vf_set1(m);
                 int64_t j = 0;
-                for (; j + kLanes <= n; j += kLanes) vmax = vf_max(vf_load(l + j), vmax);
+                for (; j + kLanes <= nc; j += kLanes) vmax = vf_max(vf_load(l + j), vmax);
                 float lanes[kLanes];
                 vf_store(lanes, vmax);
                 for (int64_t i = 0; i < kLanes; ++i) m = lanes[i] > m ? lanes[i] : m;
-                for (; j < n; ++j) m = l[j] > m ? l[j] : m;
+                for (; j < nc; ++j) m = l[j] > m ? l[j] : m;
+            }
+            if (m > run_max[hh]) {  // rescale what the earlier chunks accumulated (nothing before the first)
+                const float alpha = c0 > 0 ? __builtin_expf(run_max[hh] - m) : 0.0f;
+                const VF va = vf_set1(alpha);
+                float* a = acc + hh * D;
+                int64_t i = 0;
+                for (; i + kLanes <= D; i += kLanes) vf_store(a + i, vf_mul(vf_load(a + i), va));
+                for (; i < D; ++i) a[i] *= alpha;
+                run_sum[hh] *= alpha;
+                run_max[hh] = m;
             }
             const VF vm = vf_set1(m);
             VF vsum = vf_zero();
             int64_t j = 0;
-            for (; j + kLanes <= n; j += kLanes) {
+            for (; j + kLanes <= nc; j += kLanes) {
                 VF e = qsa_vf_exp_nonpos(vf_sub(vf_load(l + j), vm));
                 vsum = vf_add(vsum, e);
                 if constexpr (BM) e = qsa_vf_round_bf16(e);
                 vf_store(l + j, e);
             }
             float sum = vf_sum(vsum);
-            for (; j < n; ++j) {
+            for (; j < nc; ++j) {
                 float e = __builtin_expf(l[j] - m);
                 sum += e;
                 if constexpr (BM) e = s_bf16_to_f32(s_f32_to_bf16(e));
                 l[j] = e;
             }
-            inv_denom[hh] = n > 0 ? 1.0f / sum : 0.0f;
+            run_sum[hh] += sum;
         }
-        // o = Σ P·V: blocks of kGqaRowBlock rows (their V rows stay in L1 while every dim chunk
-        // passes over them), accumulated into acc [nh, D] (L1) with the heads' tiles in registers.
-        float* acc = s.acc;
-        for (int64_t i = 0; i < nh * D; ++i) acc[i] = 0.0f;
+        // acc += P·V over the chunk's rows, kGqaHeadBatch heads at a time.
+        for (int64_t hb = 0; hb < G; hb += kGqaHeadBatch) {
+            const int64_t nh = G - hb < kGqaHeadBatch ? G - hb : kGqaHeadBatch;
 #if defined(__AVX512BF16__)
-        if (KB && BM && D % kGqaDpDims == 0)
-            pv_rows_dp(p.kv.base, s.rows, v_off, s.logits + h0 * n, n, nh, acc, D);
-        else
+            if (dp) {
+                pv_rows_dp(p.kv.base, s.rows + c0, v_off, s.lg + hb * kGqaChunk, kGqaChunk, nc, nh, acc + hb * D, D);
+                continue;
+            }
 #endif
-            pv_rows<KB>(p.kv.base, s.rows, v_off, s.logits + h0 * n, n, nh, acc, D);
-        // / Σ p, the gate, the store.
-        const bool gb = p.gate_type == DType::bf16, ob = p.out_type == DType::bf16;
-        for (int64_t hh = 0; hh < nh; ++hh) {
-            const int64_t h = g * G + h0 + hh;
-            const char* gate = p.gate ? static_cast<const char*>(p.gate) +
-                                            (t * p.gate_token_stride + h * p.gate_head_stride) * (gb ? 2 : 4)
-                                      : nullptr;
-            char* out = static_cast<char*>(p.out) + (t * p.out_token_stride + h * p.out_head_stride) * (ob ? 2 : 4);
-            const float inv = inv_denom[hh];
-            // Vectors of kLanes dims (only the sigmoid per lane: it keeps expf's rounding), then the tail.
-            int64_t i = 0;
-            for (; i + kLanes <= D; i += kLanes) {
-                VF y = vf_mul(vf_load(acc + hh * D + i), vf_set1(inv));
-                float sg[kLanes];
-                if (gate)
-                    for (int64_t l = 0; l < kLanes; ++l) sg[l] = qsa_sigmoid(s_load(gate, gb, i + l));
-                if constexpr (BM) {
-                    y = qsa_vf_round_bf16(y);
-                    if (gate) y = qsa_vf_round_bf16(vf_mul(y, qsa_vf_round_bf16(vf_load(sg))));
-                } else if (gate) {
-                    y = vf_mul(y, vf_load(sg));
-                }
-                if (ob) vf_store_bf16(reinterpret_cast<uint16_t*>(out) + i, y);
-                else vf_store(reinterpret_cast<float*>(out) + i, y);
+            pv_rows<KB>(p.kv.base, s.rows + c0, v_off, s.lg + hb * kGqaChunk, kGqaChunk, nc, nh, acc + hb * D, D);
+        }
+    }
+#if defined(__AVX512BF16__)
+    if (dp) pv_dp_unpermute(acc, G, D);
+#endif
+    // / Σ p, the gate, the store.
+    const bool gb = p.gate_type == DType::bf16, ob = p.out_type == DType::bf16;
+    for (int64_t hh = 0; hh < G; ++hh) {
+        const int64_t h = g * G + hh;
+        const char* gate = p.gate ? static_cast<const char*>(p.gate) +
+                                        (t * p.gate_token_stride + h * p.gate_head_stride) * (gb ? 2 : 4)
+                                  : nullptr;
+        char* out = static_cast<char*>(p.out) + (t * p.out_token_stride + h * p.out_head_stride) * (ob ? 2 : 4);
+        const float inv = n > 0 ? 1.0f / run_sum[hh] : 0.0f;
+        // Vectors of kLanes dims (only the sigmoid per lane: it keeps expf's rounding), then the tail.
+        int64_t i = 0;
+        for (; i + kLanes <= D; i += kLanes) {
+            VF y = vf_mul(vf_load(acc + hh * D + i), vf_set1(inv));
+            float sg[kLanes];
+            if (gate)
+                for (int64_t l = 0; l < kLanes; ++l) sg[l] = qsa_sigmoid(s_load(gate, gb, i + l));
+            if constexpr (BM) {
+                y = qsa_vf_round_bf16(y);
+                if (gate) y = qsa_vf_round_bf16(vf_mul(y, qsa_vf_round_bf16(vf_load(sg))));
+            } else if (gate) {
+                y = vf_mul(y, vf_load(sg));
             }
-            for (; i < D; ++i) {
-                float y = acc[hh * D + i] * inv;
-                if constexpr (BM) {
-                    y = s_bf16_to_f32(s_f32_to_bf16(y));
-                    if (gate) {
-                        const float sg = s_bf16_to_f32(s_f32_to_bf16(qsa_sigmoid(s_load(gate, gb, i))));
-                        y = s_bf16_to_f32(s_f32_to_bf16(y * sg));
-                    }
-                } else if (gate) {
-                    y = y * qsa_sigmoid(s_load(gate, gb, i));
+            if (ob) vf_store_bf16(reinterpret_cast<uint16_t*>(out) + i, y);
+            else vf_store(reinterpret_cast<float*>(out) + i, y);
+        }
+        for (; i < D; ++i) {
+            float y = acc[hh * D + i] * inv;
+            if constexpr (BM) {
+                y = s_bf16_to_f32(s_f32_to_bf16(y));
+                if (gate) {
+                    const float sg = s_bf16_to_f32(s_f32_to_bf16(qsa_sigmoid(s_load(gate, gb, i))));
+                    y = s_bf16_to_f32(s_f32_to_bf16(y * sg));
                 }
-                s_store(out, ob, i, y);
+            } else if (gate) {
+                y = y * qsa_sigmoid(s_load(gate, gb, i));
             }
+            s_store(out, ob, i, y);
         }
     }
 }
