@@ -348,6 +348,79 @@ void pv_block(const uint8_t* base, const int64_t* rows, int64_t v_off, const flo
     gqa_prefetch_lines(base, rows, v_off, a0, a1, d_vec * ke, D * ke);
 }
 
+#if defined(__AVX512BF16__)
+// The logits with vdpbf16ps for bf16 q and bf16 K: the products of two bf16 are exact in fp32 and only the
+// sums round (any order, ops/qsa_sparse_gqa.h), half the instructions of the fp32 tile, and K is moved,
+// never widened. The chunk's K goes to kt as bf16 pairs: kt[i·kGqaChunk + c] = K_c[2i] | K_c[2i + 1] << 16
+// (i < D/2), transposed as 32-bit words by the same register transposition as the f32 K (moves only).
+inline void gqa_gather_kt_pairs(const uint8_t* base, const int64_t* rows, int64_t k_off, int64_t nc, int64_t nc_pad,
+                                int64_t n_ahead, int64_t D, float* kt) {
+    const int64_t np = D / 2;  // a multiple of 16: D % kGqaDpDims == 0
+    float blk[16 * 16];
+    for (int64_t c0 = 0; c0 < nc_pad; c0 += 16) {
+        const uint8_t* k[16];
+        for (int64_t c = 0; c < 16; ++c) k[c] = c0 + c < nc ? base + rows[c0 + c] + k_off : nullptr;
+        // The next chunk's K|V lines (2·D bf16 from k_off), spread over the steps as in gqa_gather_kt.
+        const int64_t a0 = nc + c0, a1 = nc + c0 + 16 < n_ahead ? nc + c0 + 16 : n_ahead;
+        for (int64_t i0 = 0; i0 < np; i0 += 16) {
+            gqa_prefetch_lines(base, rows, k_off, a0, a1, i0 * 8, (i0 + 16) * 8);
+            for (int64_t c = 0; c < 16; ++c) {
+                if (k[c]) __builtin_memcpy(blk + c * 16, k[c] + i0 * 4, 64);
+                else _mm512_storeu_ps(blk + c * 16, _mm512_setzero_ps());
+            }
+            attn_transpose_block(blk, 16, kt + i0 * kGqaChunk + c0, kGqaChunk);
+        }
+    }
+}
+
+// lg[h, j] = scale · Σ_i q[h, i]·K_j[i] for NH heads × rows [j0, j0 + 32): qp [NH, D/2] the heads' bf16 pairs
+// (as 32-bit words), kt the chunk's pairs (gqa_gather_kt_pairs). Register tile NH × 2 vectors.
+template <int NH>
+void attn_logits_tile_dp(const uint32_t* qp, int64_t np, const float* kt, int64_t j0, float scale, float* lg) {
+    __m512 acc[NH][2];
+    for (int h = 0; h < NH; ++h) acc[h][0] = acc[h][1] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < np; ++i) {
+        const __m512i k0 = _mm512_castps_si512(_mm512_loadu_ps(kt + i * kGqaChunk + j0));
+        const __m512i k1 = _mm512_castps_si512(_mm512_loadu_ps(kt + i * kGqaChunk + j0 + 16));
+        for (int h = 0; h < NH; ++h) {
+            const __m512i qv = _mm512_set1_epi32(static_cast<int32_t>(qp[h * np + i]));
+            acc[h][0] = _mm512_dpbf16_ps(acc[h][0], (__m512bh)k0, (__m512bh)qv);
+            acc[h][1] = _mm512_dpbf16_ps(acc[h][1], (__m512bh)k1, (__m512bh)qv);
+        }
+    }
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int h = 0; h < NH; ++h) {
+        _mm512_storeu_ps(lg + h * kGqaChunk + j0, _mm512_mul_ps(acc[h][0], vs));
+        _mm512_storeu_ps(lg + h * kGqaChunk + j0 + 16, _mm512_mul_ps(acc[h][1], vs));
+    }
+}
+
+// attn_logits_tile_dp over the group's G heads (tiles of up to 12) and the chunk's rows [0, nc_pad).
+inline void attn_logits_dp(const uint32_t* qp, int64_t G, int64_t np, const float* kt, int64_t nc_pad, float scale,
+                           float* lg) {
+    for (int64_t h0 = 0; h0 < G; h0 += 12) {
+        const uint32_t* q = qp + h0 * np;
+        float* l = lg + h0 * kGqaChunk;
+        for (int64_t j0 = 0; j0 < nc_pad; j0 += 32) {
+            switch (G - h0 < 12 ? G - h0 : 12) {  // a compile-time head count keeps the tile in registers
+                case 1: attn_logits_tile_dp<1>(q, np, kt, j0, scale, l); break;
+                case 2: attn_logits_tile_dp<2>(q, np, kt, j0, scale, l); break;
+                case 3: attn_logits_tile_dp<3>(q, np, kt, j0, scale, l); break;
+                case 4: attn_logits_tile_dp<4>(q, np, kt, j0, scale, l); break;
+                case 5: attn_logits_tile_dp<5>(q, np, kt, j0, scale, l); break;
+                case 6: attn_logits_tile_dp<6>(q, np, kt, j0, scale, l); break;
+                case 7: attn_logits_tile_dp<7>(q, np, kt, j0, scale, l); break;
+                case 8: attn_logits_tile_dp<8>(q, np, kt, j0, scale, l); break;
+                case 9: attn_logits_tile_dp<9>(q, np, kt, j0, scale, l); break;
+                case 10: attn_logits_tile_dp<10>(q, np, kt, j0, scale, l); break;
+                case 11: attn_logits_tile_dp<11>(q, np, kt, j0, scale, l); break;
+                default: attn_logits_tile_dp<12>(q, np, kt, j0, scale, l); break;
+            }
+        }
+    }
+}
+#endif
+
 // acc [nh, D] += Σ_j w[h, j] · V_j over the n listed rows: blocks of kGqaRowBlock rows (their V rows stay
 // in L1 while every dim chunk passes over them) with the heads' tiles in registers; w: [nh, n] f32, row
 // stride ws.
@@ -483,6 +556,26 @@ inline VF qsa_vf_round_bf16(VF x) {
     return vf_load_bf16(b);
 }
 
+// The chunk's logits lg [G, kGqaChunk] in fp32: K transposed into kt as f32 (gqa_gather_kt), then register
+// tiles of heads × 2·kLanes rows over d (broadcast q[h, d], FMA with kt[d]), no horizontal reduction.
+template <bool KB>
+void gqa_logits_f32(const QsaSparseGqaParams& p, const QsaGqaScratch& s, int64_t k_off, int64_t c0, int64_t nc,
+                    int64_t nc_pad, int64_t n, int64_t G, int64_t D) {
+    gqa_gather_kt<KB>(p.kv.base, s.rows + c0, k_off, nc, nc_pad, n - c0, D, s.kt);
+    int64_t h0 = 0;
+#if defined(__AVX512F__)
+    // QSA's group of 12 heads in one tile: 24 accumulators of the 32 registers, each kt vector then
+    // feeds 12 FMAs instead of 8 and 4.
+    for (; h0 + 12 <= G; h0 += 12)
+        for (int64_t j0 = 0; j0 < nc_pad; j0 += 2 * kLanes)
+            attn_logits_tile<12>(s.q + h0 * D, D, s.kt, kGqaChunk, j0, p.scale, s.lg + h0 * kGqaChunk);
+#endif
+    for (; h0 < G; h0 += kAttnHeadBlock) {
+        const int nb = static_cast<int>(G - h0 < kAttnHeadBlock ? G - h0 : kAttnHeadBlock);
+        attn_logits_heads(nb, s.q + h0 * D, D, s.kt, kGqaChunk, nc_pad, p.scale, s.lg + h0 * kGqaChunk);
+    }
+}
+
 // One (token, KV head) item in one pass over the listed rows, chunk by chunk (split-K as vLLM's kernel,
 // qsa.md §9 item 5): the chunk's K transposed once into kt while the next chunk's K|V lines are
 // prefetched; the logits of all the group's heads (register tiles of heads × rows, no horizontal sums);
@@ -512,16 +605,21 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
         }
         s.rows[n++] = block_base + (pos - block_first) * p.kv.entry_bytes;
     }
-    // The group's queries as f32.
     const bool qb = p.q_type == DType::bf16;
+#if defined(__AVX512BF16__)
+    const bool dp = KB && BM && D % kGqaDpDims == 0;     // P·V with vdpbf16ps (pv_rows_dp)
+    const bool dp_qk = KB && qb && D % kGqaDpDims == 0;  // the logits too (attn_logits_dp)
+#else
+    constexpr bool dp_qk = false;
+#endif
+    // The group's queries: as f32, or (dp_qk) as their bf16 pairs [G, D/2] in the same buffer.
     for (int64_t hh = 0; hh < G; ++hh) {
         const char* qh = static_cast<const char*>(p.q) + (t * p.q_token_stride + (g * G + hh) * p.q_head_stride) * (qb ? 2 : 4);
-        for (int64_t i = 0; i < D; ++i) s.q[hh * D + i] = s_load(qh, qb, i);
+        if (dp_qk) __builtin_memcpy(s.q + hh * (D / 2), qh, static_cast<unsigned long>(D) * 2);
+        else
+            for (int64_t i = 0; i < D; ++i) s.q[hh * D + i] = s_load(qh, qb, i);
     }
     const int64_t k_off = 2 * g * D * ke, v_off = (2 * g + 1) * D * ke;
-#if defined(__AVX512BF16__)
-    const bool dp = KB && BM && D % kGqaDpDims == 0;  // P·V with vdpbf16ps (pv_rows_dp)
-#endif
     float* acc = s.acc;
     float* run_max = s.stats;
     float* run_sum = s.stats + G;
@@ -531,19 +629,13 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
     for (int64_t c0 = 0; c0 < n; c0 += kGqaChunk) {
         const int64_t nc = n - c0 < kGqaChunk ? n - c0 : kGqaChunk;
         const int64_t nc_pad = (nc + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);
-        gqa_gather_kt<KB>(p.kv.base, s.rows + c0, k_off, nc, nc_pad, n - c0, D, s.kt);
-        int64_t h0 = 0;
-#if defined(__AVX512F__)
-        // QSA's group of 12 heads in one tile: 24 accumulators of the 32 registers, each kt vector then
-        // feeds 12 FMAs instead of 8 and 4.
-        for (; h0 + 12 <= G; h0 += 12)
-            for (int64_t j0 = 0; j0 < nc_pad; j0 += 2 * kLanes)
-                attn_logits_tile<12>(s.q + h0 * D, D, s.kt, kGqaChunk, j0, p.scale, s.lg + h0 * kGqaChunk);
-#endif
-        for (; h0 < G; h0 += kAttnHeadBlock) {
-            const int nb = static_cast<int>(G - h0 < kAttnHeadBlock ? G - h0 : kAttnHeadBlock);
-            attn_logits_heads(nb, s.q + h0 * D, D, s.kt, kGqaChunk, nc_pad, p.scale, s.lg + h0 * kGqaChunk);
+#if defined(__AVX512BF16__)
+        if (dp_qk) {
+            gqa_gather_kt_pairs(p.kv.base, s.rows + c0, k_off, nc, nc_pad, n - c0, D, s.kt);
+            attn_logits_dp(reinterpret_cast<const uint32_t*>(s.q), G, D / 2, s.kt, nc_pad, p.scale, s.lg);
         }
+#endif
+        if (!dp_qk) gqa_logits_f32<KB>(p, s, k_off, c0, nc, nc_pad, n, G, D);
         // Online softmax over the chunk: p = exp(l − M) (P = bf16(p) for bf16 math), Σ p unrounded.
         for (int64_t hh = 0; hh < G; ++hh) {
             float* l = s.lg + hh * kGqaChunk;
