@@ -300,7 +300,7 @@ Status run_bench(const BenchOptions& options, std::ostream& out) {
     if (options.quick) {  // one small point per layer kind: for tests of the command itself
         lo.contexts = {std::min<int64_t>(lo.contexts.empty() ? 2048 : lo.contexts.front(), 4096)};
         lo.batches = {1};
-        lo.prefill_chunks = {64};
+        if (!lo.prefill_chunks.empty()) lo.prefill_chunks = {64};  // none with --no-prefill
         lo.prefill_context = 512;
         lo.compare_context = lo.contexts.front();
         lo.seed_tokens = 256;

@@ -113,6 +113,9 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--prefill-chunks", bench.layers.prefill_chunks, "prefill chunk sizes in tokens")
         ->delimiter(',')
         ->capture_default_str();
+    bool no_prefill = false;
+    bench_cmd->add_flag("--no-prefill", no_prefill, "time decode steps only (no prefill chunks)")
+        ->excludes(bench_cmd->get_option("--prefill-chunks"));
     bench_cmd->add_option("--prefill-context", bench.layers.prefill_context, "tokens cached before a prefill chunk")
         ->capture_default_str();
     bench_cmd->add_option("--dense-max-batch", bench.layers.dense_max_batch,
@@ -130,7 +133,10 @@ int main(int argc, char** argv) {
 
     CLI11_PARSE(app, argc, argv);
 
-    if (bench_cmd->parsed()) return report(sieve::cli::run_bench(bench, std::cout));
+    if (bench_cmd->parsed()) {
+        if (no_prefill) bench.layers.prefill_chunks.clear();
+        return report(sieve::cli::run_bench(bench, std::cout));
+    }
 
     if (run_cmd->parsed() || app.get_subcommands().empty()) {
         run.profile = run_profile == "exact" ? sieve::NumericsProfile::exact : sieve::NumericsProfile::deployed;
