@@ -18,7 +18,8 @@ namespace sieve {
 namespace {
 
 // Scores of one selection chunk: at most this many bytes of [rows, groups] f32 (vLLM and SGLang
-// chunk their prefill logits the same way, with 128 MiB; qsa.md §12 item 4).
+// chunk their prefill logits the same way, with 128 MiB; qsa.md §12 item 4), or of the fused
+// selection's workspace.
 constexpr size_t kScoreChunkBytes = size_t{64} << 20;
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
@@ -151,7 +152,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         if ((p + 1) % r == 0) completing.push_back(t);
     }
     const int64_t n_new = static_cast<int64_t>(completing.size());
-    const int64_t chunk_rows =
+    int64_t chunk_rows =
         max_cols == 0 ? T : std::clamp<int64_t>(static_cast<int64_t>(kScoreChunkBytes / (4 * static_cast<size_t>(max_cols))), 1, T);
 
     // ---- op params whose workspace sizes the scratch needs ----
@@ -222,7 +223,14 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     // the workspace size does not depend on the pointers (fused: selected is set below)
     int32_t fused_probe = 0;
     if (fused) sp.selected = &fused_probe;
-    const size_t score_ws = max_cols > 0 ? backend_.qsa_score_workspace_size(sp) : 0;
+    size_t score_ws = max_cols > 0 ? backend_.qsa_score_workspace_size(sp) : 0;
+    // The fused top-k keeps a stream per (scoring thread, row): its workspace grows with threads × rows, so
+    // a chunk of rows is also bounded by kScoreChunkBytes of it.
+    while (fused && score_ws > kScoreChunkBytes && chunk_rows > 1) {
+        chunk_rows = (chunk_rows + 1) / 2;
+        sp.n_tokens = chunk_rows;
+        score_ws = backend_.qsa_score_workspace_size(sp);
+    }
     const size_t gqa_ws = backend_.qsa_sparse_gqa_workspace_size(gp);
 
     // ---- scratch ----
