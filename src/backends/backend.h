@@ -47,6 +47,13 @@ struct Workspace {
     size_t bytes = 0;
 };
 inline constexpr size_t kWorkspaceAlignment = 64;
+// `bytes` rounded up to kWorkspaceAlignment: the offsets of the sub-buffers a backend carves out of one
+// workspace.
+template <typename Int>
+constexpr Int workspace_round_up(Int bytes) {
+    constexpr Int a = static_cast<Int>(kWorkspaceAlignment);
+    return (bytes + a - 1) / a * a;
+}
 
 // Weights of one linear layer after the backend's load-time preparation (packed, converted).
 // Owned by the caller; usable only with the backend that made it.

@@ -48,8 +48,7 @@ int64_t topk_capacity(const TopkParams& p) {
     return std::min(2 * p.k + cpu::kTopkStreamSlack, p.n_cols + 16);
 }
 size_t topk_slot_bytes(const TopkParams& p) {
-    const size_t array = (static_cast<size_t>(topk_capacity(p)) * 4 + kWorkspaceAlignment - 1) /
-                         kWorkspaceAlignment * kWorkspaceAlignment;
+    const size_t array = workspace_round_up(static_cast<size_t>(topk_capacity(p)) * 4);
     return 2 * array;  // keys + indices
 }
 

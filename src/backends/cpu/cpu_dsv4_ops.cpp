@@ -18,9 +18,6 @@ namespace sieve::cpu {
 
 namespace {
 
-constexpr int64_t kAlign = static_cast<int64_t>(kWorkspaceAlignment);
-int64_t round_up(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
 RecordCache record_cache(const CacheView& v, const KvRecordLayout& l) {
     RecordCache c;
     c.base = v.base;
@@ -281,13 +278,13 @@ MqaPlan mqa_plan(const ThreadPool& pool, const SparseMqaParams& p) {
     }
     const int64_t d = std::max<int64_t>(p.head_dim, 0), nh = m.heads_per_item, C = kSparseMqaChunk;
     m.q = 0;
-    m.kc = m.q + round_up(nh * d * 4);
-    m.kt = m.kc + round_up(C * d * 4);
-    m.lg = m.kt + round_up(C * d * 4);
-    m.acc = m.lg + round_up(nh * C * 4);
-    m.mx = m.acc + round_up(nh * d * 4);
-    m.den = m.mx + round_up(nh * 4);
-    m.slot_bytes = m.den + round_up(nh * 4);
+    m.kc = m.q + workspace_round_up(nh * d * 4);
+    m.kt = m.kc + workspace_round_up(C * d * 4);
+    m.lg = m.kt + workspace_round_up(C * d * 4);
+    m.acc = m.lg + workspace_round_up(nh * C * 4);
+    m.mx = m.acc + workspace_round_up(nh * d * 4);
+    m.den = m.mx + workspace_round_up(nh * 4);
+    m.slot_bytes = m.den + workspace_round_up(nh * 4);
     m.items = tokens * m.head_chunks;
     m.slots = std::min<int64_t>(threads, m.items);
     return m;
@@ -392,26 +389,26 @@ ScoresPlan scores_plan(const ThreadPool& pool, const IndexerScoresParams& p) {
     s.heads_pad = round_to(std::max<int64_t>(h, 1), 16);
     s.dim_pad = round_to(d + 1, 16);  // + 1: the zero partner of an odd last dim
     s.qt = 0;
-    s.w = s.qt + round_up(s.dim_pad * s.heads_pad * 4);
-    s.tile = s.w + round_up(s.heads_pad * 4);
-    s.rows = s.tile + round_up(s.key_tile * s.dim_pad * 4);
-    s.scale = s.rows + round_up(s.key_tile * 8);
-    s.flag = s.scale + round_up(s.key_tile * 4);
-    s.zero = s.flag + round_up(s.key_tile * 4);
-    s.key = s.zero + round_up(s.dim_pad * 4);
-    s.tag = s.key + round_up(s.dim_pad * 4);
-    s.slot_bytes = s.tag + round_up(8);
+    s.w = s.qt + workspace_round_up(s.dim_pad * s.heads_pad * 4);
+    s.tile = s.w + workspace_round_up(s.heads_pad * 4);
+    s.rows = s.tile + workspace_round_up(s.key_tile * s.dim_pad * 4);
+    s.scale = s.rows + workspace_round_up(s.key_tile * 8);
+    s.flag = s.scale + workspace_round_up(s.key_tile * 4);
+    s.zero = s.flag + workspace_round_up(s.key_tile * 4);
+    s.key = s.zero + workspace_round_up(s.dim_pad * 4);
+    s.tag = s.key + workspace_round_up(s.dim_pad * 4);
+    s.slot_bytes = s.tag + workspace_round_up(8);
     const int64_t max_units = lists * ((keys + s.key_tile - 1) / s.key_tile);
     s.slots = std::min<int64_t>(threads, max_units);
     const int64_t n = std::max<int64_t>(p.n_tokens, 0);
     s.units = key_tile_units_plan(n, lists);
-    s.shared_bytes = round_up(s.units.bytes);
+    s.shared_bytes = workspace_round_up(s.units.bytes);
     if (p.selected != nullptr && p.k > 0) {
         s.tile_scores = s.slot_bytes;
-        s.slot_bytes += round_up(n * s.key_tile * 4);
+        s.slot_bytes += workspace_round_up(n * s.key_tile * 4);
         s.topk = fused_topk_plan(s.slots, n, p.k, threads);
         s.fused = s.shared_bytes;
-        s.shared_bytes += round_up(s.topk.bytes);
+        s.shared_bytes += workspace_round_up(s.topk.bytes);
     }
     return s;
 }

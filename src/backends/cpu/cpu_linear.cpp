@@ -21,7 +21,6 @@ constexpr int64_t kConvertBlockRows = 64;      // own GEMM: activations converte
 constexpr int64_t kDnnlChunkRows = 256;        // oneDNN: rows per call when staging buffers are needed
 #endif
 
-size_t align_up(size_t v) { return (v + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
 
 // W[o, i] as ops/linear.h defines it (fp32), rounded to bf16 for LinearMath::bf16.
 float weight_value(const LinearWeights& w, int64_t o, int64_t i) {
@@ -254,11 +253,11 @@ Expected<LinearPlan> cpu_linear_plan(const CpuLinearContext& c, const CpuPrepare
         if (m > 0) {
             SIEVE_ASSIGN_OR_RETURN(state->gemm, dnnl_plan(*w.dnnl, m, state->block_rows, state->x_stride, dst_stride));
             state->x_offset = bytes;
-            if (state->convert_x) bytes += align_up(static_cast<size_t>(state->block_rows * k) * dtype_size(compute));
+            if (state->convert_x) bytes += workspace_round_up(static_cast<size_t>(state->block_rows * k) * dtype_size(compute));
             state->y_offset = bytes;
-            if (state->stage_y) bytes += align_up(static_cast<size_t>(state->block_rows * n) * sizeof(float));
+            if (state->stage_y) bytes += workspace_round_up(static_cast<size_t>(state->block_rows * n) * sizeof(float));
             state->scratch_offset = bytes;
-            bytes += align_up(dnnl_scratchpad_bytes(*state->gemm));
+            bytes += workspace_round_up(dnnl_scratchpad_bytes(*state->gemm));
         }
 #else
         return internal_error("cpu linear: oneDNN weights in a build without oneDNN");
@@ -271,7 +270,7 @@ Expected<LinearPlan> cpu_linear_plan(const CpuLinearContext& c, const CpuPrepare
         state->block_rows = state->convert_x ? std::min(m, kConvertBlockRows) : m;
         state->x_stride = state->dpbf16 ? (k + 1) / 2 : k;
         state->x_offset = 0;
-        if (state->convert_x) bytes = align_up(static_cast<size_t>(state->block_rows * state->x_stride) * 4);
+        if (state->convert_x) bytes = workspace_round_up(static_cast<size_t>(state->block_rows * state->x_stride) * 4);
     }
     LinearPlan plan;
     plan.n_tokens = m;

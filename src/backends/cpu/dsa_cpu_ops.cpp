@@ -16,7 +16,6 @@ namespace sieve::cpu {
 
 namespace {
 
-size_t align_up(size_t v) { return (v + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
 
 // One group of n values → e4m3 bytes, by ops/quant_fp8.h's rule (core's scalar conversions, so the
 // bytes equal ref's). Returns the scale (NaN for a poisoned group).
@@ -69,7 +68,7 @@ MlaSplit mla_split(const DsaCpuContext& c, const SparseMlaAttentionParams& p) {
     return s;
 }
 size_t mla_slot_bytes(const SparseMlaAttentionParams& p, const MlaSplit& s) {
-    return align_up(static_cast<size_t>(SIEVE_SPARSE_MLA_SCRATCH_FLOATS(s.heads_per_unit, p.kv_lora_rank, p.rope_dim)) * 4);
+    return workspace_round_up(static_cast<size_t>(SIEVE_SPARSE_MLA_SCRATCH_FLOATS(s.heads_per_unit, p.kv_lora_rank, p.rope_dim)) * 4);
 }
 
 // Indexer scores: units are (sequence, key tile) over all the query rows of the sequence, so that each key
@@ -95,16 +94,16 @@ IndexerPlan indexer_plan(const DsaCpuContext& c, const DsaIndexerScoresParams& p
     s.key_tile = std::min<int64_t>(s.key_tile, std::max<int64_t>((cols + 15) / 16 * 16, 16));
     const int64_t max_units = seqs * std::max<int64_t>(1, (cols + s.key_tile - 1) / s.key_tile);
     s.slots = std::min<int64_t>(threads, max_units);
-    s.slot_bytes = align_up(static_cast<size_t>(SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(p.n_heads, p.head_dim, s.key_tile)) * 4);
+    s.slot_bytes = workspace_round_up(static_cast<size_t>(SIEVE_INDEXER_SCORES_SCRATCH_FLOATS(p.n_heads, p.head_dim, s.key_tile)) * 4);
     s.units = key_tile_units_plan(p.n_tokens, p.n_seqs);
-    s.shared_bytes = align_up(static_cast<size_t>(s.units.bytes));
+    s.shared_bytes = workspace_round_up(static_cast<size_t>(s.units.bytes));
     if (p.selected != nullptr && p.k > 0) {
         const int64_t n = std::max<int64_t>(p.n_tokens, 0);
         s.tile_scores = s.slot_bytes;
-        s.slot_bytes += align_up(static_cast<size_t>(n * s.key_tile) * 4);
+        s.slot_bytes += workspace_round_up(static_cast<size_t>(n * s.key_tile) * 4);
         s.topk = fused_topk_plan(s.slots, n, p.k, threads);
         s.fused = s.shared_bytes;
-        s.shared_bytes += align_up(static_cast<size_t>(s.topk.bytes));
+        s.shared_bytes += workspace_round_up(static_cast<size_t>(s.topk.bytes));
     }
     return s;
 }
@@ -279,7 +278,7 @@ int64_t head_proj_units(const MlaHeadProjParams& p) {
     return p.n_heads * ((p.n_tokens + kHeadProjTokens - 1) / kHeadProjTokens);
 }
 size_t head_proj_slot_bytes(const MlaHeadProjParams& p) {
-    return align_up(static_cast<size_t>(SIEVE_HEAD_PROJ_SCRATCH_FLOATS(p.in_features)) * 4);
+    return workspace_round_up(static_cast<size_t>(SIEVE_HEAD_PROJ_SCRATCH_FLOATS(p.in_features)) * 4);
 }
 }  // namespace
 

@@ -8,13 +8,6 @@
 
 namespace sieve::cpu {
 
-namespace {
-int64_t round_up(int64_t bytes) {
-    constexpr int64_t a = static_cast<int64_t>(kWorkspaceAlignment);
-    return (bytes + a - 1) / a * a;
-}
-}  // namespace
-
 FusedTopkPlan fused_topk_plan(int64_t slots, int64_t n_tokens, int64_t k, int64_t threads) {
     FusedTopkPlan p;
     p.slots = std::max<int64_t>(slots, 0);
@@ -24,10 +17,10 @@ FusedTopkPlan fused_topk_plan(int64_t slots, int64_t n_tokens, int64_t k, int64_
     p.capacity = p.k + kTopkStreamSlack;
     const int64_t streams = p.slots * p.n_tokens;
     p.streams = 0;
-    p.keys = p.streams + round_up(streams * static_cast<int64_t>(sizeof(TopkStream)));
-    p.idx = p.keys + round_up(streams * p.capacity * 4);
-    p.merge = p.idx + round_up(streams * p.capacity * 4);
-    p.merge_bytes = round_up(p.slots * p.capacity * 16);  // u64 pairs, then keys and indices
+    p.keys = p.streams + workspace_round_up(streams * static_cast<int64_t>(sizeof(TopkStream)));
+    p.idx = p.keys + workspace_round_up(streams * p.capacity * 4);
+    p.merge = p.idx + workspace_round_up(streams * p.capacity * 4);
+    p.merge_bytes = workspace_round_up(p.slots * p.capacity * 16);  // u64 pairs, then keys and indices
     p.bytes = p.merge + p.threads * p.merge_bytes;
     return p;
 }

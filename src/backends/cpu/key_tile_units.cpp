@@ -6,22 +6,15 @@
 
 namespace sieve::cpu {
 
-namespace {
-int64_t round_up(int64_t bytes) {
-    constexpr int64_t a = static_cast<int64_t>(kWorkspaceAlignment);
-    return (bytes + a - 1) / a * a;
-}
-}  // namespace
-
 KeyTileUnitsPlan key_tile_units_plan(int64_t n_tokens, int64_t n_lists) {
     KeyTileUnitsPlan p;
     p.n_tokens = std::max<int64_t>(n_tokens, 0);
     p.n_lists = std::max<int64_t>(n_lists, 0);
     p.tokens = 0;
-    p.list_off = round_up(p.n_tokens * 4);
-    p.unit_off = p.list_off + round_up((p.n_lists + 1) * 4);
-    p.list_keys = p.unit_off + round_up((p.n_lists + 1) * 8);
-    p.bytes = p.list_keys + round_up(p.n_lists * 4);
+    p.list_off = workspace_round_up(p.n_tokens * 4);
+    p.unit_off = p.list_off + workspace_round_up((p.n_lists + 1) * 4);
+    p.list_keys = p.unit_off + workspace_round_up((p.n_lists + 1) * 8);
+    p.bytes = p.list_keys + workspace_round_up(p.n_lists * 4);
     return p;
 }
 

@@ -13,11 +13,6 @@
 
 namespace sieve::cpu {
 
-namespace {
-constexpr size_t kAlign = kWorkspaceAlignment;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-}  // namespace
-
 const QsaKernels& qsa_kernels_for(Isa isa) {
     switch (isa) {
         case Isa::scalar: return kQsaKernelsScalar;
@@ -61,14 +56,14 @@ ScorePlan score_plan(const ThreadPool& pool, const QsaScoreParams& p) {
                                      kScoreMinTile, kScoreMaxTile);
     s.slots = std::min<int64_t>(threads, std::max<int64_t>(1, rows * ((cols + s.key_tile - 1) / s.key_tile)));
     s.units = key_tile_units_plan(p.n_tokens, p.tables.n_requests);
-    size_t off = align_up(static_cast<size_t>(s.units.bytes));
+    size_t off = workspace_round_up(static_cast<size_t>(s.units.bytes));
     if (p.selected != nullptr && p.k > 0) {
         s.topk = fused_topk_plan(s.slots, std::max<int64_t>(p.n_tokens, 0), p.k, threads);
         s.fused = off;
-        off += align_up(static_cast<size_t>(s.topk.bytes));
+        off += workspace_round_up(static_cast<size_t>(s.topk.bytes));
     }
     s.slots_base = off;
-    s.slot_bytes = align_up(static_cast<size_t>(s.key_tile) * 4);
+    s.slot_bytes = workspace_round_up(static_cast<size_t>(s.key_tile) * 4);
     s.bytes = off + static_cast<size_t>(s.slots) * s.slot_bytes;
     return s;
 }
@@ -159,12 +154,12 @@ GqaSlotLayout gqa_slot_layout(const QsaSparseGqaParams& p) {
     const size_t group = static_cast<size_t>(p.n_heads / p.n_kv_heads), d = static_cast<size_t>(p.head_dim);
     GqaSlotLayout l;
     l.rows = 0;
-    l.q = align_up(n * sizeof(int64_t));
-    l.acc = l.q + align_up(group * d * sizeof(float));
-    l.stats = l.acc + align_up(group * d * sizeof(float));
-    l.kt = l.stats + align_up(2 * group * sizeof(float));
-    l.lg = l.kt + align_up(d * kQsaGqaChunk * sizeof(float));
-    l.total = l.lg + align_up(group * kQsaGqaChunk * sizeof(float));
+    l.q = workspace_round_up(n * sizeof(int64_t));
+    l.acc = l.q + workspace_round_up(group * d * sizeof(float));
+    l.stats = l.acc + workspace_round_up(group * d * sizeof(float));
+    l.kt = l.stats + workspace_round_up(2 * group * sizeof(float));
+    l.lg = l.kt + workspace_round_up(d * kQsaGqaChunk * sizeof(float));
+    l.total = l.lg + workspace_round_up(group * kQsaGqaChunk * sizeof(float));
     return l;
 }
 
