@@ -171,6 +171,19 @@ Expected<QsaConfig> parse_qsa_config(const ConfigObject& cfg) {
     if (attention_bias)
         return cfg.field_error(StatusCode::unsupported, "attention_bias",
                                "true; QSA layers have no projection biases (qsa.md §3)");
+    // Attention variants the QSA layers do not have (the checks of vLLM's QSA path, qsa.md §8): refused
+    // rather than silently computed as plain causal attention.
+    bool is_causal = true, use_sliding_window = false;
+    SIEVE_RETURN_IF_ERROR(cfg.read_bool_or("is_causal", true, &is_causal));
+    if (!is_causal)
+        return cfg.field_error(StatusCode::unsupported, "is_causal", "false; QSA requires causal decoder attention (qsa.md §8)");
+    SIEVE_RETURN_IF_ERROR(cfg.read_bool_or("use_sliding_window", false, &use_sliding_window));
+    if (use_sliding_window)
+        return cfg.field_error(StatusCode::unsupported, "use_sliding_window",
+                               "true; QSA layers have no sliding-window attention (qsa.md §8)");
+    if (const nlohmann::json* dual = cfg.find("dual_chunk_attention_config"); dual != nullptr && !dual->is_null())
+        return cfg.field_error(StatusCode::unsupported, "dual_chunk_attention_config",
+                               "set; QSA layers have no dual-chunk RoPE (qsa.md §8)");
     if (c.num_attention_heads % c.num_key_value_heads != 0)
         return cfg.error(StatusCode::invalid_argument,
                          "field \"{}\" = {} is not a multiple of field \"{}\" = {} (GQA, qsa.md §4.7)",

@@ -217,6 +217,15 @@ TEST(ConfigQsa, Errors) {
                  {"\"num_attention_heads\" = 24", "\"num_key_value_heads\" = 5"});
     expect_error(patched(kFlashNextText, R"({"attention_bias": true})"), StatusCode::unsupported,
                  {"field \"attention_bias\""});
+    // Attention variants QSA does not have (qsa.md §8); their neutral values load.
+    expect_error(patched(kFlashNextText, R"({"is_causal": false})"), StatusCode::unsupported,
+                 {"field \"is_causal\"", "causal"});
+    expect_error(patched(kFlashNextText, R"({"use_sliding_window": true, "sliding_window": 4096})"),
+                 StatusCode::unsupported, {"field \"use_sliding_window\""});
+    expect_error(patched(kFlashNextText, R"({"dual_chunk_attention_config": {"chunk_size": 8192}})"),
+                 StatusCode::unsupported, {"field \"dual_chunk_attention_config\""});
+    parse_ok(patched(kFlashNextText, R"({"is_causal": true, "use_sliding_window": false, "sliding_window": null,
+                                         "dual_chunk_attention_config": null})"));
     expect_error(patched(kFlashNext, R"({"text_config": {"model_type": "qwen3_next"}})"),
                  StatusCode::invalid_argument, {"field \"text_config.model_type\"", "\"qwen3_next\""});
     expect_error(patched(kFlashNext, R"({"text_config": [1, 2]})"), StatusCode::invalid_argument,
