@@ -46,6 +46,10 @@ CpuFeatures detect() {
         f.avx512vl = ebx7 & (1u << 31);
         f.avx512_vnni = ecx7 & (1u << 11);
         f.avx512_bf16 = eax7_1 & (1u << 5);
+        // SIEVE_NO_VBMI=1 hides VBMI, so that the paths for processors without it (AVX512_BF16 without
+        // VBMI: Cooper Lake) run and are tested here too.
+        const char* no_vbmi = std::getenv("SIEVE_NO_VBMI");
+        f.avx512_vbmi = (ecx7 & (1u << 1)) && !(no_vbmi && *no_vbmi && *no_vbmi != '0');
     }
     if (os_amx) {
         f.amx_bf16 = edx7 & (1u << 22);

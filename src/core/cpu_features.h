@@ -18,6 +18,7 @@ struct CpuFeatures {
     bool avx512vl = false;
     bool avx512dq = false;
     bool avx512_bf16 = false;
+    bool avx512_vbmi = false;  // vpermi2b (byte table lookups); SIEVE_NO_VBMI=1 hides it
     bool avx512_vnni = false;
     bool amx_tile = false;
     bool amx_bf16 = false;

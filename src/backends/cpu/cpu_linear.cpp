@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cpu/parallel.h"
+#include "core/cpu_features.h"
 #ifdef SIEVE_HAS_DNNL
 #include "backends/cpu/dnnl_gemm.h"
 #endif
@@ -70,10 +71,12 @@ Status pack_own(const LinearWeights& w, Isa isa, CpuPreparedLinear& out) {
     out.n_panels = (n + kPanelCols - 1) / kPanelCols;
     std::string fp8_blocker;
     if (w.weight_type == DType::f8_e4m3) fp8_blocker = fp8_panels_blocker(w);
+    // fp8_pairs needs AVX512_VBMI for its table decode (kernels_impl.inl fp8_pairs_tile); without it (an
+    // AVX512_BF16 processor without VBMI, or SIEVE_NO_VBMI=1) the fp8 panels below.
     if (w.weight_type == DType::f8_e4m3 && fp8_blocker.empty() && isa == Isa::avx512_bf16 &&
-        w.math == LinearMath::bf16) {
+        w.math == LinearMath::bf16 && cpu_features().avx512_vbmi) {
         out.format = PanelFormat::fp8_pairs;
-        out.own_note = "fp8 pair panels (e4m3 bytes decoded to bf16 in the kernel, vdpbf16ps; block scale per 128 k)";
+        out.own_note = "fp8 pair panels (e4m3 bytes decoded to bf16 by table lookups, vdpbf16ps; block scale per 128 k)";
     } else if (w.weight_type == DType::f8_e4m3 && fp8_blocker.empty()) {
         out.format = PanelFormat::fp8;
         out.own_note = "fp8 panels (e4m3 bytes decoded in the kernel; block scale applied to x)";
@@ -92,7 +95,7 @@ Status pack_own(const LinearWeights& w, Isa isa, CpuPreparedLinear& out) {
         case PanelFormat::f32: out.panel_bytes = k * kPanelCols * 4; break;
         case PanelFormat::bf16_pairs: out.panel_bytes = k2 * kPanelCols * 2 * 2; break;
         case PanelFormat::fp8: out.panel_bytes = k * kPanelCols; break;
-        case PanelFormat::fp8_pairs: out.panel_bytes = k2 * kPanelCols * 2; break;
+        case PanelFormat::fp8_pairs: out.panel_bytes = (k2 + 1) / 2 * 64; break;  // groups of two k pairs
     }
     SIEVE_ASSIGN_OR_RETURN(out.panels, Tensor::zeros(DType::u8, {out.n_panels * out.panel_bytes}));
     char* base = static_cast<char*>(out.panels.data());
@@ -114,10 +117,12 @@ Status pack_own(const LinearWeights& w, Isa isa, CpuPreparedLinear& out) {
                         reinterpret_cast<uint8_t*>(panel)[i * kPanelCols + c] =
                             static_cast<const uint8_t*>(w.weight)[o * w.weight_row_stride + i];
                         break;
-                    case PanelFormat::fp8_pairs:
-                        reinterpret_cast<uint8_t*>(panel)[(i / 2) * kPanelCols * 2 + 2 * c + (i & 1)] =
+                    case PanelFormat::fp8_pairs: {  // kernels.h: the group layout of two k pairs
+                        const int64_t j = i / 2, word = 2 * c + (i & 1);
+                        reinterpret_cast<uint8_t*>(panel)[(j / 2) * 64 + 16 * (word / 8) + 8 * (j & 1) + word % 8] =
                             static_cast<const uint8_t*>(w.weight)[o * w.weight_row_stride + i];
                         break;
+                    }
                 }
             }
         }

@@ -24,9 +24,13 @@ namespace sieve::cpu {
 //               odd K padded with a zero k — the pair layout of vdpbf16ps, also read by the FMA kernels
 //   fp8         panel p, element (k, c) at byte   [p·K·16 + k·16 + c], and fp8_scale[⌊16p/128⌋, ⌊k/128⌋] =
 //               block_scale (the kernels decode bytes to fp32 with vf_e4m3_decode, simd.h)
-//   fp8_pairs   panel p, element (k, c) at byte   [p·K2·32 + (k/2)·32 + 2c + (k & 1)] (odd K padded with 0),
-//               same fp8_scale: the avx512_bf16 kernel decodes 32 bytes to 32 bf16 words for vdpbf16ps
-//               (LinearMath::bf16 with power-of-two scales only, where the bf16 values are exact)
+//   fp8_pairs   the bf16_pairs word order in bytes, two k pairs per 64-byte group: with j = k/2 and word
+//               w = 2c + (k & 1) of pair j (0..31), element (k, c) at byte
+//               [p·G·64 + (j/2)·64 + 16·(w/8) + 8·(j & 1) + w % 8], G = ceil(K2/2) (padding 0): unpacking
+//               a group's decoded bytes low/high per 128-bit lane (vpunpck{l,h}bw) gives pair 2g, then pair
+//               2g + 1, in word order. Same fp8_scale; for the avx512_bf16 kernel's vdpbf16ps with table
+//               decoding (AVX512_VBMI), LinearMath::bf16 with power-of-two scales only, where the bf16
+//               values are exact
 inline constexpr int64_t kPanelCols = 16;
 enum class PanelFormat : uint8_t { f32, bf16_pairs, fp8, fp8_pairs };
 
