@@ -24,7 +24,7 @@ enum class CpuGemm : uint8_t {
 struct CpuBackendOptions {
     Isa isa = Isa::scalar;           // ≤ active_isa()
     CpuGemm gemm = CpuGemm::own;
-    int64_t dnnl_min_tokens = 16;    // automatic, FP8 weights: own kernels won up to 8 rows, oneDNN from 16 (dev/bench_ops.cpp, 2-core Zen 4)
+    int64_t dnnl_min_tokens = 32;    // automatic, FP8 weights: own kernels won up to 16 rows, tied oneDNN at 32 (dev/bench_ops.cpp, 2-core Zen 4)
     ThreadPool* pool = nullptr;      // nullptr: ThreadPool::global()
 };
 
