@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <unistd.h>
 
 #include "backends/backend.h"
 #include "core/cpu_features.h"
@@ -175,13 +176,27 @@ Expected<LoadedModel> load(const ModelConfig& config, const Checkpoint& checkpoi
     return m;
 }
 
+// Evicts this process's data from the caches before a timed layer step: in a real model dozens of
+// layers run between two steps of one layer, so none finds its weights or cache rows still in L3 (the
+// bench times one to three layers in a loop, and a small layer's weights would otherwise stay
+// resident, above the DRAM roofline at short contexts and not at long ones). Writes twice the last
+// level cache (64 MiB when the OS does not say).
+void evict_caches() {
+    static std::vector<char> buffer = [] {
+        const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        return std::vector<char>(l3 > 0 ? 2 * static_cast<size_t>(l3) : size_t{64} << 20);
+    }();
+    static char round = 0;
+    std::memset(buffer.data(), ++round, buffer.size());
+}
+
 double median_of(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// Times every layer of `model` over one step (the layers in order, each on the same inputs), `reps`
-// times after one warm-up; one LayerPoint per layer with the medians.
+// Times every layer of `model` over one step (the layers in order, each on the same inputs, each after
+// evict_caches), `reps` times after one warm-up; one LayerPoint per layer with the medians.
 Expected<std::vector<LayerPoint>> time_step(AttentionModel& model, const StepBatch& batch, const std::vector<float>& x,
                                             int reps, const LayerPoint& proto) {
     const std::vector<int64_t> layers = model.layers();
@@ -191,6 +206,7 @@ Expected<std::vector<LayerPoint>> time_step(AttentionModel& model, const StepBat
     for (int rep = -1; rep < reps; ++rep)
         for (size_t l = 0; l < layers.size(); ++l) {
             StageTimes t;
+            evict_caches();
             const auto t0 = Clock::now();
             SIEVE_RETURN_IF_ERROR(model.forward(static_cast<int64_t>(l), batch, x.data(), y.data(), &t));
             if (rep < 0) continue;
