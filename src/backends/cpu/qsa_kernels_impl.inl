@@ -217,8 +217,9 @@ void score_row_dpbf16(const QsaScoreParams& p, int64_t t, int64_t c0, int64_t c1
     auto prefetch = [&](int64_t g) {
         if (g >= c1) return;
         const uint8_t* ahead = key_row(g);
-        for (int64_t b = 0; b < key_bytes; b += 64) __builtin_prefetch(ahead + b);
+        for (int64_t b = 0; b < key_bytes; b += 64) __builtin_prefetch(ahead + b, 0, 2);
     };
+    for (int64_t a = c0; a < c0 + kScorePrefetch; ++a) prefetch(a);  // the first rows (a tile starts cold)
     int64_t g = c0;
     for (; g < c1; g += 2) {
         const bool pair = g + 1 < c1;
