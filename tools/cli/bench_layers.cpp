@@ -179,15 +179,18 @@ Expected<LoadedModel> load(const ModelConfig& config, const Checkpoint& checkpoi
 // Evicts this process's data from the caches before a timed layer step: in a real model dozens of
 // layers run between two steps of one layer, so none finds its weights or cache rows still in L3 (the
 // bench times one to three layers in a loop, and a small layer's weights would otherwise stay
-// resident, above the DRAM roofline at short contexts and not at long ones). Writes twice the last
-// level cache (64 MiB when the OS does not say).
+// resident, above the DRAM roofline at short contexts and not at long ones). Reads twice the last
+// level cache (64 MiB when the OS does not say): reading leaves clean lines, which the step's own
+// loads replace without write-backs (writing the buffer made the next step pay for flushing it).
 void evict_caches() {
-    static std::vector<char> buffer = [] {
+    static const std::vector<uint64_t> buffer = [] {
         const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-        return std::vector<char>(l3 > 0 ? 2 * static_cast<size_t>(l3) : size_t{64} << 20);
+        const size_t bytes = l3 > 0 ? 2 * static_cast<size_t>(l3) : size_t{64} << 20;
+        return std::vector<uint64_t>(bytes / sizeof(uint64_t), 1);
     }();
-    static char round = 0;
-    std::memset(buffer.data(), ++round, buffer.size());
+    uint64_t sum = 0;
+    for (size_t i = 0; i < buffer.size(); i += 8) sum += buffer[i];  // one word per 64-byte line
+    __asm__ volatile("" : : "r"(sum));  // the sum (so the reads) must happen
 }
 
 double median_of(std::vector<double> v) {
