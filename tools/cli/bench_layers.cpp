@@ -180,12 +180,14 @@ Expected<LoadedModel> load(const ModelConfig& config, const Checkpoint& checkpoi
 // layers run between two steps of one layer, so none finds its weights or cache rows still in L3 (the
 // bench times one to three layers in a loop, and a small layer's weights would otherwise stay
 // resident, above the DRAM roofline at short contexts and not at long ones). Reads twice the last
-// level cache (64 MiB when the OS does not say): reading leaves clean lines, which the step's own
-// loads replace without write-backs (writing the buffer made the next step pay for flushing it).
+// level cache, 64 MiB when the OS does not say and at most 256 MiB (a VM may report the whole
+// socket's L3, 320 MiB here, where a core sees its complex's 32 MiB): reading leaves clean lines,
+// which the step's own loads replace without write-backs (writing the buffer made the next step pay
+// for flushing it).
 void evict_caches() {
     static const std::vector<uint64_t> buffer = [] {
         const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-        const size_t bytes = l3 > 0 ? 2 * static_cast<size_t>(l3) : size_t{64} << 20;
+        const size_t bytes = std::min(l3 > 0 ? 2 * static_cast<size_t>(l3) : size_t{64} << 20, size_t{256} << 20);
         return std::vector<uint64_t>(bytes / sizeof(uint64_t), 1);
     }();
     uint64_t sum = 0;
