@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <malloc.h>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <random>
@@ -141,6 +142,12 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
     for (std::string_view name : checkpoint->tensor_names())
         if (auto t = checkpoint->find(name)) checkpoint_bytes += static_cast<int64_t>(t->bytes.size());
     checkpoint.reset();
+#if defined(__GLIBC__)
+    // Hand the heap that loading freed (the checkpoint's in-memory bytes, the conversion buffers of the
+    // weight packing) back to the OS: glibc keeps it mapped otherwise, about 170 MiB of the default
+    // workload's resident set.
+    malloc_trim(0);
+#endif
     const int64_t load_peak_rss = proc_status_bytes("VmHWM");
     reset_peak_rss();
     const double load_seconds =
