@@ -22,7 +22,6 @@ constexpr int64_t kConvertBlockRows = 64;      // own GEMM: activations converte
 constexpr int64_t kDnnlChunkRows = 256;        // oneDNN: rows per call when staging buffers are needed
 #endif
 
-
 // W[o, i] as ops/linear.h defines it (fp32), rounded to bf16 for LinearMath::bf16.
 float weight_value(const LinearWeights& w, int64_t o, int64_t i) {
     const int64_t src = o * w.weight_row_stride + i;

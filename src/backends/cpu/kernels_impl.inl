@@ -435,17 +435,26 @@ constexpr int kTilePanels = 1;
 // vdpbf16ps). 6 instructions per 64 weights where the arithmetic decode took 14: at 1–8 rows the FP8
 // GEMV/GEMM was bound by the decode, not by the weight stream. Exact: each bf16 is the e4m3 value.
 // Partial sums per 128-k block, then · S (a power of two: exact scaling).
+// bf16 bits of the e4m3 magnitude c (7 bits), by integer arithmetic so that the tables are constants:
+// this translation unit is compiled for AVX-512, and a table built at start-up would run its code on
+// every processor.
+constexpr uint16_t e4m3_magnitude_bf16(int c) {
+    const int e = c >> 3, m = c & 7;
+    if (e > 0) return static_cast<uint16_t>((e + 120) << 7 | m << 4);  // 2^(e−7)·(1 + m/8)
+    if (m == 0) return 0;
+    const int top = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // subnormal m·2^-9 = 2^(top−9)·(m / 2^top)
+    return static_cast<uint16_t>((top + 118) << 7 | ((m << (7 - top)) & 0x7f));
+}
 struct Fp8Tables {
-    alignas(64) uint8_t hi[128], lo[128];
-    Fp8Tables() {
+    alignas(64) uint8_t hi[128] = {}, lo[128] = {};
+    constexpr Fp8Tables() {
         for (int c = 0; c < 128; ++c) {
-            const uint16_t b = static_cast<uint16_t>(bits_of(s_e4m3_decode(static_cast<uint8_t>(c))) >> 16);
-            hi[c] = static_cast<uint8_t>(b >> 8);
-            lo[c] = static_cast<uint8_t>(b & 0xff);
+            hi[c] = static_cast<uint8_t>(e4m3_magnitude_bf16(c) >> 8);
+            lo[c] = static_cast<uint8_t>(e4m3_magnitude_bf16(c) & 0xff);
         }
     }
 };
-inline const Fp8Tables kFp8Tables;
+constexpr Fp8Tables kFp8Tables{};
 
 template <int MR, int NP>
 __attribute__((target("avx512vbmi"))) void fp8_pairs_tile(const LinearKernelArgs& a, int64_t row0, int64_t panel0,
