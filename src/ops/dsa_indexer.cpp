@@ -77,19 +77,10 @@ Status validate(const DsaIndexerScoresParams& p) {
         SIEVE_ASSIGN_OR_RETURN(qs_extent,
                                rows_extent(op, "q_scale", {p.n_tokens, 1, p.n_heads, p.q_scale_token_stride, 0}, 4));
     }
-    int64_t s_extent = 0;
-    if (p.selected == nullptr || p.scores != nullptr) {
-        SIEVE_ASSIGN_OR_RETURN(s_extent,
-                               output_rows_extent(op, "scores", {p.n_tokens, 1, p.n_cols, p.scores_row_stride, 0}, 4));
-    }
-    int64_t sel_extent = 0;
-    if (p.selected != nullptr) {
-        SIEVE_RETURN_IF_ERROR(require_at_least(op, "k", p.k, 1));
-        if (p.n_cols > INT32_MAX)
-            return invalid_argument_error("{}: n_cols = {} does not fit the int32 selection", op, p.n_cols);
-        SIEVE_ASSIGN_OR_RETURN(sel_extent,
-                               output_rows_extent(op, "selected", {p.n_tokens, 1, p.k, p.selected_row_stride, 0}, 4));
-    }
+    SIEVE_ASSIGN_OR_RETURN(const ScoreOutputsExtent out,
+                           score_outputs_extent(op, "n_cols", p.n_tokens, p.n_cols, p.scores, p.scores_row_stride,
+                                                p.selected, p.k, p.selected_row_stride));
+    const int64_t s_extent = out.scores, sel_extent = out.selected;
     if (p.n_tokens == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "q", p.q));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "weights", p.weights));

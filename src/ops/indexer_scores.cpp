@@ -25,19 +25,10 @@ Status validate(const IndexerScoresParams& p) {
     SIEVE_ASSIGN_OR_RETURN(int64_t w_extent, rows_extent(op, "weights", {p.n_tokens, 1, p.n_heads, p.weights_row_stride, 0}, 4));
     SIEVE_ASSIGN_OR_RETURN(int64_t k_extent,
                            rows_extent(op, "key_slots", {p.n_lists, 1, p.max_keys, p.key_slots_stride, 0}, 4));
-    int64_t s_extent = 0;
-    if (p.selected == nullptr || p.scores != nullptr) {
-        SIEVE_ASSIGN_OR_RETURN(s_extent,
-                               output_rows_extent(op, "scores", {p.n_tokens, 1, p.max_keys, p.scores_row_stride, 0}, 4));
-    }
-    int64_t sel_extent = 0;
-    if (p.selected != nullptr) {
-        SIEVE_RETURN_IF_ERROR(require_at_least(op, "k", p.k, 1));
-        if (p.max_keys > INT32_MAX)
-            return invalid_argument_error("{}: max_keys = {} does not fit the int32 selection", op, p.max_keys);
-        SIEVE_ASSIGN_OR_RETURN(sel_extent,
-                               output_rows_extent(op, "selected", {p.n_tokens, 1, p.k, p.selected_row_stride, 0}, 4));
-    }
+    SIEVE_ASSIGN_OR_RETURN(const ScoreOutputsExtent out,
+                           score_outputs_extent(op, "max_keys", p.n_tokens, p.max_keys, p.scores, p.scores_row_stride,
+                                                p.selected, p.k, p.selected_row_stride));
+    const int64_t s_extent = out.scores, sel_extent = out.selected;
     if (p.n_tokens == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "q", p.q));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "weights", p.weights));

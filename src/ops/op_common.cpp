@@ -92,4 +92,20 @@ Expected<int64_t> bytes_of(std::string_view op, std::string_view name, int64_t n
     return bytes;
 }
 
+Expected<ScoreOutputsExtent> score_outputs_extent(std::string_view op, std::string_view cols_name, int64_t n_tokens,
+                                                  int64_t n_cols, const float* scores, int64_t scores_row_stride,
+                                                  const int32_t* selected, int64_t k, int64_t selected_row_stride) {
+    ScoreOutputsExtent e;
+    if (selected == nullptr || scores != nullptr) {
+        SIEVE_ASSIGN_OR_RETURN(e.scores, output_rows_extent(op, "scores", {n_tokens, 1, n_cols, scores_row_stride, 0}, 4));
+    }
+    if (selected != nullptr) {
+        SIEVE_RETURN_IF_ERROR(require_at_least(op, "k", k, 1));
+        if (n_cols > INT32_MAX)
+            return invalid_argument_error("{}: {} = {} does not fit the int32 selection", op, cols_name, n_cols);
+        SIEVE_ASSIGN_OR_RETURN(e.selected, output_rows_extent(op, "selected", {n_tokens, 1, k, selected_row_stride, 0}, 4));
+    }
+    return e;
+}
+
 }  // namespace sieve::op_check

@@ -22,17 +22,10 @@ Status validate(const QsaScoreParams& p) {
     SIEVE_ASSIGN_OR_RETURN(
         int64_t q_extent,
         rows_extent(op, "q", {p.n_tokens, p.n_heads, p.head_dim, p.q_token_stride, p.q_head_stride}, dtype_size(p.q_type)));
-    int64_t s_extent = 0;
-    if (p.selected == nullptr || p.scores != nullptr) {
-        SIEVE_ASSIGN_OR_RETURN(s_extent,
-                               output_rows_extent(op, "scores", {p.n_tokens, 1, p.n_cols, p.scores_row_stride, 0}, 4));
-    }
-    int64_t sel_extent = 0;
-    if (p.selected != nullptr) {
-        SIEVE_RETURN_IF_ERROR(require_at_least(op, "k", p.k, 1));
-        SIEVE_ASSIGN_OR_RETURN(sel_extent,
-                               output_rows_extent(op, "selected", {p.n_tokens, 1, p.k, p.selected_row_stride, 0}, 4));
-    }
+    SIEVE_ASSIGN_OR_RETURN(const ScoreOutputsExtent out,
+                           score_outputs_extent(op, "n_cols", p.n_tokens, p.n_cols, p.scores, p.scores_row_stride,
+                                                p.selected, p.k, p.selected_row_stride));
+    const int64_t s_extent = out.scores, sel_extent = out.selected;
     if (p.n_tokens == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "n_groups", p.n_groups));
     SIEVE_RETURN_IF_ERROR(validate_qsa_block_tables(op, "tables", p.tables, p.n_tokens));
