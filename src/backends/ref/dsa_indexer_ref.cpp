@@ -37,13 +37,8 @@ Status dsa_indexer_scores(const DsaIndexerScoresParams& p) {
     std::vector<double> key(static_cast<size_t>(d)), q(static_cast<size_t>(p.n_heads * d)), w(static_cast<size_t>(p.n_heads));
     // The fused selection is the plain top-k over this backend's scores (a full row: ref is the oracle).
     std::vector<float> own_scores;
-    float* scores = p.scores;
     int64_t scores_row_stride = p.scores_row_stride;
-    if (scores == nullptr && p.selected != nullptr) {
-        own_scores.resize(static_cast<size_t>(std::max<int64_t>(p.n_tokens * p.n_cols, 1)));
-        scores = own_scores.data();
-        scores_row_stride = p.n_cols;
-    }
+    float* scores = indexer_score_rows(p.scores, &scores_row_stride, p.selected != nullptr, p.n_tokens, p.n_cols, own_scores);
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         for (int64_t j = 0; j < p.n_heads; ++j) {
             // Head weight with every scale folded in (ops/dsa_indexer.h).

@@ -14,13 +14,8 @@ Status indexer_scores(const IndexerScoresParams& p) {
     std::vector<float> key(static_cast<size_t>(d));
     // The fused selection is the plain top-k over this backend's scores (a full row: ref is the oracle).
     std::vector<float> own_scores;
-    float* scores = p.scores;
     int64_t scores_row_stride = p.scores_row_stride;
-    if (scores == nullptr && p.selected != nullptr) {
-        own_scores.resize(static_cast<size_t>(std::max<int64_t>(p.n_tokens * p.max_keys, 1)));
-        scores = own_scores.data();
-        scores_row_stride = p.max_keys;
-    }
+    float* scores = indexer_score_rows(p.scores, &scores_row_stride, p.selected != nullptr, p.n_tokens, p.max_keys, own_scores);
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         const int32_t* slots = p.key_slots + static_cast<int64_t>(p.token_list[t]) * p.key_slots_stride;
         for (int64_t j = 0; j < p.n_keys[t]; ++j) {

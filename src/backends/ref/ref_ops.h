@@ -51,5 +51,10 @@ Status topk(const TopkParams& p);
 // the op just scored, valid_len = n_keys.
 Status select_from_scores(const float* scores, int64_t scores_row_stride, const int32_t* n_keys, int64_t n_rows,
                           int64_t n_cols, int32_t* selected, int64_t k, int64_t selected_row_stride);
+// The rows those ops score into: the caller's `scores` (row stride *row_stride), or, for a fused
+// selection without score rows, `own` resized to [n_rows, n_cols] (*row_stride set to n_cols): ref
+// always scores whole rows, then selects with select_from_scores.
+float* indexer_score_rows(float* scores, int64_t* row_stride, bool selecting, int64_t n_rows, int64_t n_cols,
+                          std::vector<float>& own);
 
 }  // namespace sieve::ref

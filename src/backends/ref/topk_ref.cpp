@@ -50,4 +50,12 @@ Status select_from_scores(const float* scores, int64_t scores_row_stride, const 
     return topk(p);
 }
 
+float* indexer_score_rows(float* scores, int64_t* row_stride, bool selecting, int64_t n_rows, int64_t n_cols,
+                          std::vector<float>& own) {
+    if (scores != nullptr || !selecting) return scores;
+    own.resize(static_cast<size_t>(std::max<int64_t>(n_rows * n_cols, 1)));
+    *row_stride = n_cols;
+    return own.data();
+}
+
 }  // namespace sieve::ref
