@@ -61,6 +61,27 @@ struct ScoreSetup {
         p.key_type = c.key_type;
         return p;
     }
+    // The same op selecting k groups per token into `selected` (scores written too when set).
+    QsaScoreParams fused_params(float* scores, int32_t* selected, int64_t k) const {
+        QsaScoreParams p = params(scores);
+        p.selected = selected;
+        p.k = k;
+        p.selected_row_stride = k;
+        return p;
+    }
+    // The topk op over score rows of this setup, k per row into `out` (row stride k).
+    TopkParams topk_params(const float* scores, int64_t k, int32_t* out) const {
+        TopkParams p;
+        p.scores = scores;
+        p.valid_len = n_groups.data();
+        p.out = out;
+        p.n_rows = c.n_tokens;
+        p.n_cols = n_cols;
+        p.k = k;
+        p.scores_row_stride = row_stride;
+        p.out_row_stride = k;
+        return p;
+    }
     size_t score_bytes() const { return static_cast<size_t>(std::max<int64_t>(1, c.n_tokens * row_stride)) * 4; }
     // The exact score and its tolerance for backend vs ref: each head's dot within γ_{Di+1}·Σ|q_i·k_i|
     // (harness.h), unchanged by the ReLU (1-Lipschitz), the fp32 sum over heads γ_Hi·Σ ReLU, then
@@ -155,23 +176,11 @@ TEST(QsaScoreConformance, EveryBackendMatchesRefWithinDotTolerance) {
             for (int64_t k : {int64_t{1}, std::max<int64_t>(1, s.n_cols / 3), s.n_cols + 2}) {
                 SCOPED_TRACE("fused k " + std::to_string(k));
                 std::vector<int32_t> want_sel(static_cast<size_t>(sc.n_tokens * k), -7);
-                TopkParams tp;
-                tp.scores = got.as<float>();
-                tp.valid_len = s.n_groups.data();
-                tp.out = want_sel.data();
-                tp.n_rows = sc.n_tokens;
-                tp.n_cols = s.n_cols;
-                tp.k = k;
-                tp.scores_row_stride = s.row_stride;
-                tp.out_row_stride = k;
-                ASSERT_TRUE(ref->topk(tp, {}).is_ok());
+                ASSERT_TRUE(ref->topk(s.topk_params(got.as<float>(), k, want_sel.data()), {}).is_ok());
                 for (bool with_scores : {false, true}) {
                     GuardedBuffer sel(static_cast<size_t>(sc.n_tokens * k) * 4), rows(s.score_bytes());
-                    QsaScoreParams fp = s.params(with_scores ? rows.as<float>() : nullptr);
-                    fp.selected = sel.as<int32_t>();
-                    fp.k = k;
-                    fp.selected_row_stride = k;
-                    const Status fs = run_score(*nb.backend, fp);
+                    const Status fs = run_score(
+                        *nb.backend, s.fused_params(with_scores ? rows.as<float>() : nullptr, sel.as<int32_t>(), k));
                     ASSERT_TRUE(fs.is_ok()) << fs.to_string();
                     EXPECT_TRUE(std::equal(want_sel.begin(), want_sel.end(), sel.as<int32_t>()))
                         << "selection differs, with scores " << with_scores;
@@ -195,21 +204,8 @@ TEST(QsaScoreFusedSelection, RefSelectsTheTopkOfItsScores) {
         ASSERT_TRUE(run_score(*ref, s.params(scores.as<float>())).is_ok());
         const int64_t k = std::max<int64_t>(1, s.n_cols / 2);
         std::vector<int32_t> want(static_cast<size_t>(sc.n_tokens * k)), got(want.size(), 99);
-        TopkParams tp;
-        tp.scores = scores.as<float>();
-        tp.valid_len = s.n_groups.data();
-        tp.out = want.data();
-        tp.n_rows = sc.n_tokens;
-        tp.n_cols = s.n_cols;
-        tp.k = k;
-        tp.scores_row_stride = s.row_stride;
-        tp.out_row_stride = k;
-        ASSERT_TRUE(ref->topk(tp, {}).is_ok());
-        QsaScoreParams fp = s.params(nullptr);
-        fp.selected = got.data();
-        fp.k = k;
-        fp.selected_row_stride = k;
-        ASSERT_TRUE(run_score(*ref, fp).is_ok());
+        ASSERT_TRUE(ref->topk(s.topk_params(scores.as<float>(), k, want.data()), {}).is_ok());
+        ASSERT_TRUE(run_score(*ref, s.fused_params(nullptr, got.data(), k)).is_ok());
         EXPECT_EQ(want, got);
         for (int64_t t = 0; t < sc.n_tokens; ++t) {  // a row without groups selects nothing
             if (s.n_groups[static_cast<size_t>(t)] != 0) continue;
@@ -231,14 +227,7 @@ TEST(QsaGroupTopkConformance, EveryBackendPicksRefGroups) {
         ASSERT_TRUE(run_score(*ref, s.params(scores.as<float>())).is_ok());
         for (int64_t k : {int64_t{1}, int64_t{4}, int64_t{16}, int64_t{512}}) {
             SCOPED_TRACE(fmt::format("tokens {} heads {} dim {} k {}", sc.n_tokens, sc.n_heads, sc.head_dim, k));
-            TopkParams p;
-            p.scores = scores.as<float>();
-            p.valid_len = s.n_groups.data();
-            p.n_rows = sc.n_tokens;
-            p.n_cols = s.n_cols;
-            p.k = k;
-            p.scores_row_stride = s.row_stride;
-            p.out_row_stride = k;
+            TopkParams p = s.topk_params(scores.as<float>(), k, nullptr);  // out: set per run
             auto run = [&](Backend& b, std::vector<int32_t>& out) {
                 out.assign(static_cast<size_t>(sc.n_tokens * k), 99);
                 p.out = out.data();
