@@ -390,8 +390,8 @@ void indexer_scores_tile(const DsaIndexerScoresParams& p, int64_t seq, const int
         if (u + 24 < k1) {  // rows ahead (other blocks): hide the cache misses of the gather
             float unused;
             const uint8_t* ahead = idx_key_entry(p, table, u + 24, &unused);
-            __builtin_prefetch(ahead);
-            if (fp8) __builtin_prefetch(ahead + 64);
+            prefetch_l1(ahead);
+            if (fp8) prefetch_l1(ahead + 64);
         }
         float ks = 1.0f;
         const uint8_t* e = idx_key_entry(p, table, u, &ks);

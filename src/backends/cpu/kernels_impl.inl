@@ -212,8 +212,8 @@ void rope_block_t(const RopeParams& p, int64_t t0, int64_t t1, int64_t h0, int64
                     // fetch ahead, the hardware prefetcher does not follow the head stride far enough
                     const char* xn = x + kRopePrefetchHeads * p.x_head_stride * (XB ? 2 : 4);
                     char* yn = y + kRopePrefetchHeads * p.y_head_stride * (YB ? 2 : 4);
-                    for (int64_t b = 0; b < 2 * nc * (XB ? 2 : 4); b += 64) __builtin_prefetch(xn + (start + i0) * (XB ? 2 : 4) + b, 0);
-                    for (int64_t b = 0; b < 2 * nc * (YB ? 2 : 4); b += 64) __builtin_prefetch(yn + (start + i0) * (YB ? 2 : 4) + b, 1);
+                    for (int64_t b = 0; b < 2 * nc * (XB ? 2 : 4); b += 64) prefetch_l1(xn + (start + i0) * (XB ? 2 : 4) + b);
+                    for (int64_t b = 0; b < 2 * nc * (YB ? 2 : 4); b += 64) prefetch_l1(yn + (start + i0) * (YB ? 2 : 4) + b);
                 }
                 if (p.pairing == RopePairing::interleaved) {
                     const int64_t d0 = start + 2 * i0, nd = 2 * nc;
@@ -436,7 +436,7 @@ constexpr int kTilePanels = 1;
 // prefetch on the bf16 panels (Hy4, QSA) measured within noise, so they go without.
 constexpr int64_t kPanelPrefetchBytes = 4096;
 inline void prefetch_panel_ahead(const void* line) {
-    __builtin_prefetch(static_cast<const char*>(line) + kPanelPrefetchBytes, 0, 2);
+    prefetch_l2(static_cast<const char*>(line) + kPanelPrefetchBytes);
 }
 
 // The fp8_pairs panels (kernels.h), packed only where AVX512_VBMI exists (cpu_linear.cpp): e4m3 → bf16 by

@@ -146,7 +146,7 @@ void score_row_t(const QsaScoreParams& p, int64_t t, int64_t c0, int64_t c1, flo
             if (g + kScorePrefetch + 2 <= c1) {
                 for (int64_t a = 0; a < 2; ++a) {
                     const uint8_t* ahead = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g + kScorePrefetch + a);
-                    for (int64_t b = 0; b < key_bytes; b += 64) __builtin_prefetch(ahead + b);
+                    for (int64_t b = 0; b < key_bytes; b += 64) prefetch_l1(ahead + b);
                 }
             }
             float total0 = 0.0f, total1 = 0.0f;
@@ -217,7 +217,7 @@ void score_row_dpbf16(const QsaScoreParams& p, int64_t t, int64_t c0, int64_t c1
     auto prefetch = [&](int64_t g) {
         if (g >= c1) return;
         const uint8_t* ahead = key_row(g);
-        for (int64_t b = 0; b < key_bytes; b += 64) __builtin_prefetch(ahead + b, 0, 2);
+        for (int64_t b = 0; b < key_bytes; b += 64) prefetch_l2(ahead + b);
     };
     for (int64_t a = c0; a < c0 + kScorePrefetch; ++a) prefetch(a);  // the first rows (a tile starts cold)
     int64_t g = c0;
@@ -279,7 +279,7 @@ static_assert(kGqaChunk % (2 * kLanes) == 0, "attn_logits_tile walks a chunk in 
 inline void gqa_prefetch_lines(const uint8_t* base, const int64_t* rows, int64_t off, int64_t a0, int64_t a1, int64_t b0,
                                int64_t b1) {
     for (int64_t a = a0; a < a1; ++a)
-        for (int64_t b = (b0 + 63) / 64 * 64; b < b1; b += 64) __builtin_prefetch(base + rows[a] + off + b, 0, 2);
+        for (int64_t b = (b0 + 63) / 64 * 64; b < b1; b += 64) prefetch_l2(base + rows[a] + off + b);
 }
 
 // kt[i·kGqaChunk + c] = K_c[i] as f32 for the chunk's rows c < nc (K_c at base + rows[c] + k_off) and

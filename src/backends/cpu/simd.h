@@ -99,6 +99,20 @@ inline float s_e4m3_scaled(uint8_t b) {
     return float_of((static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(b))) << 20) & 0x87f00000u);
 }
 
+// ---- software prefetch ------------------------------------------------------------------------
+
+// The line holding p into L1 (prefetcht0) or into L2 only (prefetcht1). Statements the compiler must
+// keep: GCC 12 judged helpers made of __builtin_prefetch loops free of side effects and deleted their
+// calls, so QSA's bf16 key scoring and the V4 indexer and attention row gathers ran with no prefetch at
+// all although their sources asked for one. A prefetch never faults: p may lie past the data.
+#if defined(__x86_64__) || defined(__i386__)
+inline void prefetch_l1(const void* p) { __asm__ volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
+inline void prefetch_l2(const void* p) { __asm__ volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
+#else
+inline void prefetch_l1(const void* p) { __builtin_prefetch(p, 0, 3); }
+inline void prefetch_l2(const void* p) { __builtin_prefetch(p, 0, 2); }
+#endif
+
 // ---- vectors ----------------------------------------------------------------------------------
 
 #if defined(__AVX512F__)
