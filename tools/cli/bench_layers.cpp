@@ -183,16 +183,21 @@ Expected<LoadedModel> load(const ModelConfig& config, const Checkpoint& checkpoi
 // level cache, 64 MiB when the OS does not say and at most 256 MiB (a VM may report the whole
 // socket's L3, 320 MiB here, where a core sees its complex's 32 MiB): reading leaves clean lines,
 // which the step's own loads replace without write-backs (writing the buffer made the next step pay
-// for flushing it).
+// for flushing it). The pool's threads read it together, so that they are awake when the step starts,
+// as the previous layer leaves them in a model; after a single-threaded eviction the step's first
+// parallel op paid the workers' wake-up from sleep.
 void evict_caches() {
     static const std::vector<uint64_t> buffer = [] {
         const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
         const size_t bytes = std::min(l3 > 0 ? 2 * static_cast<size_t>(l3) : size_t{64} << 20, size_t{256} << 20);
         return std::vector<uint64_t>(bytes / sizeof(uint64_t), 1);
     }();
-    uint64_t sum = 0;
-    for (size_t i = 0; i < buffer.size(); i += 8) sum += buffer[i];  // one word per 64-byte line
-    __asm__ volatile("" : : "r"(sum));  // the sum (so the reads) must happen
+    const int64_t lines = static_cast<int64_t>(buffer.size() / 8);
+    ThreadPool::global().parallel_for(lines, [&](int64_t b, int64_t e) {
+        uint64_t sum = 0;
+        for (int64_t i = b; i < e; ++i) sum += buffer[static_cast<size_t>(i) * 8];  // one word per 64-byte line
+        __asm__ volatile("" : : "r"(sum));  // the sum (so the reads) must happen
+    });
 }
 
 double median_of(std::vector<double> v) {
@@ -201,14 +206,14 @@ double median_of(std::vector<double> v) {
 }
 
 // Times every layer of `model` over one step (the layers in order, each on the same inputs, each after
-// evict_caches), `reps` times after one warm-up; one LayerPoint per layer with the medians.
+// evict_caches), `reps` times after `warmups` untimed steps; one LayerPoint per layer with the medians.
 Expected<std::vector<LayerPoint>> time_step(AttentionModel& model, const StepBatch& batch, const std::vector<float>& x,
-                                            int reps, const LayerPoint& proto) {
+                                            int warmups, int reps, const LayerPoint& proto) {
     const std::vector<int64_t> layers = model.layers();
     std::vector<float> y(x.size());
     std::vector<std::vector<double>> wall(layers.size());
     std::vector<std::vector<StageTimes>> stages(layers.size());
-    for (int rep = -1; rep < reps; ++rep)
+    for (int rep = -warmups; rep < reps; ++rep)
         for (size_t l = 0; l < layers.size(); ++l) {
             StageTimes t;
             evict_caches();
@@ -314,7 +319,11 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
             proto.context = context;
             proto.tokens = step.n_tokens();
             set_compute_threads(threads);
-            auto timed = time_step(m, step, x, phase == "decode" ? o.reps : std::max(1, o.reps / 2), proto);
+            // Decode: three warm-up steps, as the first point of a model, after one, read up to 1.6× its
+            // neighbours (first-touch of workspaces and of the freshly filled cache blocks). A prefill
+            // chunk's one warm-up step already takes longer than that settling.
+            const bool decode = phase == "decode";
+            auto timed = time_step(m, step, x, decode ? 3 : 1, decode ? o.reps : std::max(1, o.reps / 2), proto);
             set_compute_threads(0);
             for (int64_t r = 1; r <= batch; ++r) caches.free(r);
             if (!timed.has_value()) return timed.status();
