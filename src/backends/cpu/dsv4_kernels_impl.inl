@@ -97,8 +97,8 @@ inline void d4_prefetch_row(const RecordCache& c, int32_t slot) {
     const uint8_t* block = c.base + (slot / c.block_size) * c.block_bytes;
     const int64_t j = slot % c.block_size;
     const uint8_t* data = block + j * c.data_bytes;
-    for (int64_t o = 0; o < c.data_bytes; o += 64) prefetch_l1(data + o);
-    if (c.format != 0) prefetch_l1(block + c.scales_offset + j * c.scale_bytes);
+    for (int64_t o = 0; o < c.data_bytes; o += 64) prefetch_l2(data + o);
+    if (c.format != 0) prefetch_l2(block + c.scales_offset + j * c.scale_bytes);
 }
 
 // Rows ahead in the list: decoding a row takes ~100–150 cycles, so 16 rows cover a DRAM miss.
@@ -316,8 +316,8 @@ inline void idx_prefetch_keys(const IndexerScoresKernelArgs& a, int64_t list, in
         if (ps < 0) continue;
         const uint8_t* block = c.base + (ps / c.block_size) * c.block_bytes;
         const uint8_t* row = block + (ps % c.block_size) * c.data_bytes;
-        for (int64_t o = 0; o < c.data_bytes; o += 64) prefetch_l1(row + o);
-        if (c.format != 0) prefetch_l1(block + c.scales_offset + (ps % c.block_size) * 4);
+        for (int64_t o = 0; o < c.data_bytes; o += 64) prefetch_l2(row + o);
+        if (c.format != 0) prefetch_l2(block + c.scales_offset + (ps % c.block_size) * 4);
     }
 }
 
