@@ -18,6 +18,22 @@ Expected<int32_t> resident(const BoundCache& c, RequestId request, int64_t entry
     return static_cast<int32_t>(s);
 }
 
+// Slots of entries [0, n) of `request`, block by block: one table lookup per request rather than one per
+// entry (a 128K-token request has 32K CSA entries, and the lookups per entry took 0.15 ms of a 2 ms
+// decode indexer stage). Errors as resident().
+Status leading_entry_slots(const BoundCache& c, RequestId request, int64_t n, int32_t* out) {
+    const std::vector<int32_t>& table = c.group->block_table(request);
+    const int64_t bs = c.group->block_size();
+    for (int64_t b = 0; b * bs < n; ++b) {
+        const int64_t e0 = b * bs, e1 = std::min(n, e0 + bs);
+        const int64_t block = b < static_cast<int64_t>(table.size()) ? table[static_cast<size_t>(b)] : -1;
+        if (block < 0) return resident(c, request, e0).status();
+        if (block * bs + (e1 - e0 - 1) > std::numeric_limits<int32_t>::max()) return resident(c, request, e1 - 1).status();
+        for (int64_t e = e0; e < e1; ++e) out[e] = static_cast<int32_t>(block * bs + (e - e0));
+    }
+    return Status::ok();
+}
+
 }  // namespace
 
 Expected<BoundCache> bind_cache(const StepBatch& batch, const CacheBinding& binding) {
@@ -90,15 +106,9 @@ int64_t max_visible_entries(const StepBatch& batch, int64_t ratio) {
 
 Status visible_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out) {
     for (int64_t t = 0; t < batch.n_tokens(); ++t) {
-        const int64_t n = (batch.positions[static_cast<size_t>(t)] + 1) / ratio;
-        const RequestId r = batch.request_of_token(t);
-        for (int64_t j = 0; j < width; ++j) {
-            if (j >= n) {
-                out[t * width + j] = -1;
-                continue;
-            }
-            SIEVE_ASSIGN_OR_RETURN(out[t * width + j], resident(cache, r, j));
-        }
+        const int64_t n = std::min(width, (batch.positions[static_cast<size_t>(t)] + 1) / ratio);
+        SIEVE_RETURN_IF_ERROR(leading_entry_slots(cache, batch.request_of_token(t), n, out + t * width));
+        std::fill(out + t * width + n, out + (t + 1) * width, -1);
     }
     return Status::ok();
 }

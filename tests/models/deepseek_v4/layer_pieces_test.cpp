@@ -121,6 +121,30 @@ TEST(DeepseekV4StepSlots, VisibleSelectedAndRequestEntries) {
     EXPECT_EQ(out[10], g.comp->slot(7, 1));
 }
 
+// Entry lists over several blocks (they are written block by block), and a released block in the range.
+TEST(DeepseekV4StepSlots, EntryListsSpanBlocksAndNameAReleasedOne) {
+    auto comp = std::move(CacheGroup::create("comp", CacheSpec{"comp", "f32 [4]", 16, 1, 0}, 2, 12, 1)).value();
+    ASSERT_TRUE(comp->reserve(3, 2).is_ok());  // another request's blocks first: request 7's are not 0, 1, 2
+    ASSERT_TRUE(comp->reserve(7, 5).is_ok());
+    StepCaches caches;
+    caches.groups = {comp.get()};
+    const StepBatch b = make_step_batch({StepRequest{7, 4, 1, false}}, caches);  // position 4: entries 0..4
+    const BoundCache c = bound(b, "comp");
+    std::vector<int32_t> keys(7), vis(7);
+    ASSERT_TRUE(dsv4::request_entry_slots(b, c, 1, 7, keys.data()).is_ok());
+    ASSERT_TRUE(dsv4::visible_entry_slots(b, c, 1, 7, vis.data()).is_ok());
+    for (int64_t j = 0; j < 7; ++j) {
+        const int32_t want = j < 5 ? static_cast<int32_t>(comp->slot(7, j)) : -1;
+        EXPECT_EQ(keys[static_cast<size_t>(j)], want) << j;
+        EXPECT_EQ(vis[static_cast<size_t>(j)], want) << j;
+    }
+    comp->release_before(7, 2);  // entries 0, 1 (block 0) are gone
+    const Status s = dsv4::request_entry_slots(b, c, 1, 7, keys.data());
+    EXPECT_EQ(s.code(), StatusCode::internal);
+    EXPECT_NE(s.message().find("cache comp: entry 0 of request 7 is not resident"), std::string::npos) << s.message();
+    EXPECT_EQ(dsv4::visible_entry_slots(b, c, 1, 7, vis.data()).code(), StatusCode::internal);
+}
+
 std::unique_ptr<AttentionModel> exact_model(const Fixture& f, Backend& backend) {
     DeepseekV4Options o;
     o.backend = &backend;
