@@ -289,8 +289,9 @@ struct DsaSetup {
     }
 };
 
-std::unique_ptr<DsaSetup> dsa_setup(Backend& ref) {
+std::unique_ptr<DsaSetup> dsa_setup(Backend& ref, int64_t heads) {
     auto s = std::make_unique<DsaSetup>();
+    s->heads = heads;
     std::mt19937 rng(11);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     const int64_t bs = 64, blocks = s->keys / bs;
@@ -396,14 +397,21 @@ int main(int argc, char** argv) {
                              check(b.indexer_scores(p, Workspace{s->ws.as<void>(), need}), "indexer_scores");
                          }});
     }
-    auto dsa = dsa_setup(*ref);
-    Buf dsa_ws;
-    cases.push_back({"dsa_fp8_decode1", 2.0 * dsa->heads * dsa->dim * dsa->keys * dsa->tokens, [&](Backend& b) {
-                         const DsaIndexerScoresParams p = dsa->params();
-                         const size_t need = b.dsa_indexer_scores_workspace_size(p);
-                         if (dsa_ws.bytes < need) dsa_ws = Buf(need);
-                         check(b.dsa_indexer_scores(p, Workspace{dsa_ws.as<void>(), need}), "dsa_indexer_scores");
-                     }});
+    // V3.2 (64 index heads) and Hy4 (32), one decode token over 128K keys.
+    std::vector<std::unique_ptr<DsaSetup>> dsas;
+    std::vector<Buf> dsa_ws(2);
+    for (int64_t heads : {int64_t{64}, int64_t{32}}) {
+        dsas.push_back(dsa_setup(*ref, heads));
+        DsaSetup* d = dsas.back().get();
+        Buf* ws = &dsa_ws[dsas.size() - 1];
+        cases.push_back({heads == 64 ? "dsa_fp8_decode1" : "dsa_fp8_32heads_decode1", 2.0 * d->heads * d->dim * d->keys * d->tokens,
+                         [d, ws](Backend& b) {
+                             const DsaIndexerScoresParams p = d->params();
+                             const size_t need = b.dsa_indexer_scores_workspace_size(p);
+                             if (ws->bytes < need) *ws = Buf(need);
+                             check(b.dsa_indexer_scores(p, Workspace{ws->as<void>(), need}), "dsa_indexer_scores");
+                         }});
+    }
 
     FILE* out = save.empty() ? nullptr : std::fopen(save.c_str(), "w");
     std::printf("\nGFLOP/s and %%ceil: per wall second against threads × the one-core ceiling measured just before the\n"
