@@ -16,7 +16,6 @@ namespace sieve::cpu {
 
 namespace {
 
-
 // One group of n values → e4m3 bytes, by ops/quant_fp8.h's rule (core's scalar conversions, so the
 // bytes equal ref's). Returns the scale (NaN for a poisoned group).
 float quant_group(const float* x, int64_t n, uint8_t* q) {

@@ -18,7 +18,7 @@ class AlignedBuffer {
 public:
     void* get(size_t bytes) {
         if (bytes > capacity_) {
-            const size_t rounded = (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+            const size_t rounded = workspace_round_up(bytes);
             data_.reset(static_cast<uint8_t*>(std::aligned_alloc(kWorkspaceAlignment, rounded)));
             capacity_ = data_ ? rounded : 0;
         }

@@ -22,8 +22,6 @@ namespace {
 // selection's workspace.
 constexpr size_t kScoreChunkBytes = size_t{64} << 20;
 
-size_t align64(size_t n) { return (n + 63) / 64 * 64; }
-
 // Carves typed sub-buffers out of one scratch allocation: a first pass with base == nullptr sums
 // the sizes, the second hands out the pointers.
 struct Carver {
@@ -32,7 +30,7 @@ struct Carver {
     template <typename T>
     T* take(size_t count) {
         T* p = base ? reinterpret_cast<T*>(base + offset) : nullptr;
-        offset += align64(count * sizeof(T));
+        offset += workspace_round_up(count * sizeof(T));
         return p;
     }
     void* take_bytes(size_t bytes) { return take<uint8_t>(bytes); }
@@ -67,8 +65,8 @@ void QsaScratch::Aligned::operator()(void* p) const { std::free(p); }
 
 void* QsaScratch::reserve(size_t n) {
     if (n > capacity || !bytes) {
-        const size_t size = std::max<size_t>(align64(n), 64);
-        bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, size)));
+        const size_t size = std::max<size_t>(workspace_round_up(n), kWorkspaceAlignment);
+        bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(kWorkspaceAlignment, size)));
         capacity = bytes ? size : 0;
     }
     return bytes.get();
