@@ -6,6 +6,9 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build clang libclang-rt-14-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev libdnnl-dev
+  # oneDNN's CMake package (built with its OpenCL GPU runtime) calls find_package(OpenCL
+  # REQUIRED); libdnnl-dev only recommends the OpenCL loader's headers and library.
+  ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

@@ -18,7 +18,8 @@ struct CheckCommandOptions {
     bool json = false;
 };
 
-// Prints the report; an error when the fixture cannot be run or any layer is out of tolerance.
-Status run_check(const CheckCommandOptions& options, std::ostream& out);
+// Prints the report and returns whether every layer is within tolerance; an error when the fixture
+// cannot be run.
+Expected<bool> run_check(const CheckCommandOptions& options, std::ostream& out);
 
 }  // namespace sieve::cli

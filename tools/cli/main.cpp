@@ -16,11 +16,23 @@
 
 namespace {
 
+// Exit codes, the same for every subcommand (README "Exit codes"), so that a script can tell "the
+// check ran and found a difference" from "the check could not run": 0 success, 1 the command ran
+// and its verdict is a failure (`check`: a layer out of tolerance), 2 an error (bad arguments or
+// input, or anything else that stopped the command).
+constexpr int exit_verdict_failed = 1;
+constexpr int exit_error = 2;
+
 int report(const sieve::Status& status) {
     if (status.is_ok()) return 0;
     std::fflush(stdout);
     fmt::print(stderr, "sieve: {}\n", status.to_string());
-    return 1;
+    return exit_error;
+}
+
+int report(const sieve::Expected<bool>& verdict) {
+    if (!verdict.has_value()) return report(verdict.status());
+    return verdict.value() ? 0 : exit_verdict_failed;
 }
 
 // oneDNN runs its GEMMs on OpenMP threads, between sieve's own threaded ops. OpenMP's default wait
@@ -131,7 +143,12 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
 
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        // --help prints and exits 0; every parse error is a bad argument.
+        return app.exit(e) == 0 ? 0 : exit_error;
+    }
 
     if (bench_cmd->parsed()) {
         if (no_prefill) bench.layers.prefill_chunks.clear();
