@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sieve builds with, when any is missing. Debian 12, as root
 # (or with sudo). Nothing else is downloaded: every dependency is a Debian package.
+# `install_deps.sh --list` prints the packages, one a line, and installs nothing.
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,11 @@ packages=(
   ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do

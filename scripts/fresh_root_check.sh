@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Runs the README's first command (install, build, `sieve run`) verbatim inside a fresh Debian 12
+# root, so that a package only the developer's machine happens to have cannot hide a missing
+# install step. As root, on a Debian machine (it installs debootstrap if missing):
+#
+#   bash scripts/fresh_root_check.sh [--drop-package NAME] [--keep]
+#
+#   --drop-package NAME   remove NAME from the install script's list inside the root first: the
+#                         check must then fail (shows that it can)
+#   --keep                keep the root afterwards (its path is printed), to look inside
+#
+# The base root (debootstrap --variant=minbase bookworm, from the mirror this machine's apt uses)
+# is cached as a tarball under SIEVE_FRESH_ROOT_CACHE (default /var/cache/sieve/fresh-root). Every
+# run unpacks it anew and checks that none of the packages the install script installs is there.
+# The project is copied in as its tracked files (what a clean clone has, with uncommitted edits).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+drop_package=""
+keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --drop-package) drop_package=${2:?--drop-package needs a package name}; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "fresh_root_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "fresh_root_check: needs root (debootstrap and chroot)" >&2
+  exit 2
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! command -v debootstrap >/dev/null; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+fi
+
+# The mirror: the first Debian archive URI of this machine's apt sources (deb822 .sources files,
+# then one-line .list files), never a host name written here.
+debian_mirror() {
+  local f uri
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i ~ /\/debian\/?$/) { print $i; exit } }' "$f")
+    [ -n "$uri" ] && { echo "$uri"; return; }
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    uri=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^(https?|file):.*\/debian\/?$/) { print $i; exit } }' "$f")
+    [ -n "$uri" ] && { echo "$uri"; return; }
+  done
+}
+mirror=$(debian_mirror)
+if [ -z "$mirror" ]; then
+  echo "fresh_root_check: no Debian archive found in this machine's apt sources" >&2
+  exit 2
+fi
+
+# The README's first command: the only line of the first ```sh block under "## Two commands".
+readme_command=$(awk '
+  /^## Two commands/ { section = 1; next }
+  section && /^```sh/ { block = 1; next }
+  block && /^```/ { exit }
+  block { print }' README.md)
+if [ -z "$readme_command" ] || [ "$(printf '%s\n' "$readme_command" | wc -l)" -ne 1 ]; then
+  echo "fresh_root_check: expected one command line in README.md's first sh block under '## Two commands', got:" >&2
+  printf '%s\n' "$readme_command" >&2
+  exit 2
+fi
+
+cache=${SIEVE_FRESH_ROOT_CACHE:-/var/cache/sieve/fresh-root}
+base="$cache/bookworm-minbase.tar"
+mkdir -p "$cache"
+if [ ! -f "$base" ]; then
+  echo "== debootstrap --variant=minbase bookworm ($mirror), cached as $base"
+  staging=$(mktemp -d "$cache/debootstrap.XXXXXX")
+  if ! debootstrap --variant=minbase bookworm "$staging" "$mirror" >"$staging.log" 2>&1; then
+    tail -n 20 "$staging.log" >&2
+    rm -rf "$staging" "$staging.log"
+    echo "fresh_root_check: debootstrap failed" >&2
+    exit 1
+  fi
+  tar -C "$staging" -cf "$base.partial" .
+  mv "$base.partial" "$base"
+  rm -rf "$staging" "$staging.log"
+fi
+
+root=$(mktemp -d /var/tmp/sieve-fresh-root.XXXXXX)
+mounted=()
+cleanup() {
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
+  if [ "$keep" -eq 1 ]; then
+    echo "fresh root kept at $root"
+  else
+    rm -rf "$root"
+  fi
+}
+trap cleanup EXIT
+tar -C "$root" -xf "$base"
+
+# Fresh means none of sieve's dependencies is installed in the root.
+mapfile -t packages < <(bash scripts/install_deps.sh --list)
+present=$(chroot "$root" dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null |
+          awk '$NF == "installed" { print $1 }' || true)
+if [ -n "$present" ]; then
+  echo "fresh_root_check: the base root is not fresh, it has: $present (delete $base)" >&2
+  exit 1
+fi
+
+mkdir -p "$root/root/sieve"
+git ls-files -z | tar --null -T - -cf - | tar -C "$root/root/sieve" -xf -
+if [ -n "$drop_package" ]; then
+  grep -qw -- "$drop_package" "$root/root/sieve/scripts/install_deps.sh" ||
+    { echo "fresh_root_check: '$drop_package' is not in scripts/install_deps.sh" >&2; exit 2; }
+  sed -i -E "s/(^|[[:space:]])$drop_package([[:space:]]|$)/\1\2/" "$root/root/sieve/scripts/install_deps.sh"
+  echo "== dropped $drop_package from the install script inside the root: the check must fail"
+fi
+
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+for m in proc sys dev dev/pts; do
+  mount --bind "/$m" "$root/$m"
+  mounted+=("$root/$m")
+done
+
+echo "== in a fresh Debian 12 root: $readme_command"
+start=$(date +%s)
+status=0
+chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  bash -c "cd /root/sieve && $readme_command" || status=$?
+minutes=$(( ($(date +%s) - start + 59) / 60 ))
+if [ "$status" -ne 0 ]; then
+  echo "fresh_root_check: FAILED (exit $status after ~${minutes} min): the README's first command does not work on a fresh Debian 12 machine" >&2
+  exit 1
+fi
+echo "== fresh root: the README's first command passed (~${minutes} min)"
