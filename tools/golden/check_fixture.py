@@ -7,7 +7,10 @@ For each fixture directory given:
   3. tensors: exactly the expected names for the config's attention layers, dtypes, shapes, finite values,
      positions = 0..T-1, top-k rows well formed (valid entries ascending and causal, then -1; as many valid
      entries as the reference selects at that position; QSA rows made of whole groups plus the open tail;
-     hy_v4 shared layers equal to their producer's rows);
+     hy_v4 shared layers equal to their producer's rows). Fixtures with metadata `topk_rows` = `raw`
+     (make_golden.py --raw-topk) keep the reference's own rows: entries within the row torch.topk ran over,
+     no index twice, and as many causal entries as the reference selects (the rest lie past the token's
+     causal range and mean "none");
   4. determinism (unless --no-rerun): reloads the checkpoint with transformers, re-runs every request with
      the same tokens (metadata `input_ids`) and the family's conventions, and requires the captured tensors to
      reproduce within --tol (default 1e-7 absolute; reported: bit-exact or max |diff|) and identical top-k.
@@ -32,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_golden as mg  # noqa: E402
 
 KNOWN_METADATA = {"format", "family", "reference", "requests", "note"}
-OPTIONAL_METADATA = {"generator", "input_ids"}
+OPTIONAL_METADATA = {"generator", "input_ids", "topk_rows"}
 
 
 class Failure(Exception):
@@ -61,30 +64,49 @@ def expected_layers(family: str, cfg: dict) -> tuple[list[int], dict[int, str]]:
     raise Failure(f"unknown family {family!r}")
 
 
-def check_topk_rows(name: str, topk: torch.Tensor, kind: str, tc: dict, T: int) -> None:
+def check_topk_rows(name: str, topk: torch.Tensor, kind: str, tc: dict, T: int, raw: bool = False) -> int:
+    """Validates the rows; returns how many entries lie past their token's causal range (raw rows only)."""
     pos = list(range(T))
     if kind == "v4":
         m = tc["compress_rates"]["compressed_sparse_attention"]
         K = min(tc["index_topk"], T // m)
         limit = [(p + 1) // m for p in pos]
         count = [min(K, limit[p]) for p in pos]
+        row_range = T // m
     elif kind in ("dsa", "shared"):
         K = min(tc["index_topk"], T)
         limit = [p + 1 for p in pos]
         count = [min(K, p + 1) for p in pos]
+        row_range = T
     elif kind == "qsa":
         r = tc["indexer_compress_ratio"]
         K = tc["indexer_budget"] + r - 1
         block_topk = tc["indexer_budget"] // r
         limit = [p + 1 for p in pos]
         count = [min(block_topk, (p + 1) // r) * r + (p + 1) % r for p in pos]
+        row_range = T
     else:
         raise Failure(f"{name}: unknown top-k kind {kind}")
     if tuple(topk.shape) != (T, K):
         raise Failure(f"{name}: shape {tuple(topk.shape)}, expected {(T, K)}")
+    noncausal = 0
     for t in range(T):
         row = topk[t].tolist()
+        if raw and kind != "qsa":
+            # torch.topk's K indices of a row of row_range scores, in its order: every one in range, none
+            # twice; the ones past the causal range mean "none" (golden_format.md).
+            if any(v < 0 or v >= row_range for v in row) or len(set(row)) != len(row):
+                raise Failure(f"{name} row {t}: not {K} distinct indices in [0, {row_range}): {row}")
+            causal = [v for v in row if v < limit[t]]
+            if len(causal) != count[t]:
+                raise Failure(f"{name} row {t}: {len(causal)} causal entries, the reference selects {count[t]}")
+            noncausal += K - len(causal)
+            continue
         valid = [v for v in row if v >= 0]
+        if raw:  # QSA raw rows: score order, so compare the structure on the sorted entries
+            if len(set(valid)) != len(valid):
+                raise Failure(f"{name} row {t}: an entry listed twice: {row}")
+            valid = sorted(valid)
         nv = len(valid)
         if row[nv:] != [-1] * (K - nv) or any(v < -1 for v in row):
             raise Failure(f"{name} row {t}: valid entries must come first, then -1: {row}")
@@ -104,6 +126,20 @@ def check_topk_rows(name: str, topk: torch.Tensor, kind: str, tc: dict, T: int) 
             groups = sorted({v // r for v in body})
             if body != [g * r + j for g in groups for j in range(r)]:
                 raise Failure(f"{name} row {t}: not made of whole groups of {r}: {row}")
+            if raw:  # in the reference's order: whole groups of r consecutive tokens, then the tail
+                raw_valid = row[:nv]
+                blocks = [raw_valid[i: i + r] for i in range(0, len(body), r)]
+                if any(b != list(range(b[0], b[0] + r)) or b[0] % r for b in blocks) or raw_valid[len(body):] != tail:
+                    raise Failure(f"{name} row {t}: not whole groups then the open tail: {row}")
+    return noncausal
+
+
+def raw_topk_rows(md: dict) -> bool:
+    """Whether the fixture keeps the reference's raw top-k rows (make_golden.py --raw-topk)."""
+    rows = md.get("topk_rows", "normalised")
+    if rows not in ("normalised", "raw"):
+        raise Failure(f"metadata topk_rows {rows!r} is neither 'normalised' nor 'raw'")
+    return rows == "raw"
 
 
 def check_format(fix: str) -> tuple[dict, dict, dict[str, torch.Tensor], list[str]]:
@@ -151,6 +187,8 @@ def check_format(fix: str) -> tuple[dict, dict, dict[str, torch.Tensor], list[st
     if not md["note"].strip():
         raise Failure("metadata note is empty")
     R = int(md["requests"])
+    raw = raw_topk_rows(md)
+    noncausal = 0
 
     tc = _text_config(cfg)
     hidden = tc["hidden_size"]
@@ -187,7 +225,7 @@ def check_format(fix: str) -> tuple[dict, dict, dict[str, torch.Tensor], list[st
                 k = tensors[name]
                 if k.dtype != torch.int32 or k.dim() != 2:
                     raise Failure(f"{name}: {k.dtype} {tuple(k.shape)}, expected I32 [T, K]")
-                check_topk_rows(name, k, topk_kinds[L], tc, T)
+                noncausal += check_topk_rows(name, k, topk_kinds[L], tc, T, raw)
                 expected.add(name)
         # hy_v4: a shared layer attends with the closest preceding full layer's selection
         for L, kind in topk_kinds.items():
@@ -204,6 +242,8 @@ def check_format(fix: str) -> tuple[dict, dict, dict[str, torch.Tensor], list[st
     for name in tensors:
         if not re.fullmatch(r"req\d+\.(positions|layer\d+\.(input|output|topk))", name):
             raise Failure(f"tensor name {name!r} does not follow the format")
+    if raw:
+        info.append(f"raw top-k rows, {noncausal} entries past their token's causal range")
     return cfg, md, tensors, info
 
 
@@ -216,7 +256,7 @@ def rerun(fix: str, md: dict, tensors: dict, tol: float, use_cache: bool) -> tup
         raise Failure("metadata input_ids has a different number of requests")
     mg.set_determinism()
     model = mg.load_model(fam, os.path.join(fix, "ckpt"))
-    fresh, _ = mg.capture_all(fam, model, input_ids, use_cache=use_cache)
+    fresh, _ = mg.capture_all(fam, model, input_ids, use_cache=use_cache, raw_topk=raw_topk_rows(md))
     if set(fresh) != set(tensors):
         raise Failure(f"re-run produced tensors {sorted(set(fresh) ^ set(tensors))[:8]} that differ in name")
     worst = 0.0

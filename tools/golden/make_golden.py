@@ -13,7 +13,12 @@ index):
   req{r}.layer{L}.topk    I32 [T, K]       the indices the layer attended with (layers with an indexer, and
                                            hy_v4 shared layers), valid entries ascending, then -1
 
+With --raw-topk the .topk rows are kept as the reference's top-k returned them instead (score order,
+future positions and not-yet-complete entries included, see RAW_TOPK_NOTE), for shorter requests
+(Family.raw_topk_requests); the metadata then has `topk_rows` = `raw`.
+
 Usage:  python tools/golden/make_golden.py --family all --out tests/data [--seed 19]
+        python tools/golden/make_golden.py --family all --out tests/data/raw_topk --raw-topk
 
 Only the Python packages in tools/golden/requirements.txt are needed (see tools/golden/README.md).
 Nothing in sieve's C++ build runs this script.
@@ -126,14 +131,28 @@ class Family:
     # context manager factory that patches the reference (hy_v4); applied to the freshly built or loaded model
     patch: Callable[[torch.nn.Module], contextlib.AbstractContextManager] = lambda m: contextlib.nullcontext()
     loader_class: str = ""  # transformers class name used to reload the saved checkpoint
+    # request lengths of the --raw-topk fixture: short, with early rows that have fewer candidates than k
+    raw_topk_requests: list[int] | None = None
 
 
-COMMON_NOTE = (
+# How every fixture was run; then how its topk rows are written (normalised, or --raw-topk's raw rows).
+RUN_NOTE = (
     "fp32 weights and compute, eager attention, CPU, one thread; each request run alone as one full-sequence "
     "forward (batch 1, no padding, use_cache=False). input/output = the attention module's hidden-state input "
-    "and its returned attention output, captured with forward hooks. topk rows: valid entries in ascending "
+    "and its returned attention output, captured with forward hooks. "
+)
+COMMON_NOTE = RUN_NOTE + (
+    "topk rows: valid entries in ascending "
     "order, then -1 (the reference emits score order; entries the reference marks invalid or that lie outside "
     "the causal range are written as -1)."
+)
+RAW_TOPK_NOTE = RUN_NOTE + (
+    "topk rows RAW: exactly the indices the "
+    "reference's torch.topk returned, in its order (score order), not normalised: on rows with fewer causal "
+    "candidates than k they include future positions (DSA) or compressed entries not yet complete "
+    "(DeepSeek-V4, taken before transformers' own -1 replacement); readers must treat entries past the token's "
+    "causal range as none (golden_format.md). qwen4_exp: the selected groups' tokens in the order torch.topk "
+    "ranked the groups, then the open tail, then -1 (its top-k only ever ranks complete visible groups)."
 )
 
 
@@ -199,6 +218,9 @@ DEEPSEEK_V4 = Family(
     #     (max_seq_len <= 35), rows p=35,36 select 8 of 9; 37 % 4 = 1, 37 % 16 = 5 leave open blocks;
     # 150: 37 CSA entries (top-8 of up to 37), 9 HCA entries, 150 % 4 = 2, 150 % 16 = 6.
     requests=[5, 37, 150],
+    # 5: K = 1 and rows p = 0..2 see no entry, so torch.topk returns entry 0 before it is complete;
+    # 37: rows p < 31 see fewer than 8 entries (future entries), rows p = 35, 36 select 8 of 9.
+    raw_topk_requests=[5, 37],
     vocab_limit=64,
     attention_modules=lambda m: {i: layer.self_attn for i, layer in enumerate(m.model.layers)},
     topk_kind="v4_indexer",
@@ -269,6 +291,8 @@ DEEPSEEK_V32 = Family(
     # 12 <= index_topk (16): sparse == dense; 17: only the last row (p=16) selects 16 of 17;
     # 90: rows p >= 16 select 16 of p+1.
     requests=[12, 17, 90],
+    # 12: K = 12, rows p < 11 list future positions; 20: rows p < 15 do, rows p = 16..19 select 16 of p + 1.
+    raw_topk_requests=[12, 20],
     vocab_limit=64,
     attention_modules=lambda m: {i: layer.self_attn for i, layer in enumerate(m.model.layers)},
     topk_kind="dsa_indexer",
@@ -374,6 +398,7 @@ HY_V4 = Family(
     build=_build_hy_v4,
     # as deepseek_v32: 12 <= index_topk (dense), 17 (only p=16 selects), 80 (rows p >= 16 select 16 of p+1)
     requests=[12, 17, 80],
+    raw_topk_requests=[12, 20],  # as deepseek_v32
     vocab_limit=64,
     attention_modules=lambda m: {i: layer.self_attn for i, layer in enumerate(m.model.layers)},
     topk_kind="hy_attention",
@@ -468,6 +493,8 @@ QWEN4_EXP = Family(
     # 19 = budget + ratio - 1: every row is exactly dense; 23: rows p >= 19 pick 4 of 5 groups;
     # 100: up to 25 complete groups, 4 picked, plus the open tail.
     requests=[19, 23, 100],
+    # 10: tails only and dense rows; 23: rows p = 19..22 pick 4 of 5 groups (in score order).
+    raw_topk_requests=[10, 23],
     vocab_limit=64,
     attention_modules=lambda m: {
         i: layer.self_attn for i, layer in enumerate(_qwen_layers(m)) if layer.layer_type == "qwen_sparse_attention"
@@ -498,12 +525,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (DEEPSEEK_V4, DEEPSEEK_V32, HY
 
 
 class _TopkRecorder:
-    """Records the scores and k of every Tensor.topk call made while an indexer module runs, so that the
-    generator can measure how close each top-k boundary is to a tie (diagnostics only)."""
+    """Records the scores, k and returned indices of every Tensor.topk call made while an indexer module runs,
+    so that the generator can measure how close each top-k boundary is to a tie, and --raw-topk can keep the
+    indices exactly as torch.topk returned them."""
 
     def __init__(self):
         self.active = None  # layer index of the running indexer
-        self.calls: dict[int, list[tuple[torch.Tensor, int]]] = {}
+        self.calls: dict[int, list[tuple[torch.Tensor, int, torch.Tensor]]] = {}
         self._orig = None
 
     def __enter__(self):
@@ -512,9 +540,10 @@ class _TopkRecorder:
         orig = self._orig
 
         def topk(t, k, *args, **kwargs):
+            out = orig(t, k, *args, **kwargs)
             if rec.active is not None:
-                rec.calls.setdefault(rec.active, []).append((t.detach().clone(), int(k)))
-            return orig(t, k, *args, **kwargs)
+                rec.calls.setdefault(rec.active, []).append((t.detach().clone(), int(k), out.indices.detach().clone()))
+            return out
 
         torch.Tensor.topk = topk
         return self
@@ -543,9 +572,36 @@ def _sorted_rows(idx: torch.Tensor, limit: torch.Tensor, width: int) -> torch.Te
     return out
 
 
-def run_reference(fam: Family, model: torch.nn.Module, input_ids: list[int], use_cache: bool = False) -> dict:
+def _raw_qsa_rows(calls: list, T: int, r: int, block_topk: int, width: int, selected: torch.Tensor) -> torch.Tensor:
+    """QSA rows as the reference builds them before turning them into a mask (Qwen4ExpTextQSAIndexer.forward):
+    the tokens of the groups torch.topk picked, in its order, then the open tail, then -1. One recorded top-k
+    call per row with a complete group, in row order; a text-only causal row t sees tokens 0..t, so group g is
+    tokens g*r .. g*r+r-1. Each row's set is checked against the reference's returned mask `selected` [T, T]."""
+    rows = torch.full((T, width), -1, dtype=torch.int32)
+    n_calls = 0
+    for t in range(T):
+        complete = (t + 1) // r
+        tokens = []
+        if complete > 0:
+            _, k, idx = calls[n_calls]
+            n_calls += 1
+            if k != min(block_topk, complete) or idx.numel() != k:
+                raise RuntimeError(f"QSA row {t}: top-k call of k={k} over {complete} groups")
+            tokens = [int(g) * r + j for g in idx.tolist() for j in range(r)]
+        tokens += list(range(complete * r, t + 1))
+        if sorted(tokens) != torch.nonzero(selected[t]).flatten().tolist():
+            raise RuntimeError(f"QSA row {t}: rebuilt row {tokens} differs from the reference's selection mask")
+        rows[t, : len(tokens)] = torch.tensor(tokens, dtype=torch.int32)
+    if n_calls != len(calls):
+        raise RuntimeError(f"QSA: {len(calls)} top-k calls for {n_calls} rows with a complete group")
+    return rows
+
+
+def run_reference(fam: Family, model: torch.nn.Module, input_ids: list[int], use_cache: bool = False,
+                  raw_topk: bool = False) -> dict:
     """Run one request through `model` (already patched by the caller) and return its captured tensors:
-    {"input": {L: [T, H]}, "output": {L: [T, H]}, "topk": {L: [T, K]}, "score_calls": {L: [(scores, k)]}}."""
+    {"input": {L: [T, H]}, "output": {L: [T, H]}, "topk": {L: [T, K]}, "score_calls": {L: [(scores, k, indices)]}}.
+    raw_topk: "topk" holds the reference's raw rows (see RAW_TOPK_NOTE) instead of normalised ones."""
     T = len(input_ids)
     attn = fam.attention_modules(model)
     idxm = fam.indexer_modules(model)
@@ -597,7 +653,9 @@ def run_reference(fam: Family, model: torch.nn.Module, input_ids: list[int], use
     pos = torch.arange(T)
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     for L, raw in cap["raw_topk"].items():
-        if fam.topk_kind == "v4_indexer":
+        if raw_topk:
+            cap["topk"][L] = _raw_rows(fam, cfg, L, raw, recorder.calls, T).contiguous()
+        elif fam.topk_kind == "v4_indexer":
             m = cfg.compress_rates["compressed_sparse_attention"]
             cap["topk"][L] = _sorted_rows(raw, (pos + 1) // m, raw.shape[-1])
         elif fam.topk_kind in ("dsa_indexer", "hy_attention"):
@@ -617,6 +675,39 @@ def run_reference(fam: Family, model: torch.nn.Module, input_ids: list[int], use
     return cap
 
 
+def _raw_rows(fam: Family, cfg, L: int, out: torch.Tensor, calls: dict, T: int) -> torch.Tensor:
+    """The raw top-k rows of layer L (RAW_TOPK_NOTE) from what its module returned (`out`) and the top-k
+    calls recorded while its indexer ran."""
+    if fam.topk_kind == "qsa_indexer":
+        width = cfg.indexer_budget + cfg.indexer_compress_ratio - 1
+        sel = out if out.dtype == torch.bool else out == 0
+        r = cfg.indexer_compress_ratio
+        return _raw_qsa_rows(calls.get(L, []), T, r, cfg.indexer_budget // r, width, sel)
+    if fam.topk_kind == "v4_indexer":
+        # transformers replaces entries past (p+1)//m by -1 after its torch.topk; keep what torch.topk gave
+        # and check that the replacement is the only difference.
+        if len(calls.get(L, [])) != 1:
+            raise RuntimeError(f"layer {L}: expected one top-k call, got {len(calls.get(L, []))}")
+        raw = calls[L][0][2][0].to(torch.int32)
+        m = cfg.compress_rates["compressed_sparse_attention"]
+        limit = ((torch.arange(T) + 1) // m).unsqueeze(-1)
+        if not torch.equal(torch.where(raw >= limit, -1, raw), out.to(torch.int32)):
+            raise RuntimeError(f"layer {L}: the indexer's output is not its top-k with future entries as -1")
+        return raw
+    return out.to(torch.int32)  # DSA (and hy_v4 shared layers): the indexer returns torch.topk's indices as they are
+
+
+def count_noncausal(fam: Family, cfg, tensors: dict[str, torch.Tensor]) -> int:
+    """Entries >= 0 of the .topk rows that lie past their token's causal range."""
+    m = cfg.compress_rates["compressed_sparse_attention"] if fam.topk_kind == "v4_indexer" else 1
+    n = 0
+    for name, t in tensors.items():
+        if name.endswith(".topk"):
+            limit = ((torch.arange(t.shape[0]) + 1) // m).unsqueeze(-1)
+            n += int(((t >= 0) & (t >= limit)).sum())
+    return n
+
+
 def tie_stats(fam: Family, model: torch.nn.Module, T: int, score_calls: dict) -> dict[int, dict]:
     """Per indexer layer: rows where selection happened (more valid candidates than k), tie rows (boundary gap
     <= TIE_REL * max|score|), exact-zero boundary rows, degenerate rows (all valid scores equal), the smallest
@@ -629,12 +720,12 @@ def tie_stats(fam: Family, model: torch.nn.Module, T: int, score_calls: dict) ->
             # one call per query row with >= 1 complete group, in row order
             r = cfg.indexer_compress_ratio
             first = r - 1
-            for i, (s, k) in enumerate(calls):
+            for i, (s, k, _) in enumerate(calls):
                 rows.append((first + i, s.flatten(), k))
         else:
             if len(calls) != 1:
                 raise RuntimeError(f"layer {L}: expected one top-k call, got {len(calls)}")
-            s, k = calls[0]
+            s, k, _ = calls[0]
             s = s[0]  # [T, N]
             for t in range(T):
                 if fam.topk_kind == "v4_indexer":
@@ -664,9 +755,10 @@ def tie_stats(fam: Family, model: torch.nn.Module, T: int, score_calls: dict) ->
     return stats
 
 
-def make_input_ids(fam: Family, seed: int) -> list[list[int]]:
+def make_input_ids(fam: Family, seed: int, raw_topk: bool = False) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed + 1)
-    return [torch.randint(0, fam.vocab_limit, (T,), generator=g).tolist() for T in fam.requests]
+    lengths = fam.raw_topk_requests if raw_topk else fam.requests
+    return [torch.randint(0, fam.vocab_limit, (T,), generator=g).tolist() for T in lengths]
 
 
 def build_model(fam: Family, seed: int) -> torch.nn.Module:
@@ -685,14 +777,15 @@ def load_model(fam: Family, ckpt_dir: str) -> torch.nn.Module:
     return model.float().eval()
 
 
-def capture_all(fam: Family, model: torch.nn.Module, input_ids: list[list[int]], use_cache: bool = False):
+def capture_all(fam: Family, model: torch.nn.Module, input_ids: list[list[int]], use_cache: bool = False,
+                raw_topk: bool = False):
     """Run every request (with the family's patch applied) and return (tensors, stats)."""
     tensors: dict[str, torch.Tensor] = {}
     stats = []
     with fam.patch(model):
         for r, ids in enumerate(input_ids):
             T = len(ids)
-            cap = run_reference(fam, model, ids, use_cache=use_cache)
+            cap = run_reference(fam, model, ids, use_cache=use_cache, raw_topk=raw_topk)
             tensors[f"req{r}.positions"] = torch.arange(T, dtype=torch.int64)
             for L in sorted(cap["input"]):
                 tensors[f"req{r}.layer{L}.input"] = cap["input"][L].to(torch.float32).contiguous()
@@ -742,7 +835,7 @@ def write_safetensors(path: str, tensors: dict[str, torch.Tensor], metadata: dic
             f.write(b)
 
 
-def generate(fam: Family, out_root: str, seed: int) -> None:
+def generate(fam: Family, out_root: str, seed: int, raw_topk: bool = False) -> None:
     set_determinism()
     fix_dir = os.path.join(out_root, fam.name)
     ckpt_dir = os.path.join(fix_dir, "ckpt")
@@ -762,27 +855,37 @@ def generate(fam: Family, out_root: str, seed: int) -> None:
     # Capture from the model as reloaded from the saved checkpoint, so the goldens are exactly what the files
     # on disk produce.
     model = load_model(fam, ckpt_dir)
-    input_ids = make_input_ids(fam, seed)
-    tensors, stats = capture_all(fam, model, input_ids)
+    input_ids = make_input_ids(fam, seed, raw_topk)
+    tensors, stats = capture_all(fam, model, input_ids, raw_topk=raw_topk)
 
     ties = sum(st["tie_rows"] for per in stats for st in per.values())
     degenerate = sum(st["degenerate_rows"] for per in stats for st in per.values())
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    noncausal = count_noncausal(fam, cfg, tensors)
+    note = fam.note + (RAW_TOPK_NOTE + f" {noncausal} entries past their token's causal range."
+                       if raw_topk else COMMON_NOTE)
     metadata = {
         "format": FORMAT,
         "family": fam.name,
         "reference": reference_string(),
         "requests": str(len(input_ids)),
-        "note": fam.note + COMMON_NOTE + " Indexer boundary statistics: " + _stats_text(stats) + ".",
-        "generator": f"tools/golden/make_golden.py --family {fam.name} --seed {seed}",
+        "note": note + " Indexer boundary statistics: " + _stats_text(stats) + ".",
+        "generator": f"tools/golden/make_golden.py --family {fam.name} --seed {seed}"
+        + (" --raw-topk" if raw_topk else ""),
         "input_ids": json.dumps(input_ids, separators=(",", ":")),
     }
+    if raw_topk:
+        metadata["topk_rows"] = "raw"
     write_safetensors(os.path.join(fix_dir, "golden.safetensors"), tensors, metadata)
 
     size = 0
     for root, _, files in os.walk(fix_dir):
         size += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-    print(f"{fam.name}: {len(input_ids)} requests {fam.requests}, {len(tensors)} tensors, {size} bytes in {fix_dir}")
+    lengths = [len(ids) for ids in input_ids]
+    print(f"{fam.name}: {len(input_ids)} requests {lengths}, {len(tensors)} tensors, {size} bytes in {fix_dir}")
     print(f"  {_stats_text(stats)}")
+    if raw_topk:
+        print(f"  raw top-k rows: {noncausal} entries past their token's causal range")
     if ties or degenerate:
         print(f"  WARNING: {ties} tie rows, {degenerate} all-equal rows (pick another --seed to avoid them)")
 
@@ -792,10 +895,13 @@ def main(argv=None) -> int:
     ap.add_argument("--family", required=True, choices=[*FAMILIES, "all"])
     ap.add_argument("--out", required=True, help="output root; fixtures go to OUT/<family>/")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    ap.add_argument("--raw-topk", action="store_true",
+                    help="keep the reference's raw top-k rows (RAW_TOPK_NOTE) and use the families' short "
+                         "raw_topk_requests")
     args = ap.parse_args(argv)
     names = list(FAMILIES) if args.family == "all" else [args.family]
     for name in names:
-        generate(FAMILIES[name], args.out, args.seed)
+        generate(FAMILIES[name], args.out, args.seed, raw_topk=args.raw_topk)
     return 0
 
 
