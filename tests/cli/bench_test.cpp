@@ -1,11 +1,15 @@
 // `sieve bench`: the per-stage work model (bytes and flops that the rooflines divide) checked
-// against hand counts, and a small layer sweep that must time every stage it claims to time.
+// against hand counts, a small layer sweep that must time every stage it claims to time, and the
+// rule that flags noisy points.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "bench_layers.h"
 #include "bench_roofline.h"
 #include "core/cpu_features.h"
 #include "models/attention_layout.h"
+#include "noise.h"
 #include "presets.h"
 
 namespace sieve::cli {
@@ -128,6 +132,91 @@ TEST(BenchLayers, SmallSweepTimesEveryStage) {
 
     o.batches = {0};
     EXPECT_FALSE(run_layer_bench(o, {}).has_value());
+}
+
+// A decode sweep of one series on a contexts × batches grid: each point's step and its attention
+// stage (three quarters of the step) at `ratio` × their rooflines, the work growing with context and
+// batch; `slow` multiplies the attention time of one point.
+struct Grid {
+    std::vector<int64_t> contexts = {4096, 16384, 65536, 131072};
+    std::vector<int64_t> batches = {1, 4, 16};
+};
+std::vector<bench::NoisePoint> decode_sweep(const Grid& g, double ratio, int64_t slow_context = 0,
+                                            int64_t slow_batch = 0, double slow = 1.0) {
+    std::vector<bench::NoisePoint> points;
+    for (int64_t c : g.contexts)
+        for (int64_t b : g.batches) {
+            bench::NoisePoint p;
+            p.series = "layer 2 decode sparse";
+            p.at = {c, b};
+            const double roof = 1e-6 * static_cast<double>(b) * std::log2(static_cast<double>(c));
+            const double attention = 0.75 * ratio * roof * (c == slow_context && b == slow_batch ? slow : 1.0);
+            const double projections = 0.25 * ratio * roof;
+            p.step = {"step", attention + projections, roof};
+            p.stages = {{"projections", projections, 0.25 * roof}, {"attention", attention, 0.75 * roof}};
+            points.push_back(p);
+        }
+    return points;
+}
+
+size_t count_noisy(const std::vector<bench::Noise>& noise) {
+    size_t n = 0;
+    for (const bench::Noise& x : noise) n += x.noisy();
+    return n;
+}
+
+TEST(BenchNoise, AQuietSweepIsNotFlagged) {
+    const std::vector<bench::Noise> noise = bench::judge_noise(decode_sweep(Grid{}, 1.6));
+    EXPECT_EQ(count_noisy(noise), 0u);
+}
+
+TEST(BenchNoise, APointThreeTimesOffItsNeighboursIsFlagged) {
+    const Grid g;
+    const auto points = decode_sweep(g, 1.6, 16384, 4, 3.0);
+    const std::vector<bench::Noise> noise = bench::judge_noise(points);
+    ASSERT_EQ(noise.size(), points.size());
+    for (size_t i = 0; i < points.size(); ++i) {
+        SCOPED_TRACE(fmt::format("context {} batch {}", points[i].at[0], points[i].at[1]));
+        const bool odd = points[i].at[0] == 16384 && points[i].at[1] == 4;
+        EXPECT_EQ(noise[i].noisy(), odd) << noise[i].reason;
+        if (!odd) continue;
+        EXPECT_TRUE(noise[i].out_of_line);
+        EXPECT_FALSE(noise[i].above_roofline);
+        EXPECT_NE(noise[i].reason.find("attention"), std::string::npos) << noise[i].reason;
+        EXPECT_NE(noise[i].reason.find("contexts"), std::string::npos) << noise[i].reason;
+        EXPECT_NE(noise[i].reason.find("batches"), std::string::npos) << noise[i].reason;
+    }
+    // The first point of the sweep, with neighbours on one side only.
+    const std::vector<bench::Noise> edge = bench::judge_noise(decode_sweep(g, 1.6, 4096, 1, 3.0));
+    EXPECT_TRUE(edge.front().out_of_line) << edge.front().reason;
+    EXPECT_EQ(count_noisy(edge), 1u);
+}
+
+TEST(BenchNoise, WhatLoadCannotCauseIsNotFlagged) {
+    const Grid g;
+    // Faster than its neighbours (and slower than its roofline): not a sign of load on itself.
+    EXPECT_EQ(count_noisy(bench::judge_noise(decode_sweep(g, 4.0, 16384, 4, 1.0 / 3))), 0u);
+    // Within the factor.
+    EXPECT_EQ(count_noisy(bench::judge_noise(decode_sweep(g, 1.6, 16384, 4, 1.8))), 0u);
+    // Two points per line: neither can be told to be the odd one.
+    EXPECT_EQ(count_noisy(bench::judge_noise(decode_sweep({{4096, 16384}, {1, 4}}, 1.6, 16384, 4, 3.0))), 0u);
+    // A stage below the judged fraction of its step, 3x off: its time is mostly fixed cost.
+    auto points = decode_sweep(g, 1.6);
+    for (bench::NoisePoint& p : points) p.stages.push_back({"top-k", 0.01 * p.step.seconds, 0.001 * p.step.seconds});
+    points[4].stages.back().seconds *= 3;
+    EXPECT_EQ(count_noisy(bench::judge_noise(points)), 0u);
+}
+
+TEST(BenchNoise, AboveTheRooflineOrSpreadIsFlagged) {
+    auto points = decode_sweep(Grid{}, 1.6);
+    points[2].step.seconds = 0.8 * points[2].step.roofline_seconds;  // faster than the ceilings allow
+    points[5].spread = 0.8;
+    const std::vector<bench::Noise> noise = bench::judge_noise(points);
+    EXPECT_TRUE(noise[2].above_roofline);
+    EXPECT_NE(noise[2].reason.find("step at 125% of its roofline"), std::string::npos) << noise[2].reason;
+    EXPECT_TRUE(noise[5].spread);
+    EXPECT_NE(noise[5].reason.find("spread 80%"), std::string::npos) << noise[5].reason;
+    EXPECT_EQ(count_noisy(noise), 2u);
 }
 
 }  // namespace
