@@ -1,11 +1,12 @@
 // `sieve bench`: the per-stage work model (bytes and flops that the rooflines divide) checked
-// against hand counts, a small layer sweep that must time every stage it claims to time, and the
-// rule that flags noisy points.
+// against hand counts, a small layer sweep that must time every stage it claims to time, the rule
+// that flags noisy points and the plot's layout.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "bench_layers.h"
+#include "bench_plot.h"
 #include "bench_roofline.h"
 #include "core/cpu_features.h"
 #include "models/attention_layout.h"
@@ -217,6 +218,90 @@ TEST(BenchNoise, AboveTheRooflineOrSpreadIsFlagged) {
     EXPECT_TRUE(noise[5].spread);
     EXPECT_NE(noise[5].reason.find("spread 80%"), std::string::npos) << noise[5].reason;
     EXPECT_EQ(count_noisy(noise), 2u);
+}
+
+LayerPoint plot_point(const std::string& preset, int64_t layer, const std::string& variant, int64_t batch,
+                      int64_t context, double seconds) {
+    LayerPoint p;
+    p.preset = preset;
+    p.layer = layer;
+    p.kind = layer == 2 ? "csa" : "hca";
+    p.phase = "decode";
+    p.variant = variant;
+    p.isa = "avx512_bf16";
+    p.threads = 2;
+    p.batch = batch;
+    p.context = context;
+    p.tokens = batch;
+    p.seconds = seconds;
+    return p;
+}
+
+size_t count_of(const std::string& s, const std::string& part) {
+    size_t n = 0;
+    for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+    return n;
+}
+
+bool inside(const PlotBox& inner, const PlotBox& outer) {
+    return inner.x >= outer.x && inner.y >= outer.y && inner.x + inner.w <= outer.x + outer.w &&
+           inner.y + inner.h <= outer.y + outer.h;
+}
+bool overlap(const PlotBox& a, const PlotBox& b) {
+    return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+}
+
+TEST(BenchPlot, ARowPerBatchMeasuredWithoutBatchOne) {
+    std::vector<LayerPoint> points;
+    for (int64_t batch : {4, 16})
+        for (int64_t layer : {2, 3})
+            for (int64_t ctx : {4096, 16384, 65536})
+                points.push_back(plot_point("deepseek-v4-flash", layer, "sparse", batch, ctx, 1e-3 * batch * layer));
+    points.push_back(plot_point("deepseek-v4-flash", 2, "sparse", 4, 131072, 1e-2));
+    points.back().noise = "attention 3.0x the time per unit of work of its neighbouring contexts";
+    points.push_back(plot_point("deepseek-v4-flash", 2, "sparse", 1, 4096, 1e-3));
+    points.back().isa = "avx2";  // another ISA: not plotted
+    points.push_back(plot_point("deepseek-v4-flash", 2, "sparse", 1, 131072, 1e-3));  // a comparison point
+    const DecodePlot plot = decode_plot(points, "avx512_bf16", 2, {4, 16});
+    EXPECT_EQ(plot.batches, (std::vector<int64_t>{4, 16}));
+    EXPECT_NE(plot.svg.find(">deepseek-v4-flash, batch 4<"), std::string::npos);
+    EXPECT_NE(plot.svg.find(">deepseek-v4-flash, batch 16<"), std::string::npos);
+    EXPECT_EQ(plot.svg.find("batch 1<"), std::string::npos);
+    EXPECT_EQ(count_of(plot.svg, "<polyline"), 4u);  // two layers in two panels
+    EXPECT_EQ(plot.plot_areas.size(), 2u);
+    EXPECT_EQ(count_of(plot.svg, "r=\"6\""), 2u);  // the noisy point's ring and its legend entry
+    EXPECT_NE(plot.svg.find(">layer 2 (csa)<"), std::string::npos);
+    EXPECT_NE(plot.svg.find(">step time (ms)<"), std::string::npos);
+    EXPECT_NE(plot.svg.find(">context (tokens in the cache)<"), std::string::npos);
+}
+
+TEST(BenchPlot, TitleLegendsAndLabelsFitTheCanvasAndLeaveThePlotAreasFree) {
+    for (const std::vector<std::string>& presets :
+         {std::vector<std::string>{"qwen3.8-flash-next"}, std::vector<std::string>{"deepseek-v4-flash", "hy4", "qwen3.8-flash-next"}}) {
+        std::vector<LayerPoint> points;
+        for (const std::string& preset : presets)
+            for (int64_t batch : {1, 4})
+                for (int64_t ctx : {4096, 131072}) {
+                    points.push_back(plot_point(preset, 2, "sparse", batch, ctx, 2e-3));
+                    points.push_back(plot_point(preset, 3, "sparse", batch, ctx, 9e-3));
+                    if (batch == 1) points.push_back(plot_point(preset, 2, "dense", batch, ctx, 4e-2));
+                }
+        const DecodePlot plot = decode_plot(points, "avx512_bf16", 2, {1, 4});
+        SCOPED_TRACE(presets.size());
+        ASSERT_EQ(plot.plot_areas.size(), 2 * presets.size());
+        ASSERT_EQ(plot.legends.size(), presets.size());
+        std::vector<PlotBox> text = plot.labels;
+        text.push_back(plot.title);
+        text.insert(text.end(), plot.legends.begin(), plot.legends.end());
+        for (const PlotBox& b : text) {
+            EXPECT_TRUE(inside(b, plot.canvas)) << b.x << "," << b.y << " " << b.w << "x" << b.h;
+            for (const PlotBox& area : plot.plot_areas) EXPECT_FALSE(overlap(b, area)) << b.x << "," << b.y;
+        }
+        for (size_t i = 0; i < text.size(); ++i)
+            for (size_t j = i + 1; j < text.size(); ++j) EXPECT_FALSE(overlap(text[i], text[j])) << i << " " << j;
+        for (const PlotBox& area : plot.plot_areas) EXPECT_TRUE(inside(area, plot.canvas));
+        EXPECT_NE(plot.svg.find(fmt::format("width=\"{:.0f}\"", std::ceil(plot.canvas.w))), std::string::npos);
+    }
 }
 
 }  // namespace

@@ -322,7 +322,7 @@ Status run_bench(const BenchOptions& options, std::ostream& out) {
     if (!options.svg.empty() && !points.empty()) {
         std::ofstream f(options.svg);
         if (!f) return io_error("cannot write the plot to {}", options.svg);
-        f << decode_plot_svg(points, main_isa, pool.size());
+        f << decode_plot(points, main_isa, pool.size(), lo.batches).svg;
         if (!f) return io_error("writing the plot to {} failed", options.svg);
     }
     if (options.json) {

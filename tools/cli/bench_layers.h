@@ -51,6 +51,7 @@ struct LayerPoint {
     double spread = 0;    // (max − min) / median over the repetitions
     std::array<double, static_cast<size_t>(Stage::count)> stage_seconds{};  // medians per stage
     StepWork work{};      // bytes and flops per stage (bench_roofline.h)
+    std::string noise;    // why the point looks timed under load (tools/bench/noise.h); empty: it does not
 };
 
 // Runs the sweep; `progress` (optional) gets a line per point as it finishes.
