@@ -28,6 +28,9 @@ inline constexpr int kAttnHeadBlock = 4;
 // e^x for x ≤ 0 (softmax weights after subtracting the running max): x = n·ln2 + r, |r| ≤ ln2/2, e^r by its
 // degree-7 Taylor polynomial (truncation < 6e-9 relative), 2^n through the exponent bits. Within ~2 ulp of
 // expf; arguments below −87 give ≈ 2^-126 instead of a smaller subnormal (negligible next to the max term 1).
+// A NaN argument (a NaN logit, or inf − inf) gives NaN, as expf does: the clamp takes x as max's second
+// operand, which MAXPS returns when either is NaN, so the NaN reaches the polynomial instead of becoming −87
+// and a softmax over non-finite logits stays non-finite (ops/sparse_mla.h, ops/sparse_mqa.h).
 #if defined(__AVX512F__)
 inline VF attn_vf_from_int(VI a) { return {_mm512_cvtepi32_ps(a.v)}; }
 #elif defined(__AVX2__)
@@ -37,7 +40,7 @@ inline VF attn_vf_from_int(VI a) { return {static_cast<float>(a.v)}; }
 #endif
 
 inline VF vf_exp_nonpositive(VF x) {
-    x = vf_max(x, vf_set1(-87.0f));
+    x = vf_max(vf_set1(-87.0f), x);  // NaN stays NaN (see above); the conversion then gives INT32_MIN
     const VI n = vi_cvt_rne(vf_mul(x, vf_set1(1.44269504088896341f)));
     const VF nf = attn_vf_from_int(n);
     VF r = vf_sub(x, vf_mul(nf, vf_set1(0.693145751953125f)));  // ln2 split: hi (exact product) + lo

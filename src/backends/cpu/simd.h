@@ -52,6 +52,7 @@ inline uint16_t s_f32_to_bf16(float f) {
 }
 inline int64_t s_min(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t s_max(int64_t a, int64_t b) { return a > b ? a : b; }
+// The rule of MAXPS / MINPS (vf_max, vf_min): b when either operand is NaN.
 inline float s_fmax(float a, float b) { return a > b ? a : b; }
 inline float s_fmin(float a, float b) { return a < b ? a : b; }
 
@@ -349,8 +350,10 @@ inline VF vf_add(VF a, VF b) { return {a.v + b.v}; }
 inline VF vf_sub(VF a, VF b) { return {a.v - b.v}; }
 inline VF vf_mul(VF a, VF b) { return {a.v * b.v}; }
 inline VF vf_fma(VF a, VF b, VF c) { return {a.v * b.v + c.v}; }  // two roundings: no FMA in the baseline ISA
-inline VF vf_min(VF a, VF b) { return {b.v < a.v ? b.v : a.v}; }
-inline VF vf_max(VF a, VF b) { return {b.v > a.v ? b.v : a.v}; }
+// MINPS / MAXPS exactly: a < b ? a : b and a > b ? a : b, so a NaN in either operand, and a pair of
+// zeros of either sign, give the second operand (Intel SDM, MINPS/MAXPS), as in the vector paths above.
+inline VF vf_min(VF a, VF b) { return {a.v < b.v ? a.v : b.v}; }
+inline VF vf_max(VF a, VF b) { return {a.v > b.v ? a.v : b.v}; }
 inline float vf_sum(VF a) { return a.v; }
 // One lane has no pairs: the kLanes == 1 paths of the kernels never call these two.
 inline VF vf_swap_pairs(VF a) { return a; }
@@ -375,7 +378,12 @@ inline uint32_t vi_lt_mask(VI a, VI b) { return a.v < b.v ? 1u : 0u; }
 inline uint32_t vi_ge_mask(VI a, VI b) { return a.v >= b.v ? 1u : 0u; }
 inline uint32_t vi_eq_mask(VI a, VI b) { return a.v == b.v ? 1u : 0u; }
 inline VI vi_select(uint32_t mask, VI if_set, VI if_clear) { return mask ? if_set : if_clear; }
-inline VI vi_cvt_rne(VF a) { return {static_cast<int32_t>(__builtin_nearbyintf(a.v))}; }
+// CVTPS2DQ exactly: NaN and values that round outside int32 give the "integer indefinite" INT32_MIN
+// (Intel SDM, CVTPS2DQ), where a plain cast would be undefined behaviour.
+inline VI vi_cvt_rne(VF a) {
+    const float r = __builtin_nearbyintf(a.v);
+    return {r >= -2147483648.0f && r < 2147483648.0f ? static_cast<int32_t>(r) : INT32_MIN};
+}
 inline VI vi_load_i8(const uint8_t* p) { return {static_cast<int8_t>(*p)}; }
 inline void vi_store_u8(uint8_t* p, VI a) { *p = static_cast<uint8_t>(a.v); }
 inline int vi_compress_store(int32_t* out, uint32_t mask, VI a) {

@@ -1,0 +1,3 @@
+// simd_probe.h at the avx512 level: compiled with that level's flags (tests/ops/CMakeLists.txt).
+#define SIEVE_SIMD_PROBE simd_probe_avx512
+#include "simd_probe_impl.inl"
