@@ -18,7 +18,11 @@
 // the row's chunk, and the sums gathered so far are rescaled by exp(M_old − M_new) in fp32 when it grows.
 // In exact arithmetic this is the formula above; with bf16 P it rounds exp(l_j − M_chunk) instead of
 // exp(l_j − M), a difference within P's own rounding (ref: one chunk, the global max).
-//   a row with no valid entry gives o = 0 (§4.6: padding rows produce zero output).
+//   a row with no valid entry gives o = 0 (§4.6: padding rows produce zero output), the only case set to 0:
+//   every other o is the quotient above in IEEE arithmetic, never masked, so a NaN in q[t, h] or in a listed
+//   K_j, a logit of +inf (inf / inf), or logits that are all −inf give o = NaN, and a NaN in dim i of a
+//   listed V_j gives o[i] = NaN (then y too: the gate multiplies); a −inf logit beside a finite maximum
+//   weighs 0.
 // Output gate (§4.8; gate == nullptr: y = o):
 //   math f32:  y = o · σ(gate[t, h, i]),  σ(x) = 1 / (1 + exp(−x))   fp32
 //   math bf16: y = bf16( bf16(o) · bf16(σ(gate)) )                   (§9 item 6: sigmoid and multiply in BF16)

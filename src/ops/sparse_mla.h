@@ -27,6 +27,10 @@
 //   out[t,h] = Σ_j exp(l_j − M) · c_j / den                (V = the first R dims of K_j), cast once
 // The sink is a natural-log logit, not multiplied by `scale` (§2.8, "Decisions for sieve"). A row with no
 // listed entry gets out = 0 (FlashMLA's "lonely q"); σ_h = +inf gives out = 0; σ_h = −inf has no effect.
+// Those are the only rows set to 0; every other row is the quotient above in IEEE arithmetic, never masked:
+// a NaN in q[t, h], in σ_h or anywhere in a listed entry (latent, rope dims, fp8 scale or NaN byte), a logit
+// of +inf (inf / inf), or logits that are all −inf without a sink (−inf − (−inf)) give out[t, h] = NaN; only
+// a −inf logit beside a finite maximum simply weighs 0. So non-finite inputs show as non-finite outputs.
 // `scale` is the config's softmax scale (Dqk^-0.5 · m², §2.3), the same as for the naive form.
 // Slots are global cache slots (block_table[req][e / B] · B + e % B, §4.3), resolved by the caller.
 #pragma once

@@ -15,8 +15,11 @@
 //   o     = Σ_j e^(l_j − M) · v_j / (Σ_j e^(l_j − M) + e^(sink[h] − M))
 // i.e. the sink is a virtual key of logit sink[h] (natural-log units, not scaled) with a zero value
 // (§3.8 "sink in softmax denominator"); M only guards the exponentials. A token with no valid row gets
-// o = 0 (§3.8 FlashMLA "lonely query"). Computed in fp32 (ref: double) with any accumulation order;
-// the result is cast to out_type once. q rows of bf16 are widened exactly.
+// o = 0 (§3.8 FlashMLA "lonely query"), the only case set to 0: every other o is the quotient above in
+// IEEE arithmetic, never masked, so a NaN in q[t, h], in sink[h] or in a listed row, a logit or sink of
+// +inf (inf / inf), or logits that are all −inf without a sink give o[t, h] = NaN (a −inf logit beside a
+// finite maximum weighs 0). Computed in fp32 (ref: double) with any accumulation order; the result is
+// cast to out_type once. q rows of bf16 are widened exactly.
 //
 // The cpu backend dequantizes each selected row once for all heads of the token (DESIGN.md; the
 // vLLM CPU kernel's structure, §3.8); run needs the workspace sparse_mqa_workspace_size() gives.

@@ -220,5 +220,93 @@ TEST(QsaSparseGqaKnownValues, SoftmaxOverListedPositionsThenGate) {
     }
 }
 
+// Non-finite inputs give non-finite outputs and only an empty row gives 0 (ops/qsa_sparse_gqa.h), on ref
+// and every backend, for both math modes and f32 / bf16 q and kv, with the gate, over three chunks of
+// listed rows. One request of 300 positions; 24 heads on 2 KV heads (12 per group). Tokens:
+//   0 clean rows: finite      1 no valid row: exactly 0      2 NaN in head 3 of q: head 3 NaN
+//   3 position 0 (NaN in KV head 0's K) listed first: heads 0-11 NaN, 12-23 finite
+//   4 position 1 (NaN in KV head 1's V, dim 7) listed last: heads 12-23 non-finite (NaN in dim 7; the
+//     logits stay finite), 0-11 finite
+//   5 position 2 (inf in KV head 0's V) listed: heads 0-11 non-finite
+TEST(QsaSparseGqaConformance, NonFiniteInputsGiveNonFiniteOutputsAndEmptyRowsZero) {
+    auto backends = backends_under_test();
+    backends.push_back({"ref", ref_backend()});
+    Rng rng(9002);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const int64_t T = 6, H = 24, HKV = 2, D = 64, L = 300, N = 150;
+    for (const DType type : {DType::f32, DType::bf16})
+        for (const QsaAttentionMath math : {QsaAttentionMath::f32, QsaAttentionMath::bf16}) {
+            SCOPED_TRACE(fmt::format("q/kv {} math {}", dtype_name(type), qsa_attention_math_name(math)));
+            QsaPagedCache kv(rng, {L}, 16, 2 * HKV * D * static_cast<int64_t>(dtype_size(type)));
+            kv.fill(type, 2 * HKV * D, [&] { return rng.normal(1.5f); });
+            auto poison = [&](int64_t pos, int64_t i, float v) {  // element i of the entry [HKV, 2, D]
+                if (type == DType::bf16)
+                    reinterpret_cast<uint16_t*>(kv.entry(0, pos))[i] = f32_to_bf16(v);
+                else
+                    reinterpret_cast<float*>(kv.entry(0, pos))[i] = v;
+            };
+            poison(0, 5, nan);              // K of KV head 0
+            poison(1, 3 * D + 7, nan);      // V of KV head 1
+            poison(2, D + 9, inf);          // V of KV head 0
+            const RowsLayout ql{T, H, D, H * D, D};
+            RowsTensor q(ql, type), gate(ql, type);
+            q.fill([&] { return rng.normal(1.0f); });
+            gate.fill([&] { return rng.normal(2.0f); });
+            if (type == DType::bf16)
+                q.buf.as<uint16_t>()[ql.offset(2, 3, 11)] = f32_to_bf16(nan);
+            else
+                q.buf.as<float>()[ql.offset(2, 3, 11)] = nan;
+            std::vector<int32_t> idx(static_cast<size_t>(T * N), -1);
+            for (int64_t tk = 0; tk < T; ++tk) {
+                if (tk == 1) continue;  // no valid row
+                std::vector<int32_t> pos(static_cast<size_t>(L - 3));
+                std::iota(pos.begin(), pos.end(), 3);
+                std::shuffle(pos.begin(), pos.end(), rng.engine());
+                for (int64_t j = 0; j < N; ++j)
+                    if (!rng.coin(0.1)) idx[static_cast<size_t>(tk * N + j)] = pos[static_cast<size_t>(j)];
+            }
+            idx[static_cast<size_t>(3 * N)] = 0;
+            idx[static_cast<size_t>(4 * N + N - 1)] = 1;
+            idx[static_cast<size_t>(5 * N + 60)] = 2;
+            const std::vector<int32_t> token_request(static_cast<size_t>(T), 0);
+            auto expect = [&](int64_t tk, int64_t h) {
+                const int64_t g = h / (H / HKV);
+                if (tk == 1) return RowExpect::zero;
+                if ((tk == 2 && h == 3) || (tk == 3 && g == 0)) return RowExpect::nan;
+                if ((tk == 4 && g == 1) || (tk == 5 && g == 0)) return RowExpect::non_finite;
+                return RowExpect::finite;
+            };
+            for (auto& nb : backends) {
+                RowsTensor out(ql, DType::f32);
+                QsaSparseGqaParams p;
+                p.q = q.data();
+                p.kv = kv.view();
+                p.tables = kv.tables(token_request);
+                p.indices = idx.data();
+                p.gate = gate.data();
+                p.out = out.data();
+                p.n_tokens = T;
+                p.n_heads = H;
+                p.n_kv_heads = HKV;
+                p.head_dim = D;
+                p.n_indices = N;
+                p.index_row_stride = N;
+                p.q_token_stride = p.gate_token_stride = p.out_token_stride = H * D;
+                p.q_head_stride = p.gate_head_stride = p.out_head_stride = D;
+                p.scale = 0.125f;
+                p.math = math;
+                p.q_type = p.kv_type = p.gate_type = type;
+                p.out_type = DType::f32;
+                const size_t ws_bytes = nb.backend->qsa_sparse_gqa_workspace_size(p);
+                GuardedBuffer ws(std::max<size_t>(ws_bytes, 1));
+                const Status st = nb.backend->qsa_sparse_gqa(p, {ws.data(), ws_bytes});
+                ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
+                for (int64_t tk = 0; tk < T; ++tk)
+                    for (int64_t h = 0; h < H; ++h) EXPECT_TRUE(row_is(out, tk, h, expect(tk, h), nb.spec));
+                EXPECT_TRUE(out.intact(nb.spec));
+            }
+        }
+}
+
 }  // namespace
 }  // namespace sieve::test

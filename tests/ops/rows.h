@@ -52,4 +52,39 @@ struct RowsTensor {
     void copy_from(const RowsTensor& o) { std::memcpy(buf.data(), o.buf.data(), buf.bytes()); }
 };
 
+// What a (token, head) row of an attention output must hold in the non-finite input cases of the
+// sparse-attention contracts: finite values, exact zeros (no valid row), NaN everywhere, or at least
+// one non-finite value (infinite inputs, whose rows mix inf and NaN by position).
+enum class RowExpect { finite, zero, nan, non_finite };
+
+inline const char* row_expect_name(RowExpect e) {
+    switch (e) {
+        case RowExpect::finite: return "finite";
+        case RowExpect::zero: return "zero";
+        case RowExpect::nan: return "NaN";
+        case RowExpect::non_finite: return "non-finite";
+    }
+    return "?";
+}
+
+inline testing::AssertionResult row_is(const RowsTensor& out, int64_t tk, int64_t h, RowExpect e, const std::string& what) {
+    int64_t n_finite = 0, n_zero = 0, n_nan = 0;
+    for (int64_t i = 0; i < out.l.dim; ++i) {
+        const float v = out.get(tk, h, i);
+        n_finite += std::isfinite(v);
+        n_zero += v == 0.0f;
+        n_nan += std::isnan(v);
+    }
+    const int64_t n = out.l.dim;
+    const bool ok = e == RowExpect::finite ? n_finite == n
+                  : e == RowExpect::zero   ? n_zero == n
+                  : e == RowExpect::nan    ? n_nan == n
+                                           : n_finite < n;
+    if (ok) return testing::AssertionSuccess();
+    return testing::AssertionFailure() << what << ": token " << tk << " head " << h << " should be "
+                                       << row_expect_name(e) << ", has " << n_finite << " finite (" << n_zero
+                                       << " zero), " << n_nan << " NaN of " << n << " values (first "
+                                       << out.get(tk, h, 0) << ")";
+}
+
 }  // namespace sieve::test

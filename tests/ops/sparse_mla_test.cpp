@@ -379,6 +379,108 @@ TEST(SparseMlaAttention, KnownValues) {
     }
 }
 
+// Non-finite inputs give non-finite outputs and only an empty row gives 0 (ops/sparse_mla.h), on ref and
+// every backend, for both cache formats and q types, with and without a sink, over three chunks of 64
+// listed entries. Cache slots 0-2 are corrupted: a NaN latent value (or e4m3 NaN byte), a NaN rope value,
+// and an infinite latent value (fp8: a huge block scale, FLT_MAX · e4m3 overflowing to inf). Tokens:
+//   0 clean entries: finite          1 no valid entry: exactly 0 (sink or not)
+//   2 NaN in head 3's rope part of q: head 3 NaN     3 NaN in head 0's latent part of q: head 0 NaN
+//   4 slot 0 listed first: NaN       5 slot 1 listed last, in the third chunk: NaN
+//   6 slot 2 listed: non-finite      and a NaN sink of head 2: head 2 NaN in every non-empty token.
+TEST(SparseMlaAttention, NonFiniteInputsGiveNonFiniteOutputsAndEmptyRowsZero) {
+    auto backends = backends_under_test();
+    backends.push_back({"ref", ref_backend()});
+    auto ref = ref_backend();
+    Rng rng(7104);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const int64_t r = 512, dr = 64, dqk = r + dr, H = 16, T = 7, K = 150, block_size = 16, n_blocks = 16;
+    for (const auto format : {SparseMlaCacheFormat::f32, SparseMlaCacheFormat::fp8_ds_mla})
+        for (const DType q_type : {DType::f32, DType::bf16})
+            for (const int sink_kind : {0, 1, 2}) {  // none, finite, finite with head 2 NaN
+                SCOPED_TRACE(fmt::format("{} q {} sink {}", sparse_mla_cache_format_name(format), dtype_name(q_type),
+                                         sink_kind));
+                GuardedCache cache(n_blocks, block_size, sparse_mla_entry_bytes(format, r, dr));
+                fill_cache(*ref, cache, format, r, dr, rng);
+                auto entry = [&](int64_t slot) {
+                    return cache.buf.as<uint8_t>() + (slot / block_size) * cache.view.block_bytes +
+                           (slot % block_size) * cache.view.entry_bytes;
+                };
+                const int64_t g = sparse_mla_quant_group(r);
+                if (format == SparseMlaCacheFormat::f32) {
+                    const float inf = kInf;
+                    std::memcpy(entry(0) + 4 * 17, &nan, 4);        // latent dim 17
+                    std::memcpy(entry(1) + 4 * (r + 9), &nan, 4);   // rope dim 9
+                    std::memcpy(entry(2) + 4 * 300, &inf, 4);       // latent dim 300
+                } else {
+                    entry(0)[17] = 0x7f;                            // e4m3 NaN byte
+                    const uint16_t nan_bf16 = f32_to_bf16(nan);
+                    std::memcpy(entry(1) + r + 4 * (r / g) + 2 * 9, &nan_bf16, 2);
+                    const float huge = std::numeric_limits<float>::max();
+                    std::memcpy(entry(2) + r + 4 * 2, &huge, 4);    // the scale of latent dims [256, 384)
+                }
+                RowsLayout ql{T, H, dqk, H * dqk, dqk};
+                RowsTensor q(ql, q_type);
+                q.fill([&] { return rng.normal(1.0f); });
+                auto poison_q = [&](int64_t tk, int64_t h, int64_t i) {
+                    if (q_type == DType::bf16)
+                        q.buf.as<uint16_t>()[ql.offset(tk, h, i)] = f32_to_bf16(nan);
+                    else
+                        q.buf.as<float>()[ql.offset(tk, h, i)] = nan;
+                };
+                poison_q(2, 3, r + 5);
+                poison_q(3, 0, 7);
+                std::vector<int32_t> slots(static_cast<size_t>(T * K), -1);
+                for (int64_t tk = 0; tk < T; ++tk) {
+                    if (tk == 1) continue;  // the empty row
+                    for (int64_t j = 0; j < K; ++j)
+                        if (!rng.coin(0.1)) slots[static_cast<size_t>(tk * K + j)] = static_cast<int32_t>(rng.integer(3, cache.n_slots() - 1));
+                }
+                slots[static_cast<size_t>(4 * K)] = 0;
+                slots[static_cast<size_t>(5 * K + K - 1)] = 1;
+                slots[static_cast<size_t>(6 * K + 40)] = 2;
+                std::vector<float> sink(static_cast<size_t>(H));
+                for (auto& v : sink) v = rng.normal(2.0f);
+                if (sink_kind == 2) sink[2] = nan;
+                auto expect = [&](int64_t tk, int64_t h) {
+                    if (tk == 1) return RowExpect::zero;
+                    if (tk >= 4) return tk == 6 ? RowExpect::non_finite : RowExpect::nan;
+                    if ((tk == 2 && h == 3) || (tk == 3 && h == 0) || (sink_kind == 2 && h == 2)) return RowExpect::nan;
+                    return RowExpect::finite;
+                };
+                for (auto& nb : backends) {
+                    const RowsLayout ol{T, H, r, H * r, r};
+                    RowsTensor out(ol, DType::f32);
+                    SparseMlaAttentionParams p;
+                    p.q = q.data();
+                    p.cache = cache.view;
+                    p.n_slots = cache.n_slots();
+                    p.slots = slots.data();
+                    p.sink = sink_kind ? sink.data() : nullptr;
+                    p.out = out.data();
+                    p.scale = 0.05f;
+                    p.n_tokens = T;
+                    p.n_heads = H;
+                    p.kv_lora_rank = r;
+                    p.rope_dim = dr;
+                    p.topk = K;
+                    p.q_token_stride = H * dqk;
+                    p.q_head_stride = dqk;
+                    p.slots_row_stride = K;
+                    p.out_token_stride = H * r;
+                    p.out_head_stride = r;
+                    p.format = format;
+                    p.q_type = q_type;
+                    const size_t ws_bytes = nb.backend->sparse_mla_attention_workspace_size(p);
+                    GuardedBuffer ws(std::max<size_t>(1, ws_bytes));
+                    const Status st = nb.backend->sparse_mla_attention(p, {ws.data(), ws_bytes});
+                    ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
+                    for (int64_t tk = 0; tk < T; ++tk)
+                        for (int64_t h = 0; h < H; ++h) EXPECT_TRUE(row_is(out, tk, h, expect(tk, h), nb.spec));
+                    EXPECT_TRUE(out.intact(nb.spec));
+                }
+            }
+}
+
 TEST(SparseMlaValidate, RejectsMalformedCalls) {
     GuardedCache cache(2, 4, sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 8, 2));
     std::vector<float> q(2 * 10, 0.0f), out(2 * 8, 0.0f);

@@ -114,7 +114,8 @@ void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, 
     for (int64_t h = 0; h < nh; ++h) {
         const char* q = static_cast<const char*>(p.q) + (t * p.q_token_stride + (h0 + h) * p.q_head_stride) * (qb ? 2 : 4);
         load_row_f32(q, qb, dqk, qf + h * dqk);
-        // The sink starts the running max and contributes exp(σ − σ) = 1 to the denominator (§2.8).
+        // The sink starts the running max and contributes exp(σ − σ) = 1 to the denominator (§2.8); a NaN
+        // sink contributes nothing here and poisons den through the first rescale factor e^(σ − M).
         const float sink = p.sink ? p.sink[h0 + h] : -inf;
         mx[h] = sink;
         den[h] = sink > -inf ? 1.0f : 0.0f;
@@ -143,11 +144,13 @@ void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, 
             for (int b = 0; b < nb; ++b) {
                 const int64_t h = hb + b;
                 float* lh = lg + h * C;
-                if (mx[h] == inf) {  // σ = +inf: the output is 0; weights 0 keep acc at 0
+                if (p.sink && p.sink[h0 + h] == inf) {  // σ = +inf: the output is 0; weights 0 keep acc at 0
                     for (int64_t c = 0; c < nc; ++c) lh[c] = 0.0f;
                     factor[b] = 0.0f;
                     continue;
                 }
+                // A NaN logit may or may not become m; either way its weight below is NaN (vf_exp_nonpositive,
+                // expf), so den and acc turn NaN and stay NaN: the output is NaN (ops/sparse_mla.h).
                 float m = mx[h];
                 for (int64_t c = 0; c < nc; ++c) m = s_fmax(m, lh[c]);
                 VF vsum = vf_zero();
@@ -172,7 +175,9 @@ void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, 
     }
     for (int64_t h = 0; h < nh; ++h) {
         char* o = static_cast<char*>(p.out) + (t * p.out_token_stride + (h0 + h) * p.out_head_stride) * (ob ? 2 : 4);
-        const bool zero = n_valid == 0 || mx[h] == inf || !(den[h] > 0.0f);  // lonely q, σ = +inf
+        // Exactly the rows the contract sends to 0: no valid entry (lonely q) or σ = +inf. Any other den is
+        // ≥ 1 (the max term) or NaN (non-finite logits, values or sink), and NaN must reach the output.
+        const bool zero = n_valid == 0 || (p.sink && p.sink[h0 + h] == inf);
         const float inv = zero ? 0.0f : 1.0f / den[h];
         const float* ah = acc + h * r;
         const VF vinv = vf_set1(inv);

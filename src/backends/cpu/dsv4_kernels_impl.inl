@@ -88,8 +88,8 @@ inline void d4_widen(const void* src, bool bf16, float* dst, int64_t n) {
 // Softmax with the sink (§3.8 "sink in softmax denominator"): the sink starts the running max M, and its
 // term e^(sink − M) starts the denominator at e^0 = 1 (0 without a sink or for sink = −inf, where the
 // virtual key has no weight); each chunk rescales by e^(M_old − M_new). A NaN logit (NaN rows, or
-// inf − inf) makes the head's output NaN, as the formula does (the polynomial exp would hide it: its
-// argument is clamped), so it is detected from the sum of the shifted logits.
+// inf − inf) makes the head's output NaN, as the formula does: vf_exp_nonpositive keeps a NaN argument
+// NaN, so the weight, the denominator and the accumulators all turn NaN.
 
 // Prefetches the cache lines of `slot`'s row (and its scales): the selected rows are scattered in the
 // paged cache, and decoding one row is too short for the out-of-order window to reach the next.
@@ -105,7 +105,8 @@ inline void d4_prefetch_row(const RecordCache& c, int32_t slot) {
 inline constexpr int64_t kMqaPrefetch = 16;
 
 // max(m, x[0 … n)) in lanes, then across them (a serial scalar max is a latency chain of n steps). A NaN
-// x may or may not be taken, depending on the ISA's max: the caller detects NaN logits on its own.
+// x is never taken (MAXPS returns its second operand, m), a NaN m stays: the NaN logit still makes its own
+// weight NaN in the caller.
 inline float d4_max(const float* x, int64_t n, float m) {
     VF vm = vf_set1(m);
     int64_t c = 0;
@@ -175,25 +176,21 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
                 const int64_t h = hb + b;
                 float* lh = lg + h * C;
                 const float m = d4_max(lh, nc, mx[h]);
-                VF vsum = vf_zero(), vx = vf_zero();
+                VF vsum = vf_zero();
                 const VF vm = vf_set1(m);
                 int64_t c = 0;
                 for (; c + kLanes <= nc; c += kLanes) {
-                    const VF x = vf_sub(vf_load(lh + c), vm);
-                    const VF e = vf_exp_nonpositive(x);
+                    const VF e = vf_exp_nonpositive(vf_sub(vf_load(lh + c), vm));
                     vf_store(lh + c, e);
                     vsum = vf_add(vsum, e);
-                    vx = vf_add(vx, x);  // NaN iff some x is (x ≤ 0 otherwise: no inf − inf)
                 }
-                float sum = vf_sum(vsum), xs = vf_sum(vx);
+                float sum = vf_sum(vsum);
                 for (; c < nc; ++c) {
-                    const float x = lh[c] - m;
-                    xs += x;
-                    lh[c] = __builtin_expf(x);
+                    lh[c] = __builtin_expf(lh[c] - m);
                     sum += lh[c];
                 }
                 factor[b] = mx[h] == ninf ? 0.0f : __builtin_expf(mx[h] - m);
-                den[h] = xs == xs ? den[h] * factor[b] + sum : xs;  // NaN sticks: the output is NaN
+                den[h] = den[h] * factor[b] + sum;  // a NaN weight makes sum, and so den, NaN for good
                 mx[h] = m;
             }
             attn_chunk_pv_heads(nb, lg + hb * C, C, kc, d, nc, factor, acc + hb * d, d);

@@ -66,9 +66,11 @@ void qsa_dot4x2(const float* a, int64_t a_stride, const void* b0, const void* b1
 }
 
 // exp(x) for x ≤ 0 (softmax weights; x is clamped to [−87, 0]): 2^n · P(r), n = round(x·log2 e),
-// r = x − n·ln 2 in two parts, P the degree-6 Taylor polynomial (|r| ≤ 0.35: ≈ 2 ulp).
+// r = x − n·ln 2 in two parts, P the degree-6 Taylor polynomial (|r| ≤ 0.35: ≈ 2 ulp). A NaN x gives NaN:
+// x is the second operand of the clamp's max and min, which MAXPS / MINPS return when either is NaN, so a
+// NaN logit makes the output NaN (ops/qsa_sparse_gqa.h) instead of weighing in at e^-87.
 inline VF qsa_vf_exp_nonpos(VF x) {
-    x = vf_min(vf_max(x, vf_set1(-87.0f)), vf_zero());
+    x = vf_min(vf_zero(), vf_max(vf_set1(-87.0f), x));
     const VF magic = vf_set1(12582912.0f);  // 1.5·2^23: adding it rounds to an integer in the low bits
     const VF t = vf_add(vf_mul(x, vf_set1(1.44269504088896341f)), magic);
     const VF n = vf_sub(t, magic);
@@ -630,7 +632,9 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
     float* run_max = s.stats;
     float* run_sum = s.stats + G;
     for (int64_t i = 0; i < G * D; ++i) acc[i] = 0.0f;
-    for (int64_t hh = 0; hh < G; ++hh) run_max[hh] = -3.4028234663852886e38f, run_sum[hh] = 0.0f;
+    // M starts at −inf, not −FLT_MAX: rows whose logits are all −inf (inf inputs) then give −inf − (−inf) =
+    // NaN, as the formula does, rather than an average of their values.
+    for (int64_t hh = 0; hh < G; ++hh) run_max[hh] = -__builtin_inff(), run_sum[hh] = 0.0f;
     if (n > 0) gqa_prefetch_lines(p.kv.base, s.rows, k_off, 0, n < kGqaChunk ? n : kGqaChunk, 0, 2 * D * ke);
     for (int64_t c0 = 0; c0 < n; c0 += kGqaChunk) {
         const int64_t nc = n - c0 < kGqaChunk ? n - c0 : kGqaChunk;

@@ -101,7 +101,10 @@ Status sparse_mla_attention(const SparseMlaAttentionParams& p) {
             const double sink = p.sink ? static_cast<double>(p.sink[h]) : -std::numeric_limits<double>::infinity();
             std::fill(acc.begin(), acc.end(), 0.0);
             double den = 0.0;
-            if (n > 0 && sink != std::numeric_limits<double>::infinity()) {
+            // The rows the contract sends to 0: no listed entry, or σ = +inf. Every other row divides, so a
+            // NaN den (non-finite logits, values or sink) gives a NaN output.
+            const bool zero = n == 0 || sink == std::numeric_limits<double>::infinity();
+            if (!zero) {
                 logits.assign(static_cast<size_t>(n), 0.0);
                 double m = sink;
                 for (int64_t j = 0; j < n; ++j) {
@@ -120,7 +123,7 @@ Status sparse_mla_attention(const SparseMlaAttentionParams& p) {
             }
             const int64_t o = t * p.out_token_stride + h * p.out_head_stride;
             for (int64_t i = 0; i < r; ++i)
-                store(p.out, p.out_type, o + i, den > 0.0 ? static_cast<float>(acc[i] / den) : 0.0f);
+                store(p.out, p.out_type, o + i, zero ? 0.0f : static_cast<float>(acc[i] / den));
         }
     }
     return Status::ok();

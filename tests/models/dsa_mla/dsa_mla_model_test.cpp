@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <regex>
 
 #include "backends/backend.h"
@@ -287,6 +289,58 @@ TEST(DsaMlaModel, Fp8BlockWeightsEqualTheirDequantizedValues) {
                         << "request " << r << " layer " << l;
             EXPECT_EQ(r8->selections, rd->selections);
         }
+    }
+}
+
+// A NaN attention weight, or an FP8 block scale so large that its block dequantizes to inf, makes the layer's
+// outputs non-finite, so that a run counts them (`sieve run` reports non_finite_outputs): NaN logits must
+// not turn into zero rows in sparse MLA attention (ops/sparse_mla.h). Before, attention returned 0 for the
+// poisoned heads and every output stayed finite. Both families, both profiles, cpu and ref.
+TEST_P(NaiveEquivalence, NonFiniteWeightsGiveNonFiniteOutputs) {
+    Fixture f = load_fixture(GetParam());
+    const std::string target = "model.layers.0.self_attn.q_b_proj.weight";
+    for (const bool huge_scale : {false, true}) {
+        std::vector<HostTensor> tensors;
+        for (const HostTensor& t : read_all(*f.checkpoint)) {
+            if (t.name != target) {
+                tensors.push_back(t);
+                continue;
+            }
+            std::vector<float> v = t.f32();
+            if (!huge_scale) {  // one NaN: q of head 0, dim 0, for every token
+                v[0] = std::numeric_limits<float>::quiet_NaN();
+                tensors.push_back(HostTensor::from_f32(t.name, t.shape, v));
+                continue;
+            }
+            // e4m3 values with unit block scales, except block [0, 0]: 3e38, finite (the loader accepts it),
+            // but its e4m3 values of magnitude ≥ 1.2 dequantize to inf.
+            const int64_t rows = t.shape[0], cols = t.shape[1], br = (rows + 127) / 128, bc = (cols + 127) / 128;
+            HostTensor w{t.name, DType::f8_e4m3, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
+            for (size_t i = 0; i < v.size(); ++i) w.bytes[i] = f32_to_fp8_e4m3(std::clamp(v[i] * 64.0f, -448.0f, 448.0f));
+            std::vector<float> scale(static_cast<size_t>(br * bc), 1.0f / 64.0f);
+            scale[0] = 3e38f;
+            tensors.push_back(std::move(w));
+            tensors.push_back(HostTensor::from_f32(target.substr(0, target.size() - 7) + ".weight_scale_inv", {br, bc}, scale));
+        }
+        auto ckpt = make_checkpoint(tensors, huge_scale ? "huge fp8 block scale" : "NaN weight");
+        ASSERT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
+        for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed})
+            for (const char* spec : {"cpu", "ref"}) {
+                SCOPED_TRACE(fmt::format("{} {} {}", huge_scale ? "huge fp8 block scale" : "NaN weight",
+                                         numerics_profile_name(profile), spec));
+                auto b = backend(spec);
+                auto model = load(f.config, **ckpt, *b, profile, {0});
+                ASSERT_TRUE(model.has_value()) << model.status().to_string();
+                auto run = run_model(**model, f, schedule_options("chunk:6"));
+                ASSERT_TRUE(run.has_value()) << run.status().to_string();
+                int64_t non_finite = 0, values = 0;
+                for (const auto& request : run->outputs)
+                    for (float x : request.at(0)) {
+                        non_finite += !std::isfinite(x);
+                        ++values;
+                    }
+                EXPECT_GT(non_finite, 0) << "of " << values << " layer-0 outputs";
+            }
     }
 }
 
