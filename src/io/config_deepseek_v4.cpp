@@ -218,6 +218,12 @@ Expected<DeepseekV4Config> parse_deepseek_v4_config(const ConfigObject& cfg) {
         cfg.read_int_or("num_nextn_predict_layers", 0, kConfigExtraLayerCount, &c.num_nextn_predict_layers));
     SIEVE_RETURN_IF_ERROR(cfg.read_real("rms_norm_eps", kConfigPositiveReal, &c.rms_norm_eps));
 
+    SIEVE_RETURN_IF_ERROR(cfg.check_within_context("sliding_window", c.sliding_window, c.max_position_embeddings,
+                                                   "the window holds a token's last positions (deepseek_v4.md §3.2)"));
+    // index_topk counts compressed entries, never more than the tokens they pool.
+    SIEVE_RETURN_IF_ERROR(cfg.check_within_context("index_topk", c.index_topk, c.max_position_embeddings,
+                                                   "a token selects among its causal compressed entries "
+                                                   "(deepseek_v4.md §3.6)"));
     if (c.num_attention_heads % c.o_groups != 0)
         return cfg.field_error(StatusCode::invalid_argument, "o_groups",
                                "{} does not divide num_attention_heads = {} (heads are grouped for the output "
@@ -245,6 +251,14 @@ Expected<DeepseekV4Config> parse_deepseek_v4_config(const ConfigObject& cfg) {
         c.layout = DeepseekV4ConfigLayout::original;
         SIEVE_RETURN_IF_ERROR(read_compress_ratios(cfg, *ratios, c));
     }
+    for (size_t i = 0; i < c.layers.size(); ++i)
+        if (c.layers[i].compress_ratio > c.max_position_embeddings)
+            return cfg.error(StatusCode::invalid_argument,
+                             "layer {} ({}) has compress ratio {}, more than field \"max_position_embeddings\" = {}: "
+                             "it would never complete an entry, and its compressor state holds coff · ratio rows "
+                             "(deepseek_v4.md §3.4)",
+                             i, deepseek_v4_layer_kind_name(c.layers[i].kind), c.layers[i].compress_ratio,
+                             c.max_position_embeddings);
     SIEVE_RETURN_IF_ERROR(check_rope_yarn_range(cfg, "main RoPE table", c.rope_main));
     SIEVE_RETURN_IF_ERROR(check_rope_yarn_range(cfg, "compress RoPE table", c.rope_compress));
     for (DeepseekV4Layer& layer : c.layers)

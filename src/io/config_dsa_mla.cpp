@@ -201,6 +201,8 @@ Expected<DsaMlaConfig> parse_dsa_mla_config(const ConfigObject& cfg, DsaMlaModel
                          "field \"qk_rope_head_dim\" = {} exceeds field \"index_head_dim\" = {}: the indexer rotates "
                          "{} of its {} dims with the same table (dsa_mla.md §2.2)",
                          c.qk_rope_head_dim, c.index_head_dim, c.qk_rope_head_dim, c.index_head_dim);
+    SIEVE_RETURN_IF_ERROR(cfg.check_within_context("index_topk", c.index_topk, c.max_position_embeddings,
+                                                   "a token selects among its causal positions (dsa_mla.md §2.7)"));
     SIEVE_RETURN_IF_ERROR(check_layer_types(cfg, c));
 
     // deepseek_v32: every layer has its own indexer (§1.1); hy_v4: the shared-top-k schedule (§1.3).

@@ -48,6 +48,13 @@ std::string ConfigObject::field_path(std::string_view key) const {
     return fmt::format("{}.{}", path_, key);
 }
 
+Status ConfigObject::check_within_context(std::string_view key, int64_t value, int64_t max_position_embeddings,
+                                          std::string_view why) const {
+    if (value <= max_position_embeddings) return Status::ok();
+    return error(StatusCode::invalid_argument, "{} = {} exceeds {} = {}: {}", field_name(key), value,
+                 field_name("max_position_embeddings"), max_position_embeddings, why);
+}
+
 std::string ConfigObject::field_name(std::string_view key) const {
     return fmt::format("field \"{}\"", field_path(key));
 }

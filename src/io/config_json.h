@@ -91,6 +91,13 @@ public:
     // "rope_parameters.compress.factor" (without quotes).
     std::string field_path(std::string_view key) const;
 
+    // A size that counts positions of one request (a window, a top-k, a budget) must not exceed
+    // max_position_embeddings, the longest request the model runs: `<source>: field "<key>" = <value>
+    // exceeds field "max_position_embeddings" = <limit>: <why>`. Rows, lists and caches are sized by such
+    // fields; one far above any context is a mistake, not a model.
+    Status check_within_context(std::string_view key, int64_t value, int64_t max_position_embeddings,
+                                std::string_view why) const;
+
 private:
     Status missing(std::string_view key) const;
     Status int_from(const nlohmann::json& value, std::string_view what, ConfigIntRange range, int64_t* out) const;

@@ -88,6 +88,8 @@ Status read_indexer(const ConfigObject& cfg, QsaConfig& c) {
                          fmt::join(missing, ", "), fmt::join(given, ", "));
     for (const Field& f : fields) SIEVE_RETURN_IF_ERROR(cfg.read_int(f.key, kConfigPositive, f.out));
     c.has_indexer = true;
+    SIEVE_RETURN_IF_ERROR(cfg.check_within_context("indexer_budget", c.indexer_budget, c.max_position_embeddings,
+                                                   "a token selects among its causal positions (qsa.md §4.5, §4.6)"));
     if (c.indexer_kv_heads != 1)
         return cfg.field_error(StatusCode::invalid_argument, "indexer_kv_heads",
                                "{}; QSA's indexer has exactly one key head (qsa.md §2.2)", c.indexer_kv_heads);

@@ -412,6 +412,26 @@ TEST(ConfigDeepseekV4, RopeScalingWithRopeTypeKey) {
     EXPECT_EQ(c.rope_compress.theta, 160000.0);
 }
 
+// sliding_window (tokens), index_topk (compressed entries) and every compress ratio count positions of one
+// request: above max_position_embeddings each is refused, naming the field and both values (before:
+// accepted, and a step sized its window and top-k lists by them and threw std::bad_alloc); at the
+// context's size, even 2^31 − 1, they are accepted and the layers size their lists by the step
+// (tests/models/deepseek_v4).
+TEST(ConfigDeepseekV4, PositionCountsWithinTheContext) {
+    expect_error(patched(kFlash, R"({"sliding_window": 2147483647, "index_topk": 2147483647})"),
+                 StatusCode::invalid_argument,
+                 {"field \"sliding_window\" = 2147483647 exceeds field \"max_position_embeddings\" = 1048576"});
+    expect_error(patched(kFlash, R"({"index_topk": 1048577})"), StatusCode::invalid_argument,
+                 {"field \"index_topk\" = 1048577 exceeds field \"max_position_embeddings\" = 1048576"});
+    expect_error(patched(kTiny, R"({"compress_rates": {"heavily_compressed_attention": 1025}})"),
+                 StatusCode::invalid_argument,
+                 {"layer 2 (hca) has compress ratio 1025", "field \"max_position_embeddings\" = 1024"});
+    const DeepseekV4Config widest = v4(parse_ok(patched(
+        kFlash, R"({"sliding_window": 2147483647, "index_topk": 2147483647, "max_position_embeddings": 2147483647})")));
+    EXPECT_EQ(widest.sliding_window, 2147483647);
+    EXPECT_EQ(widest.index_topk, 2147483647);
+}
+
 TEST(ConfigDeepseekV4, Errors) {
     expect_error(patched(kFlash, R"({"compress_ratios": [0, 0, 4]})"), StatusCode::invalid_argument,
                  {"field \"compress_ratios\": 3 entries, expected num_hidden_layers + 1 = 43 + 1"});

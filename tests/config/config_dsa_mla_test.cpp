@@ -322,6 +322,21 @@ TEST(ConfigDsaMla, SparseLayerTypeAliases) {
     EXPECT_EQ(c.layers[3].topk_source_layer, 2);
 }
 
+// index_topk counts positions of one request: above max_position_embeddings it is refused with both fields
+// and values named (before: accepted, and a step then sized its rows by index_topk and threw
+// std::bad_alloc); up to it, even at 2^31 − 1 with such a context, it is accepted and the model sizes its
+// rows by the step (tests/models/dsa_mla).
+TEST(ConfigDsaMla, IndexTopkWithinTheContext) {
+    expect_error(patched(kV32, R"({"index_topk": 2147483647})"), StatusCode::invalid_argument,
+                 {"field \"index_topk\" = 2147483647 exceeds field \"max_position_embeddings\" = 163840"});
+    expect_error(patched(kHy4, R"({"index_topk": 262145})"), StatusCode::invalid_argument,
+                 {"field \"index_topk\" = 262145", "field \"max_position_embeddings\" = 262144"});
+    EXPECT_EQ(dsa(parse_ok(patched(kV32, R"({"index_topk": 163840})"))).index_topk, 163840);
+    const DsaMlaConfig widest =
+        dsa(parse_ok(patched(kV32, R"({"index_topk": 2147483647, "max_position_embeddings": 2147483647})")));
+    EXPECT_EQ(widest.index_topk, 2147483647);
+}
+
 TEST(ConfigDsaMla, Errors) {
     expect_error(patched(kHy4, R"({"indexer_types": ["full", "shared"]})"), StatusCode::invalid_argument,
                  {"field \"indexer_types\": 2 entries, expected num_hidden_layers = 78"});

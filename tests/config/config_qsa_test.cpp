@@ -182,6 +182,19 @@ TEST(ConfigQsa, NoIndexerIsFineWithoutQsaLayers) {
     EXPECT_EQ(c.num_qsa_layers, 0);
 }
 
+// indexer_budget counts positions of one request: above max_position_embeddings it is refused, naming the
+// field (inside text_config) and both values; up to it it is accepted.
+TEST(ConfigQsa, IndexerBudgetWithinTheContext) {
+    expect_error(patched(kFlashNext, R"({"text_config": {"indexer_budget": 262148}})"), StatusCode::invalid_argument,
+                 {"field \"text_config.indexer_budget\" = 262148 exceeds field "
+                  "\"text_config.max_position_embeddings\" = 262144"});
+    expect_error(patched(kFlashNext, R"({"text_config": {"indexer_budget": 2147483647, "indexer_compress_ratio": 1}})"),
+                 StatusCode::invalid_argument, {"\"text_config.indexer_budget\" = 2147483647"});
+    const ModelConfig c = parse_ok(patched(kFlashNext, R"({"text_config": {"indexer_budget": 262144}})"));
+    ASSERT_NE(c.qsa(), nullptr);
+    EXPECT_EQ(c.qsa()->indexer_budget, 262144);
+}
+
 TEST(ConfigQsa, Errors) {
     expect_error(patched(kFlashNext, R"({"text_config": {"indexer_budget": null}})"), StatusCode::not_found,
                  {"missing required fields: text_config.indexer_budget", "given: text_config.indexer_n_heads"});
