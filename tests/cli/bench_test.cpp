@@ -1,14 +1,19 @@
 // `sieve bench`: the per-stage work model (bytes and flops that the rooflines divide) checked
-// against hand counts, a small layer sweep that must time every stage it claims to time, the rule
-// that flags noisy points and the plot's layout.
+// against hand counts, a small layer sweep that must time every stage it claims to time and time
+// again the points flagged as noisy, the rule that flags them, the plot's layout and the verdict of
+// the report.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "bench.h"
 #include "bench_layers.h"
 #include "bench_plot.h"
 #include "bench_roofline.h"
 #include "core/cpu_features.h"
+#include "core/thread_pool.h"
 #include "models/attention_layout.h"
 #include "noise.h"
 #include "presets.h"
@@ -133,6 +138,39 @@ TEST(BenchLayers, SmallSweepTimesEveryStage) {
 
     o.batches = {0};
     EXPECT_FALSE(run_layer_bench(o, {}).has_value());
+}
+
+TEST(BenchLayers, TheSecondPassRetimesFlaggedPoints) {
+    LayerBenchOptions o;
+    o.presets = {"qwen3.8-flash-next"};
+    o.contexts = {3000};
+    o.batches = {1};
+    o.prefill_chunks = {};
+    o.seed_tokens = 256;
+    o.reps = 1;
+    o.compare_isa = "";
+    o.thread_compare = false;
+    // The dense point always looks noisy; the sparse one until it has been timed again.
+    int judged = 0;
+    const NoiseJudge judge = [&](const std::vector<LayerPoint>& points) {
+        ++judged;
+        std::vector<std::string> why;
+        for (const LayerPoint& p : points)
+            why.push_back(p.variant == "dense" ? "always" : p.retimed ? "" : "first timing");
+        return why;
+    };
+    int retimed_reports = 0;
+    auto points = run_layer_bench(o, [&](const LayerPoint& p) { retimed_reports += p.retimed; }, judge);
+    ASSERT_TRUE(points.has_value()) << points.status().to_string();
+    ASSERT_EQ(points->size(), 2u);
+    EXPECT_GT(judged, 0);
+    EXPECT_EQ(retimed_reports, 2);
+    for (const LayerPoint& p : *points) {
+        SCOPED_TRACE(p.variant);
+        EXPECT_TRUE(p.retimed);
+        EXPECT_GT(p.seconds, 0.0);
+        EXPECT_EQ(p.noise, p.variant == "dense" ? "always" : "");  // replaced, or kept with its flag
+    }
 }
 
 // A decode sweep of one series on a contexts × batches grid: each point's step and its attention
@@ -302,6 +340,83 @@ TEST(BenchPlot, TitleLegendsAndLabelsFitTheCanvasAndLeaveThePlotAreasFree) {
         for (const PlotBox& area : plot.plot_areas) EXPECT_TRUE(inside(area, plot.canvas));
         EXPECT_NE(plot.svg.find(fmt::format("width=\"{:.0f}\"", std::ceil(plot.canvas.w))), std::string::npos);
     }
+}
+
+// Measurements with one decode point whose projections and output stream 100 MB of weights in
+// `seconds`, on a machine of 10 GB/s.
+BenchMeasurements one_point(double seconds, double spread = 0) {
+    const int threads = ThreadPool::global().size();
+    BenchMeasurements m;
+    m.ceilings = {{"triad bandwidth", "GB/s", "compiler", threads, 10.0, 0.01},
+                  {"fp32 fma", "GFLOP/s", "avx512", threads, 100.0, 0.01},
+                  {"bf16 dot", "GFLOP/s", "avx512_bf16", threads, 200.0, 0.01}};
+    LayerPoint p = plot_point("qwen3.8-flash-next", 3, "sparse", 1, 4096, seconds);
+    p.kind = "qsa";
+    p.threads = threads;
+    p.spread = spread;
+    p.stage_seconds[static_cast<size_t>(Stage::projections)] = seconds;
+    StageWork& w = p.work[static_cast<size_t>(Stage::projections)];
+    w.bytes = w.weight_bytes = 1e8;
+    w.flops = w.weight_flops = 2e8;
+    m.points = {p};
+    return m;
+}
+
+BenchOptions report_options(bool quick, bool json) {
+    BenchOptions o;
+    o.quick = quick;
+    o.json = json;
+    o.layers.isa = "avx512_bf16";
+    return o;
+}
+
+TEST(BenchReport, AMissedTargetIsAFailedVerdict) {
+    std::ostringstream out;
+    // 1 GB/s of 10: the decode projections target (85%) is missed.
+    auto verdict = report_bench(report_options(false, false), one_point(0.1), out);
+    ASSERT_TRUE(verdict.has_value()) << verdict.status().to_string();
+    EXPECT_FALSE(*verdict);
+    EXPECT_NE(out.str().find("MISSED"), std::string::npos) << out.str();
+    EXPECT_NE(out.str().find("verdict: 2 of 2 target(s) measured MISSED"), std::string::npos) << out.str();
+
+    // 95% of the bandwidth: every target measured is met.
+    std::ostringstream met;
+    verdict = report_bench(report_options(false, false), one_point(0.0105), met);
+    ASSERT_TRUE(verdict.has_value());
+    EXPECT_TRUE(*verdict) << met.str();
+
+    // --quick: reported, not evaluated.
+    std::ostringstream quick;
+    verdict = report_bench(report_options(true, true), one_point(0.1), quick);
+    ASSERT_TRUE(verdict.has_value());
+    EXPECT_TRUE(*verdict);
+    const nlohmann::json j = nlohmann::json::parse(quick.str());
+    EXPECT_EQ(j["verdict"], "not evaluated (--quick)");
+    for (const auto& t : j["targets"]) {
+        EXPECT_TRUE(t["met"].is_null()) << t.dump();
+        if (!t["worst"].is_null()) {
+            EXPECT_EQ(t["state"], "not evaluated (--quick)");
+        }
+    }
+}
+
+TEST(BenchReport, ATargetWhoseWorstPointIsNoisySaysSo) {
+    std::ostringstream out;
+    auto verdict = report_bench(report_options(false, true), one_point(0.1, 0.9), out);
+    ASSERT_TRUE(verdict.has_value());
+    EXPECT_FALSE(*verdict);
+    const nlohmann::json j = nlohmann::json::parse(out.str());
+    ASSERT_EQ(j["points"].size(), 1u);
+    EXPECT_EQ(j["points"][0]["noisy"], true);
+    EXPECT_NE(j["points"][0]["noise"].get<std::string>().find("spread 90%"), std::string::npos);
+    bool seen = false;
+    for (const auto& t : j["targets"])
+        if (t["name"] == "decode projections") {
+            seen = true;
+            EXPECT_EQ(t["noisy"], true);
+            EXPECT_EQ(t["met"], false);
+        }
+    EXPECT_TRUE(seen);
 }
 
 }  // namespace

@@ -83,4 +83,10 @@ std::vector<Ceiling> measure_ceilings(ThreadPool& pool, bool quick) {
     return out;
 }
 
+void keep_best(std::vector<Ceiling>& into, const std::vector<Ceiling>& again) {
+    for (Ceiling& c : into)
+        for (const Ceiling& a : again)
+            if (a.name == c.name && a.isa == c.isa && a.threads == c.threads && a.value > c.value) c = a;
+}
+
 }  // namespace sieve::bench

@@ -26,6 +26,10 @@ struct Ceiling {
 // `quick` uses smaller arrays and fewer repetitions (for tests).
 std::vector<Ceiling> measure_ceilings(ThreadPool& pool, bool quick);
 
+// Keeps each ceiling of `into` or the same ceiling of `again`, whichever is higher, with its spread:
+// a ceiling is a best-of estimate, and load only ever lowers it.
+void keep_best(std::vector<Ceiling>& into, const std::vector<Ceiling>& again);
+
 // Per-ISA peak loops (ceilings_<isa>.cpp): floating-point operations executed per call.
 double fma_f32_loop_avx512(int64_t iterations);
 double fma_f32_loop_avx2(int64_t iterations);

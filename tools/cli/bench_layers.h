@@ -52,10 +52,20 @@ struct LayerPoint {
     std::array<double, static_cast<size_t>(Stage::count)> stage_seconds{};  // medians per stage
     StepWork work{};      // bytes and flops per stage (bench_roofline.h)
     std::string noise;    // why the point looks timed under load (tools/bench/noise.h); empty: it does not
+    bool retimed = false; // timed again by the second pass
 };
 
-// Runs the sweep; `progress` (optional) gets a line per point as it finishes.
+// Why each point of a sweep looks timed under load (empty: it does not), in order: bench.cpp judges
+// with tools/bench/noise.h over the rooflines of the run's ceilings.
+using NoiseJudge = std::function<std::vector<std::string>(const std::vector<LayerPoint>&)>;
+
+// Runs the sweep; `progress` (optional) gets a line per point as it finishes. With a `judge`, a
+// second pass follows each preset's sweep while its models are loaded: every point the judge flags
+// is timed again, and the new timing replaces it when the judge finds nothing wrong with it among
+// the others; otherwise the first one stays, with its flag. A point's `noise` is the judge's verdict
+// after the second pass.
 Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& options,
-                                                  const std::function<void(const LayerPoint&)>& progress);
+                                                  const std::function<void(const LayerPoint&)>& progress,
+                                                  const NoiseJudge& judge = {});
 
 }  // namespace sieve::cli
