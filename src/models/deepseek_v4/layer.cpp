@@ -95,11 +95,12 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
     AlignedBuffer& ws = s.workspace;
 
     // ---- query and K = V paths (§3.1, §3.2) ----
-    void* qr = act_buffer(s.qr, N * Rq);  // [N, q_lora_rank] act: q_norm output, also the indexer's input
+    // [N, q_lora_rank] act: q_norm output, also the indexer's input
+    SIEVE_ASSIGN_OR_RETURN(void* qr, act_buffer(s.qr, N * Rq, "q_norm rows"));
     void* q_att = nullptr;           // [N, H, d] act: the rotated queries
     {
         ScopedStageTimer timer(times, Stage::projections);
-        void* qa = act_buffer(s.qa, N * Rq);  // [N, q_lora_rank] act
+        SIEVE_ASSIGN_OR_RETURN(void* qa, act_buffer(s.qa, N * Rq, "wq_a rows"));  // [N, q_lora_rank] act
         SIEVE_RETURN_IF_ERROR(w_.wq_a.run(x, DType::f32, D, qa, act_, Rq, N, ws));
         RmsNormParams qn;
         qn.x = qa;
@@ -112,13 +113,15 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         qn.x_type = qn.y_type = act_;
         SIEVE_RETURN_IF_ERROR(backend_.rms_norm(qn));
 
-        void* q = act_buffer(s.q, N * H * d);  // [N, H, d] act: wq_b output, then the rotated queries
+        // [N, H, d] act: wq_b output, then the rotated queries
+        SIEVE_ASSIGN_OR_RETURN(void* q, act_buffer(s.q, N * H * d, "queries"));
         SIEVE_RETURN_IF_ERROR(w_.wq_b.run(qr, act_, Rq, q, act_, H * d, N, ws));
         // Per-head weight-free RMSNorm (§2.2) in fp32, RoPE in fp32, one rounding to the activation type
         // (vLLM CPU qnorm_rope: "fp32 throughout, single rounding"), a few tokens at a time so that the
         // fp32 rows stay a small buffer (a 2048-token chunk would need 256 MiB).
         const int64_t chunk = std::min<int64_t>(N, kQueryNormTokens);
-        float* q32 = sized(s.q32, chunk * H * d);  // [chunk, H, d] f32: head-normed
+        // [chunk, H, d] f32: head-normed
+        SIEVE_ASSIGN_OR_RETURN(float* q32, sized(s.q32, chunk * H * d, "head-normed queries"));
         for (int64_t t0 = 0; t0 < N; t0 += chunk) {
             const int64_t n = std::min(chunk, N - t0);
             void* q_rows = at(q, t0 * H * d, act_);
@@ -139,7 +142,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         }
         q_att = q;
 
-        float* kv = sized(s.kv, 2 * N * d);
+        SIEVE_ASSIGN_OR_RETURN(float* kv, sized(s.kv, 2 * N * d, "K = V rows"));
         void* kv_raw = kv;        // [N, d] act: wkv output
         void* kv_n = kv + N * d;  // [N, d] act: normed and rotated K = V rows
         SIEVE_RETURN_IF_ERROR(w_.wkv.run(x, DType::f32, D, kv_raw, act_, d, N, ws));
@@ -154,7 +157,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
 
         // Every token's row goes into the window cache before anyone attends (§5 step 3).
         SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
-        int32_t* slots = sized(s.swa_slots, N);  // [N]
+        SIEVE_ASSIGN_OR_RETURN(int32_t* slots, sized(s.swa_slots, N, "window slots"));  // [N]
         SIEVE_RETURN_IF_ERROR(token_slots(batch, swa, slots));
         KvStoreParams st;
         st.x = kv_n;
@@ -185,23 +188,24 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         const int64_t m = spec_.compress_ratio;
         if (spec_.kind == DeepseekV4LayerKind::hca) {
             n_comp = max_visible_entries(batch, m);
-            comp_list = sized(s.comp_list, N * n_comp);
+            SIEVE_ASSIGN_OR_RETURN(comp_list, sized(s.comp_list, N * n_comp, "compressed slot lists"));
             SIEVE_RETURN_IF_ERROR(visible_entry_slots(batch, comp, m, n_comp, comp_list));
         } else {
-            SIEVE_RETURN_IF_ERROR(select_top_k(batch, x, qr, times, observer, s));
-            n_comp = config_.index_topk;
-            comp_list = sized(s.comp_list, N * n_comp);
+            SIEVE_RETURN_IF_ERROR(select_top_k(batch, x, qr, times, observer, s, &n_comp));
+            SIEVE_ASSIGN_OR_RETURN(comp_list, sized(s.comp_list, N * n_comp, "compressed slot lists"));
             SIEVE_RETURN_IF_ERROR(selected_entry_slots(batch, comp, m, s.selected.data(), n_comp, comp_list));
         }
     }
 
     // ---- sparse attention with sink (§3.8) ----
-    void* o = act_buffer(s.o, N * H * d);  // [N, H, d] act: attention output
+    SIEVE_ASSIGN_OR_RETURN(void* o, act_buffer(s.o, N * H * d, "attention output"));  // [N, H, d] act: attention output
     {
         ScopedStageTimer timer(times, Stage::attention);
         SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
-        const int64_t w = config_.sliding_window;
-        int32_t* window = sized(s.window, N * w);  // [N, w]
+        // min(w, the most positions a token sees): the window of p is [p − w + 1, p] ∩ [0, p] (§3.2), so a
+        // wider list would only hold −1, and sliding_window may be far above any context.
+        const int64_t w = std::min(config_.sliding_window, max_visible_entries(batch, 1));
+        SIEVE_ASSIGN_OR_RETURN(int32_t* window, sized(s.window, N * w, "window slot lists"));  // [N, w]
         SIEVE_RETURN_IF_ERROR(window_slots(batch, swa, w, window));
         SparseMqaParams p;
         p.q = q_att;
@@ -261,7 +265,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
             p.positions_type = DType::i64;
             SIEVE_RETURN_IF_ERROR(backend_.rope(p));
         }
-        void* z = act_buffer(s.z, N * G * Ro);  // [N, G·o_lora_rank] act
+        SIEVE_ASSIGN_OR_RETURN(void* z, act_buffer(s.z, N * G * Ro, "grouped output rows"));  // [N, G·o_lora_rank] act
         for (int64_t g = 0; g < G; ++g)
             SIEVE_RETURN_IF_ERROR(w_.wo_a[static_cast<size_t>(g)].run(at(og, g * N * Hg * d, act_), act_, Hg * d,
                                                                        at(z, g * Ro, act_), act_, G * Ro, N, ws));

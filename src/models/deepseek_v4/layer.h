@@ -61,14 +61,16 @@ private:
     Status run_compressor(const StepBatch& batch, const float* x, const CompressorWeights& w,
                           const CacheBinding& state, const CacheBinding& dest, const KvRecordLayout& dest_layout,
                           Scratch& s);
-    // CSA selection (§3.6): s.selected [N, index_topk] local entry ids, ascending then −1.
+    // CSA selection (§3.6): s.selected [N, *width] local entry ids, ascending then −1, with *width =
+    // min(index_topk, the most entries a token of the step sees).
     Status select_top_k(const StepBatch& batch, const float* x, const void* qr, StageTimes* times,
-                        SelectionObserver* observer, Scratch& s);
+                        SelectionObserver* observer, Scratch& s, int64_t* width);
     Status rope(void* x, DType x_type, void* y, DType y_type, const int64_t* positions, int64_t n_tokens,
                 int64_t n_heads, int64_t head_dim, bool inverse);
     // A buffer of n activations (act_: 4 or 2 bytes each) in a float vector.
-    void* act_buffer(std::vector<float>& v, int64_t n) const {
-        return sized(v, act_ == DType::bf16 ? (n + 1) / 2 : n);
+    Expected<void*> act_buffer(std::vector<float>& v, int64_t n, std::string_view what) const {
+        SIEVE_ASSIGN_OR_RETURN(float* p, sized(v, act_ == DType::bf16 ? (n + 1) / 2 : n, what));
+        return static_cast<void*>(p);
     }
 
     const DeepseekV4Config& config_;

@@ -13,12 +13,13 @@ Status AttentionLayer::run_compressor(const StepBatch& batch, const float* x, co
 
     // a_s | b_s for every token, fp32 (§3.4: the reference runs these projections in fp32; vLLM GPU
     // produces fp32 from bf16 inputs).
-    float* comp = sized(s.comp, N * 2 * width);  // [N, 2·width] f32: a_s | b_s
+    // [N, 2·width] f32: a_s | b_s
+    SIEVE_ASSIGN_OR_RETURN(float* comp, sized(s.comp, N * 2 * width, "compressor projections"));
     SIEVE_RETURN_IF_ERROR(w.wkv_gate.run(x, DType::f32, D, comp, DType::f32, 2 * width, N, ws));
 
     SIEVE_ASSIGN_OR_RETURN(BoundCache state, bind_cache(batch, state_binding));
     SIEVE_ASSIGN_OR_RETURN(BoundCache dest, bind_cache(batch, dest_binding));
-    int32_t* state_slots = sized(s.state_slots, N);  // [N]
+    SIEVE_ASSIGN_OR_RETURN(int32_t* state_slots, sized(s.state_slots, N, "compressor state slots"));  // [N]
     SIEVE_RETURN_IF_ERROR(token_slots(batch, state, state_slots));
     CompressorStateStoreParams sp;
     sp.kv = comp;
@@ -36,13 +37,16 @@ Status AttentionLayer::run_compressor(const StepBatch& batch, const float* x, co
     const int64_t n_emit = count_emissions(batch, m);
     if (n_emit == 0) return Status::ok();
     const int64_t rows = w.coff() * m;
-    int32_t* gather = sized(s.gather, n_emit * rows);          // [n_emit, coff·m]
-    int32_t* entry_slots = sized(s.entry_slots, n_emit);        // [n_emit]
-    int64_t* entry_positions = sized(s.entry_positions, n_emit);  // [n_emit]
+    // [n_emit, coff·m]
+    SIEVE_ASSIGN_OR_RETURN(int32_t* gather, sized(s.gather, n_emit * rows, "compressor gather lists"));
+    // [n_emit]
+    SIEVE_ASSIGN_OR_RETURN(int32_t* entry_slots, sized(s.entry_slots, n_emit, "compressed entry slots"));
+    // [n_emit]
+    SIEVE_ASSIGN_OR_RETURN(int64_t* entry_positions, sized(s.entry_positions, n_emit, "compressed entry positions"));
     SIEVE_RETURN_IF_ERROR(
         emission_slots(batch, state, dest, m, w.overlap, gather, entry_slots, entry_positions));
 
-    float* pooled = sized(s.pooled, n_emit * c);  // [n_emit, c] f32
+    SIEVE_ASSIGN_OR_RETURN(float* pooled, sized(s.pooled, n_emit * c, "pooled entries"));  // [n_emit, c] f32
     CompressorPoolParams pp;
     pp.state = state.view;
     pp.gather_slots = gather;

@@ -10,17 +10,23 @@
 namespace sieve::dsv4 {
 
 Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, const void* qr, StageTimes* times,
-                                    SelectionObserver* observer, Scratch& s) {
+                                    SelectionObserver* observer, Scratch& s, int64_t* width) {
     const int64_t N = batch.n_tokens(), D = config_.hidden_size, Rq = config_.q_lora_rank;
     const int64_t HI = config_.index_n_heads, cI = config_.index_head_dim, K = config_.index_topk;
     const int64_t m = spec_.compress_ratio;
     AlignedBuffer& ws = s.workspace;
 
-    int32_t* n_keys = sized(s.n_keys, N);  // [N] causal candidates k < ⌊(p + 1)/m⌋ (§3.6)
+    // [N] causal candidates k < ⌊(p + 1)/m⌋ (§3.6)
+    SIEVE_ASSIGN_OR_RETURN(int32_t* n_keys, sized(s.n_keys, N, "indexer candidate counts"));
     for (int64_t t = 0; t < N; ++t) n_keys[t] = static_cast<int32_t>((batch.positions[static_cast<size_t>(t)] + 1) / m);
-    int32_t* selected = sized(s.selected, N * K);  // [N, index_topk] entry ids ascending, then −1
     int64_t max_seq_len = 0;
     for (const StepRequest& r : batch.requests) max_seq_len = std::max(max_seq_len, r.end());
+    // Rows of W = min(K, the most entries a token sees) ids: a row never holds more than its causal
+    // entries, and index_topk may be far above any context. A scored step has more than K entries, so W = K.
+    const int64_t W = std::min(K, max_seq_len / m);
+    *width = W;
+    // [N, W] entry ids ascending, then −1
+    SIEVE_ASSIGN_OR_RETURN(int32_t* selected, sized(s.selected, N * W, "top-k rows"));
 
     float* scores = nullptr;  // [N, max_keys] f32 (scored path only)
     int64_t max_keys = 0;
@@ -28,29 +34,33 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
         // Short-context fallback: every candidate fits (vLLM: `max_seq_len // 4 <= index_topk`).
         ScopedStageTimer timer(times, Stage::topk);
         for (int64_t t = 0; t < N; ++t)
-            for (int64_t j = 0; j < K; ++j) selected[t * K + j] = j < n_keys[t] ? static_cast<int32_t>(j) : -1;
+            for (int64_t j = 0; j < W; ++j) selected[t * W + j] = j < n_keys[t] ? static_cast<int32_t>(j) : -1;
     } else {
         ScopedStageTimer timer(times, Stage::indexer);
         // w_t = weights_proj(x_t) · c_I^-0.5 · H_I^-0.5 (§3.6; transformers scales ReLU(<q, k>) by c_I^-0.5
         // instead: the same value).
-        float* iw = sized(s.index_w, N * HI);  // [N, H_I] f32
+        SIEVE_ASSIGN_OR_RETURN(float* iw, sized(s.index_w, N * HI, "indexer head weights"));  // [N, H_I] f32
         SIEVE_RETURN_IF_ERROR(w_.indexer_weights_proj.run(x, DType::f32, D, iw, DType::f32, HI, N, ws));
         const float scale = static_cast<float>(config_.index_score_scale);
         for (int64_t i = 0; i < N * HI; ++i) iw[i] *= scale;
         // qI_t = W_Iq · qr_t, rotated at p_t on the last r dims of each head (§3.6).
-        void* iq = act_buffer(s.index_q, N * HI * cI);  // [N, H_I, c_I] act
+        SIEVE_ASSIGN_OR_RETURN(void* iq, act_buffer(s.index_q, N * HI * cI, "indexer queries"));  // [N, H_I, c_I] act
         SIEVE_RETURN_IF_ERROR(w_.indexer_wq_b.run(qr, act_, Rq, iq, act_, HI * cI, N, ws));
         SIEVE_RETURN_IF_ERROR(rope(iq, act_, iq, act_, batch.positions.data(), N, HI, cI, false));
 
         SIEVE_ASSIGN_OR_RETURN(BoundCache keys, bind_cache(batch, caches_.indexer_keys));
         max_keys = max_request_entries(batch, m);
-        int32_t* key_slots = sized(s.key_slots, batch.n_requests() * max_keys);  // [n_requests, max_keys]
+        // [n_requests, max_keys]
+        SIEVE_ASSIGN_OR_RETURN(int32_t* key_slots,
+                               sized(s.key_slots, batch.n_requests() * max_keys, "indexer key slots"));
         SIEVE_RETURN_IF_ERROR(request_entry_slots(batch, keys, m, max_keys, key_slots));
         // Without an observer nobody needs the scores: the op selects as it scores (ops/indexer_scores.h
         // "Fused selection"), never writing a full row. `sieve check` observes them, so it gets the rows
         // and the separate top-k, which selects the same indices.
         const bool fused = observer == nullptr;
-        if (!fused) scores = sized(s.scores, N * max_keys);
+        if (!fused) {
+            SIEVE_ASSIGN_OR_RETURN(scores, sized(s.scores, N * max_keys, "indexer scores"));
+        }
         IndexerScoresParams ip;
         ip.q = iq;
         ip.q_type = act_;
@@ -73,8 +83,8 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
         ip.max_keys = max_keys;
         if (fused) {
             ip.selected = selected;
-            ip.k = K;
-            ip.selected_row_stride = K;
+            ip.k = W;
+            ip.selected_row_stride = W;
         }
         SIEVE_RETURN_IF_ERROR(backend_.indexer_scores(ip, ws.workspace(backend_.indexer_scores_workspace_size(ip))));
         timer.stop();
@@ -87,9 +97,9 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
             tp.out = selected;
             tp.n_rows = N;
             tp.n_cols = max_keys;
-            tp.k = K;
+            tp.k = W;
             tp.scores_row_stride = max_keys;
-            tp.out_row_stride = K;
+            tp.out_row_stride = W;
             SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws.workspace(backend_.topk_workspace_size(tp))));
         }
     }
@@ -99,7 +109,7 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
             std::span<const float> row;
             if (scores != nullptr) row = std::span<const float>(scores + t * max_keys, static_cast<size_t>(n_keys[t]));
             observer->on_selection(layer_, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)],
-                                   std::span<int32_t>(selected + t * K, static_cast<size_t>(K)), row, 1);
+                                   std::span<int32_t>(selected + t * W, static_cast<size_t>(W)), row, 1);
         }
     return Status::ok();
 }

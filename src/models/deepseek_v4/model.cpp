@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "io/weights.h"
+#include "models/allocation.h"
 #include "models/attention_layout.h"
 #include "models/deepseek_v4/layer.h"
 #include "models/deepseek_v4/scratch.h"
@@ -34,7 +35,10 @@ public:
                    StageTimes* times) override {
         if (layer_pos < 0 || layer_pos >= static_cast<int64_t>(layers_.size()))
             return invalid_argument_error("deepseek_v4: layer position {} out of range [0, {})", layer_pos, layers_.size());
-        return layers_[static_cast<size_t>(layer_pos)]->forward(batch, input, output, times, observer_, scratch_);
+        dsv4::AttentionLayer& layer = *layers_[static_cast<size_t>(layer_pos)];
+        return no_bad_alloc([&] { return layer.forward(batch, input, output, times, observer_, scratch_); }, [&] {
+            return fmt::format("deepseek_v4 layer {}, a step of {} tokens", layer.layer(), batch.n_tokens());
+        });
     }
     void set_selection_observer(SelectionObserver* observer) override { observer_ = observer; }
     int64_t workspace_bytes() const override { return scratch_.bytes(); }

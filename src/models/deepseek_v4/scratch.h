@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "models/allocation.h"
 
 namespace sieve::dsv4 {
 
@@ -50,13 +51,13 @@ struct Scratch {
     std::vector<float> o;             // [N, H, d] act
     std::vector<float> z;             // [N, G·o_lora_rank] act
     std::vector<int32_t> swa_slots, state_slots;  // [N]
-    std::vector<int32_t> window;      // [N, sliding_window]
+    std::vector<int32_t> window;      // [N, window width]: min(sliding_window, positions a token sees)
     std::vector<int32_t> gather;      // [E, coff·m]
     std::vector<int32_t> entry_slots;  // [E]
     std::vector<int32_t> comp_list;   // [N, n_compressed]
     std::vector<int32_t> key_slots;   // [n_requests, max_keys]
     std::vector<int32_t> n_keys;      // [N]
-    std::vector<int32_t> selected;    // [N, index_topk]
+    std::vector<int32_t> selected;    // [N, top-k width]: min(index_topk, entries a token sees)
     std::vector<int64_t> entry_positions;  // [E]
     AlignedBuffer workspace;  // op workspaces (linear, top-k, indexer scores, sparse attention)
 
@@ -72,10 +73,10 @@ struct Scratch {
     }
 };
 
+// v grown to at least n elements, or out_of_memory naming the bytes and `what` (models/allocation.h).
 template <typename T>
-T* sized(std::vector<T>& v, int64_t n) {
-    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-    return v.data();
+Expected<T*> sized(std::vector<T>& v, int64_t n, std::string_view what) {
+    return scratch_at_least(v, n, what);
 }
 
 }  // namespace sieve::dsv4

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <span>
 
+#include "models/allocation.h"
 #include "models/dsa_mla/model_impl.h"
 #include "ops/hadamard.h"
 #include "ops/layer_norm.h"
@@ -27,6 +28,16 @@ void* at(void* base, DType t, int64_t elements) { return static_cast<char*>(base
 size_t bytes(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
 
 int64_t n_slots(const CacheGroup& g) { return g.allocator().total_blocks() * g.block_size(); }
+
+// Width of the step's selection rows: min(index_topk, the most positions a token of the step sees). A row
+// never holds more than its p + 1 causal positions (§2.7), so a wider row would only be −1 padding, and
+// index_topk may be far above any context (up to max_position_embeddings): rows, slot lists and top-k
+// outputs are sized by what the step can use, never by index_topk alone.
+int64_t step_topk_width(const StepBatch& batch, int64_t index_topk) {
+    int64_t visible = 0;
+    for (int64_t p : batch.positions) visible = std::max(visible, p + 1);
+    return std::min(index_topk, visible);
+}
 
 std::vector<int64_t> step_signature(const StepBatch& batch) {
     std::vector<int64_t> s;
@@ -152,6 +163,8 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
     const bool fp8 = key_format_ == DsaIndexerKeyFormat::fp8_blocked;
     const int64_t T = batch.n_tokens(), D = c.hidden_size, Rq = c.q_lora_rank;
     const int64_t Dr = c.qk_rope_head_dim, Hi = c.index_n_heads, Di = c.index_head_dim, K = c.index_topk;
+    // Row width W ≤ K: a scored row has more than K candidates, so W = K whenever a row is scored.
+    const int64_t W = step_topk_width(batch, K);
     const int64_t wk = Di + Hi;
     const int64_t index_slot = indexer_slot_[static_cast<size_t>(layer_pos)];
     void* iq = nullptr;        // [T, Hi, Di] act
@@ -240,11 +253,14 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
     }
 
     // Selection: rows with p + 1 ≤ K take every causal token (sparse = dense, §2.7) without scoring;
-    // the others are scored and cut to their top K, in chunks that bound the scores buffer. Without an
-    // observer nobody needs the scores: the op selects as it scores (ops/dsa_indexer.h "Fused
-    // selection") and no score row is written; the observed path (`sieve check`) selects the same.
+    // the others are scored and cut to their top K, in chunks that bound the scores buffer; every row is
+    // W wide (step_topk_width). Without an observer nobody needs the scores: the op selects as it scores
+    // (ops/dsa_indexer.h "Fused selection") and no score row is written; the observed path (`sieve check`)
+    // selects the same.
     selection.signature = step_signature(batch);
-    selection.topk.assign(static_cast<size_t>(T * K), -1);
+    selection.width = W;
+    SIEVE_RETURN_IF_ERROR(scratch_resize(selection.topk, T * W, "the top-k rows"));
+    std::fill(selection.topk.begin(), selection.topk.end(), -1);
     const bool keep_scores = observer_ != nullptr;
     const bool fused = observer_ == nullptr;
     selection.scores.clear();
@@ -298,9 +314,9 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 sp.scores_row_stride = n_cols;
                 sp.format = key_format_;
                 if (fused) {
-                    sp.selected = selection.topk.data() + r0 * K;
-                    sp.k = K;
-                    sp.selected_row_stride = K;
+                    sp.selected = selection.topk.data() + r0 * W;
+                    sp.k = W;
+                    sp.selected_row_stride = W;
                 }
                 if (!fp8 && a != DType::f32)
                     return internal_error("{}: f32 indexer keys with {} activations", model_type_, dtype_name(a));
@@ -312,25 +328,26 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 TopkParams tp;
                 tp.scores = scores;
                 tp.valid_len = n_keys + r0;
-                tp.out = selection.topk.data() + r0 * K;
+                tp.out = selection.topk.data() + r0 * W;
                 tp.n_rows = rows;
                 tp.n_cols = n_cols;
-                tp.k = K;
+                tp.k = W;
                 tp.scores_row_stride = n_cols;
-                tp.out_row_stride = K;
+                tp.out_row_stride = W;
                 const Workspace ws = op_workspace_.workspace(backend_.topk_workspace_size(tp));
                 SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws));
             }
         }
         for (int64_t t = r0; t < r1; ++t) {
-            int32_t* row = selection.topk.data() + t * K;
+            int32_t* row = selection.topk.data() + t * W;
             const int64_t pos = batch.positions[static_cast<size_t>(t)];
             if (n_keys[t] == 0)
                 for (int64_t j = 0; j <= pos; ++j) row[j] = static_cast<int32_t>(j);  // every causal token
             if (!observer_) continue;
             std::span<const float> row_scores;
             if (n_keys[t] > 0) row_scores = {scores + (t - r0) * n_cols, static_cast<size_t>(n_keys[t])};
-            observer_->on_selection(w.layer, batch.request_of_token(t), pos, {row, static_cast<size_t>(K)}, row_scores, 1);
+            observer_->on_selection(w.layer, batch.request_of_token(t), pos, {row, static_cast<size_t>(W)}, row_scores,
+                                    1);
             if (keep_scores) {
                 selection.scores.insert(selection.scores.end(), row_scores.begin(), row_scores.end());
                 selection.score_begin[static_cast<size_t>(t + 1)] = static_cast<int64_t>(selection.scores.size());
@@ -349,8 +366,9 @@ Status Model::reuse_selection(const LayerWeights& w, const StepBatch& batch, Ste
                               model_type_, w.layer, w.topk_source_layer);
     const StepSelection& source = it->second;
     selection.topk = source.topk;
+    selection.width = source.width;
     if (!observer_) return Status::ok();
-    const int64_t K = config_.index_topk;
+    const int64_t W = selection.width;
     const bool have_scores = source.score_begin.size() == static_cast<size_t>(batch.n_tokens() + 1);
     for (int64_t t = 0; t < batch.n_tokens(); ++t) {
         std::span<const float> scores;
@@ -360,7 +378,7 @@ Status Model::reuse_selection(const LayerWeights& w, const StepBatch& batch, Ste
             scores = {source.scores.data() + b, e - b};
         }
         observer_->on_selection(w.layer, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)],
-                                {selection.topk.data() + t * K, static_cast<size_t>(K)}, scores, 1);
+                                {selection.topk.data() + t * W, static_cast<size_t>(W)}, scores, 1);
     }
     return Status::ok();
 }
@@ -370,7 +388,7 @@ Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCa
     const DsaMlaConfig& c = config_;
     const DType a = act_type_;
     const int64_t T = batch.n_tokens(), H = c.num_attention_heads, R = c.kv_lora_rank, Dr = c.qk_rope_head_dim;
-    const int64_t K = c.index_topk, B = info.latent->block_size();
+    const int64_t K = selection.width, B = info.latent->block_size();  // the step's row width (≤ index_topk)
     if (n_slots(*info.latent) > INT32_MAX)
         return unsupported_error("{}: the '{}' cache has {} slots; the sparse MLA op addresses them as int32", model_type_,
                                  kLatentGroup, n_slots(*info.latent));

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "io/weights.h"
+#include "models/allocation.h"
 #include "models/attention_layout.h"
 #include "models/dsa_mla/model_impl.h"
 #include "ops/hadamard.h"
@@ -160,6 +163,13 @@ Status Model::forward(int64_t layer_pos, const StepBatch& batch, const float* in
                                       layer_pos, layers_.size());
     const LayerWeights& w = layers_[static_cast<size_t>(layer_pos)];
     if (batch.n_tokens() == 0) return Status::ok();
+    return no_bad_alloc([&] { return forward_layer(w, layer_pos, batch, input, output, times); }, [&] {
+        return fmt::format("{} layer {}, a step of {} tokens", model_type_, w.layer, batch.n_tokens());
+    });
+}
+
+Status Model::forward_layer(const LayerWeights& w, int64_t layer_pos, const StepBatch& batch, const float* input,
+                            float* output, StageTimes* times) {
     SIEVE_ASSIGN_OR_RETURN(StepCacheInfo info, step_cache_info(batch));
     {
         ScopedStageTimer timer(times, Stage::projections);

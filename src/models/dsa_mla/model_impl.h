@@ -37,7 +37,8 @@ struct StepCacheInfo {
 // The top-k a full layer selected in the current step, for the shared layers after it (§1.3).
 struct StepSelection {
     std::vector<int64_t> signature;  // (id, start, n_tokens) per request of the step that produced it
-    std::vector<int32_t> topk;       // [T, K] request-local positions, −1 padded
+    int64_t width = 0;               // W = min(index_topk, most positions a token of the step sees)
+    std::vector<int32_t> topk;       // [T, W] request-local positions, −1 padded
     // Observer support (kept only while an observer is set): each token's candidate scores.
     std::vector<float> scores;       // concatenated rows
     std::vector<int64_t> score_begin;  // [T + 1] offsets into scores (empty row: not scored)
@@ -68,6 +69,9 @@ public:
 
 private:
     Expected<StepCacheInfo> step_cache_info(const StepBatch& batch) const;
+    // forward() of one loaded layer, inside its out-of-memory boundary.
+    Status forward_layer(const LayerWeights& w, int64_t layer_pos, const StepBatch& batch, const float* input,
+                         float* output, StageTimes* times);
     // Stages of forward (forward.cpp).
     Status project(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
                    const float* input);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "models/allocation.h"
 #include "models/attention_layout.h"
 
 namespace sieve {
@@ -87,7 +90,10 @@ Status QsaModel::forward(int64_t layer_pos, const StepBatch& batch, const float*
                          StageTimes* times) {
     if (layer_pos < 0 || layer_pos >= static_cast<int64_t>(layers_.size()))
         return invalid_argument_error("QSA model: layer position {} out of range [0, {})", layer_pos, layers_.size());
-    return layers_[static_cast<size_t>(layer_pos)]->forward(batch, input, output, scratch_, observer_, times);
+    QsaLayer& layer = *layers_[static_cast<size_t>(layer_pos)];
+    return no_bad_alloc([&] { return layer.forward(batch, input, output, scratch_, observer_, times); }, [&] {
+        return fmt::format("{} layer {}, a step of {} tokens", model_type_, layer.layer(), batch.n_tokens());
+    });
 }
 
 }  // namespace sieve

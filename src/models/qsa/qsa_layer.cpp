@@ -129,7 +129,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     const size_t ae = dtype_size(act);
     const int64_t H = c_.hidden_size, Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;
     const int64_t Hi = c_.indexer_n_heads, Di = c_.indexer_head_dim, r = c_.indexer_compress_ratio;
-    const int64_t R = c_.rotary_dim, k_top = c_.block_topk, W = c_.output_width, N = pl_.total;
+    const int64_t R = c_.rotary_dim, N = pl_.total;
     const float eps = static_cast<float>(c_.rms_norm_eps);
 
     // ---- per-token metadata (qsa.md §6) ----
@@ -139,16 +139,22 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     seq_lens.resize(static_cast<size_t>(T));
     n_groups.resize(static_cast<size_t>(T));
     completing.clear();
-    int64_t max_cols = 0;
+    int64_t max_cols = 0, max_visible = 0;
     for (int64_t t = 0; t < T; ++t) {
         const int64_t p = batch.positions[static_cast<size_t>(t)];
         const int64_t L = batch.requests[static_cast<size_t>(batch.token_request[static_cast<size_t>(t)])].end();
         seq_lens[static_cast<size_t>(t)] = L;
         const int64_t visible = std::min((p + 1) / r, L / r);  // §4.5
-        n_groups[static_cast<size_t>(t)] = static_cast<int32_t>(visible > k_top ? visible : 0);
+        n_groups[static_cast<size_t>(t)] = static_cast<int32_t>(visible > c_.block_topk ? visible : 0);
         max_cols = std::max<int64_t>(max_cols, n_groups[static_cast<size_t>(t)]);
+        max_visible = std::max(max_visible, visible);
         if ((p + 1) % r == 0) completing.push_back(t);
     }
+    // The step's selection widths: k_top = min(block_topk, the most groups a token of the step sees), at
+    // least 1, and W = k_top·r + r − 1 token slots (§4.6). A token seeing at most block_topk groups takes
+    // them all (ops/qsa_expand.h), whichever of the two is the bound, so rows are never wider than the step
+    // can fill, however far indexer_budget exceeds the context; a scored step has k_top = block_topk.
+    const int64_t k_top = std::max<int64_t>(1, std::min(c_.block_topk, max_visible)), W = k_top * r + r - 1;
     const int64_t n_new = static_cast<int64_t>(completing.size());
     int64_t chunk_rows =
         max_cols == 0 ? T : std::clamp<int64_t>(static_cast<int64_t>(kScoreChunkBytes / (4 * static_cast<size_t>(max_cols))), 1, T);

@@ -172,6 +172,39 @@ TEST(DeepseekV4Load, UnsupportedConfigurationsAreErrors) {
     EXPECT_EQ(m.status().code(), StatusCode::invalid_argument);
 }
 
+// sliding_window = index_topk = max_position_embeddings = 2^31 − 1 (a config that passes validation): the
+// layers size their window and top-k lists by what the step can use (min(width, positions or entries a
+// token sees)), so the model runs the fixture with a small scratch and equals the same model with a window
+// and a top-k of 1000 (both wider than every request, so the same rows are attended). Before, a step
+// allocated N × sliding_window window slots and std::bad_alloc escaped the forward call.
+TEST(DeepseekV4Load, HugeWindowAndTopkSizeListsByTheStep) {
+    Fixture f = load_fixture();
+    auto backend = cpu_backend();
+    DeepseekV4Options o;
+    o.backend = backend.get();
+    DeepseekV4Config huge = f.v4(), wide = f.v4();
+    huge.sliding_window = huge.index_topk = huge.max_position_embeddings = 2147483647;
+    wide.sliding_window = wide.index_topk = 1000;
+    for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+        SCOPED_TRACE(numerics_profile_name(profile));
+        o.profile = profile;
+        auto mh = load_deepseek_v4_model(huge, *f.checkpoint, o);
+        auto mw = load_deepseek_v4_model(wide, *f.checkpoint, o);
+        ASSERT_TRUE(mh.has_value()) << mh.status().to_string();
+        ASSERT_TRUE(mw.has_value()) << mw.status().to_string();
+        RunOptions run;
+        run.engine.scheduler.max_tokens_per_step = 64;
+        run.engine.cache_budget_tokens = 4 * 150;
+        const RunResult rh = run_fixture(f, **mh, run);
+        const RunResult rw = run_fixture(f, **mw, run);
+        ASSERT_TRUE(rh.status.is_ok()) << rh.status.to_string();
+        ASSERT_TRUE(rw.status.is_ok()) << rw.status.to_string();
+        EXPECT_EQ(rh.outputs, rw.outputs);
+        EXPECT_EQ(rh.selections, rw.selections);
+        EXPECT_LT((*mh)->workspace_bytes(), int64_t{64} << 20) << "scratch sized by the window or the top-k";
+    }
+}
+
 // The original DeepSeek layout (§6, "Decisions for sieve"): no "model." prefix, attn.kv_norm, and the
 // FP8 linears as e4m3 with a `.scale` sibling of UE8M0 bytes per 128×128 block. Built from the fixture
 // by quantizing its linears; the transformers-layout twin holds the dequantized fp32 values. Both must

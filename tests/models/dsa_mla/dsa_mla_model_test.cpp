@@ -86,11 +86,14 @@ TEST_P(NaiveEquivalence, AbsorbedSparseEqualsNaiveOnTheSameSelection) {
                 if (source != l) {
                     EXPECT_EQ(sel, selections_of(*run, r, source, T)) << "shared layer reuses layer " << source;
                 }
-                for (int64_t p = 0; p < T; ++p) {  // every row: min(K, p + 1) distinct causal positions, ascending
+                // Every row: min(K, p + 1) distinct causal positions, ascending, then −1 up to the step's row
+                // width, which is min(K, the most positions a token of the step sees).
+                for (int64_t p = 0; p < T; ++p) {
                     const auto& row = sel[static_cast<size_t>(p)];
-                    ASSERT_EQ(static_cast<int64_t>(row.size()), c.index_topk);
                     const int64_t n = std::min<int64_t>(c.index_topk, p + 1);
-                    for (int64_t j = 0; j < c.index_topk; ++j) {
+                    ASSERT_GE(static_cast<int64_t>(row.size()), n);
+                    ASSERT_LE(static_cast<int64_t>(row.size()), c.index_topk);
+                    for (int64_t j = 0; j < static_cast<int64_t>(row.size()); ++j) {
                         if (j < n) {
                             EXPECT_GE(row[static_cast<size_t>(j)], 0);
                             EXPECT_LE(row[static_cast<size_t>(j)], p);
@@ -289,6 +292,44 @@ TEST(DsaMlaModel, Fp8BlockWeightsEqualTheirDequantizedValues) {
                         << "request " << r << " layer " << l;
             EXPECT_EQ(r8->selections, rd->selections);
         }
+    }
+}
+
+// index_topk = max_position_embeddings = 2^31 − 1 (a config that passes validation): the model runs, sizes
+// its selection rows and slot lists by what the step can use (min(index_topk, positions seen)) and equals
+// the same model at index_topk 1000 (both dense on these short requests); its scratch stays small. Before,
+// a step allocated T × index_topk selection entries and std::bad_alloc escaped the forward call.
+TEST_P(NaiveEquivalence, HugeIndexTopkSizesRowsByTheStep) {
+    Fixture f = load_fixture(GetParam());
+    const std::string k_field = fmt::format("\"index_topk\": {}", f.config.dsa_mla()->index_topk);
+    std::string json = f.config_json;
+    json.replace(json.find(k_field), k_field.size(), "\"index_topk\": 2147483647");
+    const std::string ctx_field =
+        fmt::format("\"max_position_embeddings\": {}", f.config.dsa_mla()->max_position_embeddings);
+    json.replace(json.find(ctx_field), ctx_field.size(), "\"max_position_embeddings\": 2147483647");
+    auto huge = parse_model_config(json, "modified config.json");
+    ASSERT_TRUE(huge.has_value()) << huge.status().to_string();
+    const ModelConfig wide = config_with(f, k_field, "\"index_topk\": 1000");
+    auto b = backend();
+    for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+        SCOPED_TRACE(numerics_profile_name(profile));
+        auto mh = load(*huge, *f.checkpoint, *b, profile);
+        auto mw = load(wide, *f.checkpoint, *b, profile);
+        ASSERT_TRUE(mh.has_value()) << mh.status().to_string();
+        ASSERT_TRUE(mw.has_value()) << mw.status().to_string();
+        for (const char* schedule : {"one-shot", "decode"}) {
+            SCOPED_TRACE(schedule);
+            auto rh = run_model(**mh, f, schedule_options(schedule));
+            auto rw = run_model(**mw, f, schedule_options(schedule));
+            ASSERT_TRUE(rh.has_value()) << rh.status().to_string();
+            ASSERT_TRUE(rw.has_value()) << rw.status().to_string();
+            for (int64_t r = 0; r < f.n_requests; ++r)
+                for (size_t l = 0; l < rh->outputs[static_cast<size_t>(r)].size(); ++l)
+                    EXPECT_EQ(rh->outputs[static_cast<size_t>(r)][l], rw->outputs[static_cast<size_t>(r)][l])
+                        << "request " << r << " layer " << l;
+            EXPECT_EQ(rh->selections, rw->selections);
+        }
+        EXPECT_LT((*mh)->workspace_bytes(), int64_t{64} << 20) << "scratch sized by index_topk";
     }
 }
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "backends/backend.h"
 #include "models/model_factory.h"
@@ -25,9 +27,11 @@ struct Loaded {
     std::unique_ptr<AttentionModel> model;
 };
 
-Loaded load(const QsaTestConfig& tc, uint64_t seed, const std::string& backend, NumericsProfile profile) {
+// `json`: the config.json text to use instead of qsa_config_json(tc) (the weights still follow tc).
+Loaded load(const QsaTestConfig& tc, uint64_t seed, const std::string& backend, NumericsProfile profile,
+            const std::string& json = {}) {
     Loaded l;
-    auto config = parse_model_config(qsa_config_json(tc), "test config.json");
+    auto config = parse_model_config(json.empty() ? qsa_config_json(tc) : json, "test config.json");
     EXPECT_TRUE(config.has_value()) << config.status().to_string();
     l.config = *config;
     auto ckpt = qsa_checkpoint(tc, qsa_random_weights(tc, seed));
@@ -206,6 +210,42 @@ TEST(QsaLayer, FusedSelectionMatchesScoresThenTopk) {
                 }
             }
         }
+    }
+}
+
+// indexer_budget near 2^31 with max_position_embeddings 2^31 − 1 (a config that passes validation): the
+// layer sizes its selection rows by the step (min(block_topk, the groups a token sees)), so it runs with a
+// small scratch and equals the same layer with a budget of 3000 (above every request: both dense, the
+// same rows in the same order). Before, a step of 8 tokens asked for 8 × (budget + r − 1) index slots and
+// failed with out_of_memory.
+TEST(QsaLayer, HugeBudgetSizesRowsByTheStep) {
+    QsaTestConfig tc;  // r = 3
+    tc.budget = 3000;
+    std::string json = qsa_config_json(tc);
+    using Edit = std::pair<std::string, std::string>;
+    for (const auto& [from, to] : {Edit{"\"indexer_budget\": 3000", "\"indexer_budget\": 2147483646"},
+                                   Edit{"\"max_position_embeddings\": 4096", "\"max_position_embeddings\": 2147483647"}}) {
+        const size_t at = json.find(from);
+        ASSERT_NE(at, std::string::npos) << from;
+        json.replace(at, from.size(), to);
+    }
+    for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+        SCOPED_TRACE(numerics_profile_name(profile));
+        Loaded wide = load(tc, 29, "cpu", profile), huge = load(tc, 29, "cpu", profile, json);
+        ASSERT_TRUE(wide.model && huge.model);
+        ASSERT_EQ(huge.config.qsa()->indexer_budget, 2147483646);
+        const int64_t n_layers = static_cast<int64_t>(wide.model->layers().size());
+        for (const char* name : {"one-shot", "chunk:5", "decode"}) {
+            SCOPED_TRACE(name);
+            std::vector<RequestInput> requests = random_requests({40, 7}, n_layers, tc.hidden, 31);
+            const EngineOptions opts = schedule(name, requests);
+            auto a = run_requests(*wide.model, requests, opts);
+            auto b = run_requests(*huge.model, requests, opts);
+            ASSERT_TRUE(a.has_value()) << a.status().to_string();
+            ASSERT_TRUE(b.has_value()) << b.status().to_string();
+            EXPECT_EQ(a->outputs, b->outputs);
+        }
+        EXPECT_LT(huge.model->workspace_bytes(), int64_t{64} << 20) << "scratch sized by the budget";
     }
 }
 
