@@ -2,21 +2,80 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 namespace sieve {
 
+namespace {
+
+// The blocks of a group's pool: blocks_per_group, or enough for the token budget plus one partial
+// block per request of a step. A pool numbers its blocks with int32 (kv/block_allocator.h).
+Expected<int64_t> pool_blocks(const CacheGroupDesc& d, const EngineOptions& o) {
+    if (d.block_size < 1 || d.spec.tokens_per_entry < 1)
+        return internal_error("cache group {}: block size {}, {} tokens per entry", d.name, d.block_size,
+                              d.spec.tokens_per_entry);
+    int64_t blocks = o.blocks_per_group;
+    if (blocks == 0) {
+        const int64_t entries = o.cache_budget_tokens / d.spec.tokens_per_entry;
+        const int64_t budget_blocks = entries / d.block_size + (entries % d.block_size != 0);
+        if (__builtin_add_overflow(budget_blocks, o.scheduler.max_requests_per_step, &blocks)) blocks = INT64_MAX;
+    }
+    if (blocks > INT32_MAX)
+        return out_of_memory_error("cache {}: {} blocks (a budget of {} tokens), more than the {} a pool can number",
+                                   d.name, blocks, o.cache_budget_tokens, INT32_MAX);
+    return blocks;
+}
+
+// The bytes of a group's pools, all layers, before kv/paged_cache aligns each block to 64 bytes.
+Expected<int64_t> pool_bytes(const CacheGroupDesc& d, int64_t blocks) {
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(d.block_size, d.spec.entry_bytes, &bytes) ||
+        __builtin_mul_overflow(bytes, std::max<int64_t>(blocks, 1), &bytes) ||
+        __builtin_mul_overflow(bytes, d.n_layers, &bytes))
+        return out_of_memory_error(
+            "cache {}: {} blocks of {} entries of {} B in {} layers: more bytes than int64 holds", d.name, blocks,
+            d.block_size, d.spec.entry_bytes, d.n_layers);
+    return bytes;
+}
+
+double gigabytes(int64_t bytes) { return static_cast<double>(bytes) / 1e9; }
+
+}  // namespace
+
 Expected<std::unique_ptr<Engine>> Engine::create(AttentionModel& model, EngineOptions options) {
-    if (options.scheduler.max_tokens_per_step < 1)
-        return invalid_argument_error("token budget per step {} must be at least 1", options.scheduler.max_tokens_per_step);
+    const SchedulerOptions& s = options.scheduler;
+    if (s.max_tokens_per_step < 1)
+        return invalid_argument_error("token budget per step {} must be at least 1", s.max_tokens_per_step);
+    if (s.max_requests_per_step < 1)
+        return invalid_argument_error("{} requests per step: must be at least 1", s.max_requests_per_step);
+    if (s.max_prefill_chunk < 0)
+        return invalid_argument_error("largest prefill chunk {}: must be at least 0 (0: no limit)",
+                                      s.max_prefill_chunk);
+    if (options.blocks_per_group < 0 || options.cache_budget_tokens < 0 || options.max_cache_bytes < 0)
+        return invalid_argument_error("{} blocks per group, a cache budget of {} tokens, max_cache_bytes {}: none may "
+                                      "be negative",
+                                      options.blocks_per_group, options.cache_budget_tokens, options.max_cache_bytes);
+    // Every pool is sized before the first is allocated: a workload too large fails as a whole.
+    const std::vector<CacheGroupDesc> descs = model.cache_groups();
+    std::vector<int64_t> blocks;
+    int64_t total_bytes = 0;
+    for (const CacheGroupDesc& d : descs) {
+        SIEVE_ASSIGN_OR_RETURN(const int64_t b, pool_blocks(d, options));
+        SIEVE_ASSIGN_OR_RETURN(const int64_t bytes, pool_bytes(d, b));
+        if (__builtin_add_overflow(total_bytes, bytes, &total_bytes))
+            return out_of_memory_error("the cache pools need more bytes than int64 holds (a budget of {} tokens)",
+                                       options.cache_budget_tokens);
+        blocks.push_back(b);
+    }
+    if (options.max_cache_bytes > 0 && total_bytes > options.max_cache_bytes)
+        return out_of_memory_error("the cache pools need {:.1f} GB (a budget of {} tokens in {} group(s)), more than "
+                                   "max_cache_bytes = {:.1f} GB",
+                                   gigabytes(total_bytes), options.cache_budget_tokens, descs.size(),
+                                   gigabytes(options.max_cache_bytes));
     std::unique_ptr<Engine> engine(new Engine(model, std::move(options)));
-    for (const CacheGroupDesc& d : model.cache_groups()) {
-        int64_t blocks = engine->options_.blocks_per_group;
-        if (blocks <= 0) {
-            // Enough for the token budget plus one partial block per step request.
-            const int64_t entries = engine->options_.cache_budget_tokens / d.spec.tokens_per_entry;
-            blocks = (entries + d.block_size - 1) / d.block_size + engine->options_.scheduler.max_requests_per_step;
-        }
-        SIEVE_ASSIGN_OR_RETURN(auto group, CacheGroup::create(d.name, d.spec, d.block_size, blocks, d.n_layers));
+    for (size_t i = 0; i < descs.size(); ++i) {
+        const CacheGroupDesc& d = descs[i];
+        SIEVE_ASSIGN_OR_RETURN(auto group, CacheGroup::create(d.name, d.spec, d.block_size, blocks[i], d.n_layers));
         engine->groups_.push_back(std::move(group));
     }
     return engine;
@@ -30,10 +89,15 @@ Status Engine::add_request(RequestId id, int64_t n_tokens, int64_t prompt_tokens
     if (n_tokens < 1) {
         e.status = RequestStatus::failed;
         e.error = invalid_argument_error("request {} has {} tokens; it needs at least 1", id, n_tokens);
+    } else if (prompt_tokens < 0 || prompt_tokens > n_tokens) {
+        e.status = RequestStatus::failed;
+        e.error = invalid_argument_error("request {}: a prompt of {} tokens, expected 0 to its {} tokens", id,
+                                         prompt_tokens, n_tokens);
     } else if (n_tokens > model_.max_position_embeddings()) {
         e.status = RequestStatus::failed;
-        e.error = invalid_argument_error("request {} has {} tokens, more than max_position_embeddings = {} of {}", id,
-                                         n_tokens, model_.max_position_embeddings(), model_.model_type());
+        e.error = invalid_argument_error(
+            "request {} has {} tokens ({} prompt + {} decode), more than max_position_embeddings = {} of {}", id,
+            n_tokens, prompt_tokens, n_tokens - prompt_tokens, model_.max_position_embeddings(), model_.model_type());
     }
     const Status result = e.error;
     const bool accepted = e.status != RequestStatus::failed;

@@ -3,6 +3,8 @@
 //
 // A request that cannot get cache blocks (pool exhausted) or is longer than the model's
 // max_position_embeddings is rejected with a clear error; the other requests continue unharmed.
+// Options that would size pools past what a block table addresses, past int64 or past
+// max_cache_bytes are an error of create(), before any pool is allocated.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,8 @@ struct EngineOptions {
     int64_t blocks_per_group = 0;
     // Enough blocks for this many resident tokens per group (used when blocks_per_group is 0).
     int64_t cache_budget_tokens = 1 << 16;
+    // Upper bound on the bytes of all cache pools together (0: none), e.g. the machine's memory.
+    int64_t max_cache_bytes = 0;
 };
 
 enum class RequestStatus { queued, running, finished, failed };
@@ -56,7 +60,8 @@ class Engine {
 public:
     static Expected<std::unique_ptr<Engine>> create(AttentionModel& model, EngineOptions options);
 
-    // Queues a request; `io` must outlive it. Errors (too long, duplicate id) reject it at once.
+    // Queues a request of `n_tokens` tokens whose first `prompt_tokens` (0 ≤ prompt_tokens ≤ n_tokens)
+    // are its prompt; `io` must outlive it. Errors (too long, duplicate id) reject it at once.
     Status add_request(RequestId id, int64_t n_tokens, int64_t prompt_tokens, RequestIo* io);
     // Runs one step; false when nothing was left to run. An error is the model's and fails every
     // request of that step.

@@ -1,10 +1,12 @@
 // Allocator, paged cache groups, scheduler, batch builder and engine, with a toy model whose
 // output depends on the cached history: a windowed causal mean and a full-history mean over
 // compressed (pooled) entries. Its outputs must not depend on how requests are scheduled.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -263,9 +265,68 @@ TEST(Engine, RejectsRequestsLongerThanTheModelAllows) {
     EXPECT_EQ(s.code(), StatusCode::invalid_argument);
     EXPECT_NE(s.message().find("max_position_embeddings = 1000"), std::string::npos) << s.message();
     EXPECT_EQ((*engine)->status(1), RequestStatus::failed);
+    // The message names the prompt and the decode that make the request too long.
+    s = (*engine)->add_request(3, 1200, 900, &io);
+    EXPECT_NE(s.message().find("1200 tokens (900 prompt + 300 decode), more than max_position_embeddings = 1000"),
+              std::string::npos)
+        << s.message();
     EXPECT_TRUE((*engine)->add_request(2, 4, 4, &io).is_ok());
     EXPECT_TRUE((*engine)->run().is_ok());
     EXPECT_EQ((*engine)->status(2), RequestStatus::finished);
+}
+
+// A prompt outside [0, n_tokens] is the caller's error, not an assertion of the scheduler.
+TEST(Engine, RejectsPromptsOutsideTheRequest) {
+    ToyModel model;
+    auto engine = Engine::create(model, {});
+    ASSERT_TRUE(engine.has_value());
+    RecordingIo io(5, 1);
+    RequestId id = 10;
+    for (int64_t prompt : {int64_t{-1}, int64_t{6}, INT64_MIN}) {
+        ++id;
+        Status s = (*engine)->add_request(id, 5, prompt, &io);
+        EXPECT_EQ(s.code(), StatusCode::invalid_argument) << prompt;
+        EXPECT_NE(s.message().find(fmt::format("a prompt of {} tokens, expected 0 to its 5 tokens", prompt)),
+                  std::string::npos)
+            << s.message();
+        EXPECT_EQ((*engine)->status(id), RequestStatus::failed);
+    }
+    EXPECT_TRUE((*engine)->add_request(1, 5, 0, &io).is_ok());  // 0: the scheduler prefills one token
+    EXPECT_TRUE((*engine)->run().is_ok());
+    EXPECT_EQ((*engine)->status(1), RequestStatus::finished);
+}
+
+// Pools are sized, and checked, before any is allocated: options past what a pool can number, past
+// int64 or past max_cache_bytes are errors naming the numbers (they overflowed or asserted before).
+TEST(Engine, CreateChecksThePoolsBeforeAllocatingThem) {
+    ToyModel model;
+    auto create = [&](auto change) {
+        EngineOptions o;
+        change(o);
+        auto engine = Engine::create(model, o);
+        return engine.has_value() ? Status::ok() : engine.status();
+    };
+    Status s = create([](EngineOptions& o) { o.cache_budget_tokens = INT64_MAX; });
+    EXPECT_EQ(s.code(), StatusCode::out_of_memory);
+    EXPECT_NE(s.message().find("more than the 2147483647 a pool can number"), std::string::npos) << s.message();
+    s = create([](EngineOptions& o) { o.blocks_per_group = int64_t{1} << 31; });
+    EXPECT_EQ(s.code(), StatusCode::out_of_memory) << s.to_string();
+    s = create([](EngineOptions& o) { o.scheduler.max_requests_per_step = INT64_MAX; });
+    EXPECT_EQ(s.code(), StatusCode::out_of_memory) << s.to_string();
+    s = create([](EngineOptions& o) { o.max_cache_bytes = 1000; });
+    EXPECT_EQ(s.code(), StatusCode::out_of_memory);
+    EXPECT_NE(s.message().find("more than max_cache_bytes"), std::string::npos) << s.message();
+    for (auto bad : std::vector<std::function<void(EngineOptions&)>>{
+             [](EngineOptions& o) { o.cache_budget_tokens = -1; },
+             [](EngineOptions& o) { o.blocks_per_group = -1; },
+             [](EngineOptions& o) { o.max_cache_bytes = -1; },
+             [](EngineOptions& o) { o.scheduler.max_requests_per_step = 0; },
+             [](EngineOptions& o) { o.scheduler.max_prefill_chunk = -1; },
+             [](EngineOptions& o) { o.scheduler.max_tokens_per_step = 0; }})
+        EXPECT_EQ(create(bad).code(), StatusCode::invalid_argument);
+    // The default options, and a limit the pools fit in, still work.
+    EXPECT_TRUE(create([](EngineOptions&) {}).is_ok());
+    EXPECT_TRUE(create([](EngineOptions& o) { o.max_cache_bytes = int64_t{1} << 30; }).is_ok());
 }
 
 }  // namespace
