@@ -241,7 +241,7 @@ std::string noise_rule() {
 // busy (its best repetition may still be right: a ceiling is the best of them).
 bool ceiling_noisy(const bench::Ceiling& c) { return c.spread > bench::kMaxSpread; }
 
-void print_ceilings(std::ostream& out, const Ceilings& c, bool remeasured) {
+void print_ceilings(std::ostream& out, const Ceilings& c, int runs) {
     fmt::print(out, "machine ceilings (best of repeated runs; spread = (best - worst) / best)\n");
     fmt::print(out, "  {:<16} {:<12} {:>7} {:>12} {:>8}\n", "ceiling", "isa", "threads", "value", "spread");
     bool noisy = false;
@@ -253,8 +253,9 @@ void print_ceilings(std::ostream& out, const Ceilings& c, bool remeasured) {
     if (noisy)
         fmt::print(out, "  NOISY: repetitions spread more than {:.0f}%: the machine was busy while they ran\n",
                    100 * bench::kMaxSpread);
-    if (remeasured)
-        fmt::print(out, "  (measured twice: points ran above their rooflines after the first; each ceiling's best kept)\n");
+    if (runs > 1)
+        fmt::print(out, "  (measured {} times: points ran above their rooflines after the first; each ceiling's best kept)\n",
+                   runs);
 }
 
 // The table's noise column: "NOISY", "re-timed" (flagged, then replaced by a consistent timing) or "-".
@@ -443,15 +444,18 @@ Expected<BenchMeasurements> measure(const BenchOptions& options, bool live) {
     if (live) fmt::print(stderr, "measuring machine ceilings...\n");
     m.ceilings = bench::measure_ceilings(pool, options.quick);
     if (options.ceilings_only) return m;
-    // A point above its roofline says the ceilings were measured under load: once, they are measured
-    // again, and each one's best kept, before the points are judged.
+    // A point above its roofline says the ceilings were measured under load: they are measured again,
+    // each one's best kept, before the points are judged; at most once per preset swept (the judge
+    // runs many times in a preset's second pass), as the load may have eased since the last time.
+    size_t points_at_last_run = 0;
     const NoiseJudge judge = [&](const std::vector<LayerPoint>& points) {
         std::vector<bench::Noise> noise = judge_points(Ceilings(m.ceilings), points);
         const bool above = std::any_of(noise.begin(), noise.end(), [](const bench::Noise& n) { return n.above_roofline; });
-        if (above && !m.ceilings_remeasured) {
+        if (above && points.size() != points_at_last_run) {
             if (live) fmt::print(stderr, "points ran above their rooflines: measuring the machine ceilings again...\n");
             bench::keep_best(m.ceilings, bench::measure_ceilings(pool, options.quick));
-            m.ceilings_remeasured = true;
+            ++m.ceiling_runs;
+            points_at_last_run = points.size();
             noise = judge_points(Ceilings(m.ceilings), points);
         }
         std::vector<std::string> reasons;
@@ -493,7 +497,7 @@ Expected<bool> report_bench(const BenchOptions& options, const BenchMeasurements
     }
     if (options.json) {
         nlohmann::json j{{"isa", isa_name(active_isa())}, {"threads", all_threads},
-                         {"ceilings_remeasured", measured.ceilings_remeasured}, {"noise_rule", noise_rule()}};
+                         {"ceiling_runs", measured.ceiling_runs}, {"noise_rule", noise_rule()}};
         for (const bench::Ceiling& c : ceilings.all())
             j["ceilings"].push_back({{"name", c.name}, {"unit", c.unit}, {"isa", c.isa}, {"threads", c.threads},
                                      {"value", c.value}, {"spread", c.spread}, {"noisy", ceiling_noisy(c)}});
@@ -508,7 +512,7 @@ Expected<bool> report_bench(const BenchOptions& options, const BenchMeasurements
         out << j.dump(2) << "\n";
         return verdict.passed();
     }
-    print_ceilings(out, ceilings, measured.ceilings_remeasured);
+    print_ceilings(out, ceilings, measured.ceiling_runs);
     if (points.empty()) return verdict.passed();
     print_points(out, ceilings, points, main_isa, all_threads);
     print_noise(out, points);

@@ -33,7 +33,7 @@ Expected<bool> run_bench(const BenchOptions& options, std::ostream& out);
 // What a run measured, for report_bench.
 struct BenchMeasurements {
     std::vector<bench::Ceiling> ceilings;
-    bool ceilings_remeasured = false;  // measured again because points ran above their rooflines; each one's best kept
+    int ceiling_runs = 1;  // more than 1: measured again after points ran above their rooflines, each one's best kept
     std::vector<LayerPoint> points;
 };
 
