@@ -6,15 +6,22 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <limits>
 
 #include "bench.h"
 #include "check.h"
+#include "core/assert.h"
+#include "flag_checks.h"
 #include "inspect.h"
 #include "presets.h"
 #include "run.h"
 
 namespace {
+
+using sieve::cli::IntRange;
+using sieve::cli::RealRange;
 
 // Exit codes, the same for every subcommand (README "Exit codes"), so that a script can tell "the
 // check ran and found a difference" from "the check could not run": 0 success, 1 the command ran
@@ -46,6 +53,97 @@ void prefer_passive_openmp(char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure: then run on with the default policy
 }
 
+// Numeric flags, and names with a fixed set of values, are taken as text and checked by sieve
+// (flag_checks.h) rather than converted by CLI11, which clamps "99999999999999999999" and wraps
+// "-1" for an unsigned value: every bad value gets one message naming the flag, the value and the
+// allowed range, and ends parsing as CLI11's own errors do (exit 2).
+template <typename T>
+T checked(sieve::Expected<T> value) {
+    if (!value.has_value()) throw CLI::ValidationError(value.status().message());
+    return *std::move(value);
+}
+
+void checked(const sieve::Status& status) {
+    if (!status.is_ok()) throw CLI::ValidationError(status.message());
+}
+
+template <typename T>
+CLI::Option* add_int_flag(CLI::App* cmd, const std::string& flag, T& target, IntRange range, const std::string& help) {
+    SIEVE_ASSERT(range.lo >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                     static_cast<uint64_t>(range.hi) <= static_cast<uint64_t>(std::numeric_limits<T>::max()),
+                 "a flag's range must fit its type");
+    return cmd
+        ->add_option_function<std::string>(
+            flag,
+            [&target, flag, range](const std::string& text) {
+                target = static_cast<T>(checked(sieve::cli::parse_int_flag(flag, text, range)));
+            },
+            fmt::format("{} [{}, {}]", help, range.lo, range.hi))
+        ->type_name("INT")
+        ->default_str(std::to_string(target));
+}
+
+CLI::Option* add_int_list_flag(CLI::App* cmd, const std::string& flag, std::vector<int64_t>& target, IntRange range,
+                               const std::string& help) {
+    return cmd
+        ->add_option_function<std::vector<std::string>>(
+            flag,
+            [&target, flag, range](const std::vector<std::string>& texts) {
+                target.clear();
+                for (const std::string& text : texts)
+                    target.push_back(checked(sieve::cli::parse_int_flag(flag, text, range)));
+            },
+            fmt::format("{}, each in [{}, {}]", help, range.lo, range.hi))
+        ->type_name("INT")
+        ->delimiter(',')
+        ->default_str(fmt::format("{}", fmt::join(target, ",")));
+}
+
+CLI::Option* add_real_flag(CLI::App* cmd, const std::string& flag, double& target, RealRange range,
+                           const std::string& help) {
+    return cmd
+        ->add_option_function<std::string>(
+            flag,
+            [&target, flag, range](const std::string& text) {
+                target = checked(sieve::cli::parse_real_flag(flag, text, range));
+            },
+            fmt::format("{} [{}, {}]", help, range.lo, range.hi))
+        ->type_name("NUMBER");
+}
+
+using TextCheck = std::function<sieve::Status(std::string_view flag, std::string_view value)>;
+
+CLI::Option* add_text_flag(CLI::App* cmd, const std::string& flag, std::string& target, TextCheck check,
+                           const std::string& help) {
+    return cmd
+        ->add_option_function<std::string>(
+            flag,
+            [&target, flag, check](const std::string& text) {
+                checked(check(flag, text));
+                target = text;
+            },
+            help)
+        ->default_str(target);
+}
+
+CLI::Option* add_text_list_flag(CLI::App* cmd, const std::string& flag, std::vector<std::string>& target,
+                                TextCheck check, const std::string& help) {
+    return cmd
+        ->add_option_function<std::vector<std::string>>(
+            flag,
+            [&target, flag, check](const std::vector<std::string>& texts) {
+                for (const std::string& text : texts) checked(check(flag, text));
+                target = texts;
+            },
+            help)
+        ->delimiter(',')
+        ->default_str(fmt::format("{}", fmt::join(target, ",")));
+}
+
+sieve::Status check_isa_or_default(std::string_view flag, std::string_view name) {
+    return sieve::cli::check_isa_flag(flag, name, /*allow_none=*/true);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,19 +165,21 @@ int main(int argc, char** argv) {
     CLI::App* run_cmd = app.add_subcommand(
         "run", "Run a workload of requests through a model's attention stack and report throughput (default job)");
     run_cmd->add_option("checkpoint", run.checkpoint, "checkpoint directory (instead of --preset)");
-    run_cmd->add_option("--preset", run.preset, preset_help)->capture_default_str();
-    run_cmd->add_option("--layers", run.layers, "layers to run, e.g. 0-3,7 (default: the preset's, or all)");
-    run_cmd->add_option("--requests", run.requests, "number of requests")->capture_default_str();
-    run_cmd->add_option("--prompt-tokens", run.prompt_tokens, "prompt tokens per request (chunked prefill)")
-        ->capture_default_str();
-    run_cmd->add_option("--decode-tokens", run.decode_tokens, "tokens decoded one per step after the prompt")
-        ->capture_default_str();
-    run_cmd->add_option("--budget", run.max_tokens_per_step, "token budget of one step")->capture_default_str();
+    add_text_flag(run_cmd, "--preset", run.preset, sieve::cli::check_preset_flag, preset_help);
+    run_cmd->add_option("--layers", run.layers,
+                        "layers to run, e.g. 0-3,7, each a layer of the model (default: the preset's, or all)");
+    add_int_flag(run_cmd, "--requests", run.requests, sieve::cli::kRunRequests, "number of requests");
+    add_int_flag(run_cmd, "--prompt-tokens", run.prompt_tokens, sieve::cli::kRunPromptTokens,
+                 "prompt tokens per request (chunked prefill); prompt + decode at most the model's "
+                 "max_position_embeddings");
+    add_int_flag(run_cmd, "--decode-tokens", run.decode_tokens, sieve::cli::kRunDecodeTokens,
+                 "tokens decoded one per step after the prompt");
+    add_int_flag(run_cmd, "--budget", run.max_tokens_per_step, sieve::cli::kRunBudget, "token budget of one step");
     run_cmd->add_option("--profile", run_profile, "exact | deployed")
         ->check(CLI::IsMember({"exact", "deployed"}))
         ->capture_default_str();
-    run_cmd->add_option("--backend", run.backend, "ref | cpu | cpu:<isa>")->capture_default_str();
-    run_cmd->add_option("--seed", run.seed, "seed of the random weights and inputs")->capture_default_str();
+    add_text_flag(run_cmd, "--backend", run.backend, sieve::cli::check_backend_flag, "ref | cpu | cpu:<isa>");
+    add_int_flag(run_cmd, "--seed", run.seed, sieve::cli::kSeedRange, "seed of the random weights and inputs");
     run_cmd->add_flag("--json", run.json, "write the summary as JSON");
 
     sieve::cli::CheckCommandOptions check;
@@ -87,21 +187,24 @@ int main(int argc, char** argv) {
     CLI::App* check_cmd = app.add_subcommand(
         "check", "Run a golden fixture through the runtime and compare every layer with the reference");
     check_cmd->add_option("fixture", check.fixture, "fixture directory (ckpt/ + golden.safetensors)")->required();
-    check_cmd->add_option("--schedule", check.check.schedule, "one-shot | chunk:N | decode | mixed")
-        ->capture_default_str();
+    add_text_flag(check_cmd, "--schedule", check.check.schedule, sieve::cli::check_schedule_flag,
+                  fmt::format("one-shot | chunk:N | decode | mixed, N in [{}, {}]", sieve::cli::kScheduleChunkRange.lo,
+                              sieve::cli::kScheduleChunkRange.hi));
     check_cmd->add_option("--profile", profile, "exact | deployed")
         ->check(CLI::IsMember({"exact", "deployed"}))
         ->capture_default_str();
-    check_cmd->add_option("--backend", check.check.backend, "ref | cpu | cpu:<isa>")->capture_default_str();
-    CLI::Option* tolerance_opt = check_cmd->add_option(
-        "--tolerance", check.check.rel_tolerance,
+    add_text_flag(check_cmd, "--backend", check.check.backend, sieve::cli::check_backend_flag, "ref | cpu | cpu:<isa>");
+    // A relative error of 1 is already an output unrelated to the reference; 10 leaves room for
+    // looking at broken layers without letting NaN or a negative tolerance through.
+    CLI::Option* tolerance_opt = add_real_flag(
+        check_cmd, "--tolerance", check.check.rel_tolerance, RealRange{0, 10},
         "largest relative error per layer (default: 1e-4 exact; deployed: 0.12 deepseek_v4, 0.35 deepseek_v32/hy_v4, "
         "0.15 qwen4_exp)");
-    CLI::Option* agreement_opt = check_cmd->add_option(
-        "--min-topk-agreement", check.check.min_topk_agreement,
+    CLI::Option* agreement_opt = add_real_flag(
+        check_cmd, "--min-topk-agreement", check.check.min_topk_agreement, RealRange{0, 1},
         "smallest fraction of tokens whose top-k set equals the reference's (default: 1 exact; deployed: 0.85 "
         "deepseek_v4, 0 deepseek_v32/hy_v4, 0.97 qwen4_exp)");
-    check_cmd->add_option("--seed", check.check.seed, "seed of the mixed schedule")->capture_default_str();
+    add_int_flag(check_cmd, "--seed", check.check.seed, sieve::cli::kSeedRange, "seed of the mixed schedule");
     check_cmd->add_flag("--json", check.json, "write the report as JSON");
 
     sieve::cli::BenchOptions bench;
@@ -113,36 +216,36 @@ int main(int argc, char** argv) {
     bench_cmd->add_flag("--ceilings-only", bench.ceilings_only, "measure the machine ceilings only");
     bench_cmd->add_flag("--json", bench.json, "write the results as JSON");
     bench_cmd->add_option("--svg", bench.svg, "write a plot of decode step time vs context (sparse vs dense) here");
-    bench_cmd->add_option("--presets", bench.layers.presets, "models to sweep (comma-separated)")
-        ->delimiter(',')
-        ->capture_default_str();
-    bench_cmd->add_option("--contexts", bench.layers.contexts, "decode contexts in tokens")
-        ->delimiter(',')
-        ->capture_default_str();
-    bench_cmd->add_option("--batches", bench.layers.batches, "decode batch sizes (requests per step)")
-        ->delimiter(',')
-        ->capture_default_str();
-    bench_cmd->add_option("--prefill-chunks", bench.layers.prefill_chunks, "prefill chunk sizes in tokens")
-        ->delimiter(',')
-        ->capture_default_str();
+    // Contexts up to the longest of a released model (1M); batches up to the scheduler's requests
+    // per step (runtime/scheduler.h); prefill chunks up to `run`'s largest budget. Across flags,
+    // check_bench_flags bounds batch × context and each context by the presets' positions.
+    constexpr IntRange contexts{1, 1 << 20}, batches{1, 256}, prefill_chunks{1, 16384}, reps{1, 1000};
+    add_text_list_flag(bench_cmd, "--presets", bench.layers.presets, sieve::cli::check_preset_flag,
+                       "models to sweep (comma-separated)");
+    add_int_list_flag(bench_cmd, "--contexts", bench.layers.contexts, contexts, "decode contexts in tokens");
+    add_int_list_flag(bench_cmd, "--batches", bench.layers.batches, batches, "decode batch sizes (requests per step)");
+    add_int_list_flag(bench_cmd, "--prefill-chunks", bench.layers.prefill_chunks, prefill_chunks,
+                      "prefill chunk sizes in tokens");
     bool no_prefill = false;
     bench_cmd->add_flag("--no-prefill", no_prefill, "time decode steps only (no prefill chunks)")
         ->excludes(bench_cmd->get_option("--prefill-chunks"));
-    bench_cmd->add_option("--prefill-context", bench.layers.prefill_context, "tokens cached before a prefill chunk")
-        ->capture_default_str();
-    bench_cmd->add_option("--dense-max-batch", bench.layers.dense_max_batch,
-                          "run the dense variant at batch sizes up to this")
-        ->capture_default_str();
-    bench_cmd->add_option("--compare-context", bench.layers.compare_context,
-                          "context of the thread and ISA comparisons (batch 1)")
-        ->capture_default_str();
-    bench_cmd->add_option("--isa", bench.layers.isa, "ISA of the main runs (default: the best this machine has)");
-    bench_cmd->add_option("--compare-isa", bench.layers.compare_isa, "ISA compared with the main runs ('' for none)")
-        ->capture_default_str();
-    bench_cmd->add_option("--reps", bench.layers.reps, "timed repetitions per point (the median is reported)")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
+    add_int_flag(bench_cmd, "--prefill-context", bench.layers.prefill_context, contexts,
+                 "tokens cached before a prefill chunk");
+    add_int_flag(bench_cmd, "--dense-max-batch", bench.layers.dense_max_batch, IntRange{0, batches.hi},
+                 "run the dense variant at batch sizes up to this (0: never)");
+    add_int_flag(bench_cmd, "--compare-context", bench.layers.compare_context, contexts,
+                 "context of the thread and ISA comparisons (batch 1)");
+    add_text_flag(bench_cmd, "--isa", bench.layers.isa, check_isa_or_default,
+                  "ISA of the main runs: scalar | avx2 | avx512 | avx512_bf16, at most this machine's (default: the "
+                  "best this machine has)");
+    add_text_flag(bench_cmd, "--compare-isa", bench.layers.compare_isa, check_isa_or_default,
+                  "ISA compared with the main runs ('' for none)");
+    add_int_flag(bench_cmd, "--reps", bench.layers.reps, reps, "timed repetitions per point (the median is reported)");
 
+    // Errors of the command line read as sieve's other errors do.
+    app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+        return "sieve: " + CLI::FailureMessage::simple(failed, e);
+    });
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -152,6 +255,7 @@ int main(int argc, char** argv) {
 
     if (bench_cmd->parsed()) {
         if (no_prefill) bench.layers.prefill_chunks.clear();
+        if (sieve::Status s = sieve::cli::check_bench_flags(bench.layers); !s.is_ok()) return report(s);
         return report(sieve::cli::run_bench(bench, std::cout));
     }
 

@@ -4,14 +4,17 @@
 #include <fmt/ostream.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <malloc.h>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -71,64 +74,140 @@ void reset_peak_rss() {
 
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
-}  // namespace
-
-Expected<std::vector<int64_t>> parse_layer_list(const std::string& text) {
-    std::set<int64_t> layers;
-    size_t start = 0;
-    while (start <= text.size()) {
-        const size_t comma = text.find(',', start);
-        const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        const size_t dash = part.find('-');
-        try {
-            size_t used = 0;
-            if (dash == std::string::npos) {
-                const int64_t v = std::stoll(part, &used);
-                if (used != part.size() || v < 0) throw std::invalid_argument(part);
-                layers.insert(v);
-            } else {
-                const int64_t a = std::stoll(part.substr(0, dash), &used);
-                if (used != dash) throw std::invalid_argument(part);
-                const int64_t b = std::stoll(part.substr(dash + 1), &used);
-                if (used != part.size() - dash - 1 || a < 0 || b < a) throw std::invalid_argument(part);
-                for (int64_t v = a; v <= b; ++v) layers.insert(v);
-            }
-        } catch (const std::exception&) {
-            return invalid_argument_error("--layers {}: expected a list like 0-3,7 (non-negative, ascending ranges)",
-                                          text);
-        }
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return std::vector<int64_t>(layers.begin(), layers.end());
+// The machine's physical memory in bytes (0 where the system does not say).
+int64_t physical_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
 }
 
-Status run_workload(const RunOptions& o, std::ostream& out) {
-    if (o.requests < 1 || o.prompt_tokens < 1 || o.decode_tokens < 0)
-        return invalid_argument_error("--requests {} / --prompt-tokens {} / --decode-tokens {}: need ≥ 1, ≥ 1, ≥ 0",
-                                      o.requests, o.prompt_tokens, o.decode_tokens);
+// The layers to run: --layers, else a preset's default ones, else (empty) every layer sieve runs.
+Expected<std::vector<int64_t>> workload_layers(const RunOptions& o, const ModelConfig& config,
+                                               const AttentionLayout& layout) {
+    if (o.layers.empty()) {
+        for (const Preset& p : presets())
+            if (o.checkpoint.empty() && p.name == o.preset) return p.default_layers;
+        return std::vector<int64_t>{};
+    }
+    SIEVE_ASSIGN_OR_RETURN(std::vector<int64_t> layers,
+                           parse_layer_list(o.layers, static_cast<int64_t>(layout.layers.size())));
+    for (int64_t l : layers) {
+        const AttentionLayerLayout& layer = layout.layers[static_cast<size_t>(l)];
+        if (!layer.sieve_runs)
+            return unsupported_error("--layers {}: layer {} of {} is a {} layer, which sieve does not run", o.layers,
+                                     l, config.model_type, layer.kind);
+    }
+    return layers;
+}
+
+// The flags' limits keep every count of the workload far inside int64.
+static_assert(kRunRequests.hi * (kRunPromptTokens.hi + kRunDecodeTokens.hi) + kRunBudget.hi < (int64_t{1} << 40));
+
+// The workload against the model and the machine: each request within the model's positions, and
+// the caches of all requests (every cache group is sized for every request's tokens plus a step's,
+// runtime/engine.h) within physical memory, estimated from the layout before anything is
+// allocated. Returns the tokens the caches are sized for.
+Expected<int64_t> check_workload(const RunOptions& o, const ModelConfig& config, const AttentionLayout& layout,
+                                 const std::vector<int64_t>& layers) {
+    const int64_t per_request = o.prompt_tokens + o.decode_tokens;
+    const int64_t max_position = max_position_embeddings(config);
+    if (per_request > max_position)
+        return invalid_argument_error(
+            "--prompt-tokens {} + --decode-tokens {} = {} tokens per request, more than max_position_embeddings {} "
+            "of {}",
+            o.prompt_tokens, o.decode_tokens, per_request, max_position, config.model_type);
+    const int64_t cache_tokens = o.requests * per_request + o.max_tokens_per_step;
+    // In double: a config's entry sizes times these token counts may pass int64.
+    double cache_bytes = 0;
+    int64_t n_layers = 0;
+    const std::set<int64_t> chosen(layers.begin(), layers.end());
+    for (const AttentionLayerLayout& l : layout.layers) {
+        if (layers.empty() ? !l.sieve_runs : !chosen.count(l.layer)) continue;
+        ++n_layers;
+        for (const CacheSpec& c : l.caches)
+            cache_bytes += static_cast<double>(c.entry_bytes) *
+                           static_cast<double>(cache_tokens / std::max<int64_t>(1, c.tokens_per_entry));
+    }
+    const int64_t memory = physical_memory_bytes();
+    if (memory > 0 && cache_bytes > static_cast<double>(memory))
+        return out_of_memory_error(
+            "the workload needs at least {:.1f} GB of cache ({} request(s) × {} tokens and a step of {} tokens, in {} "
+            "layer(s)), more than this machine's {:.1f} GB of memory",
+            cache_bytes / 1e9, o.requests, per_request, o.max_tokens_per_step, n_layers,
+            static_cast<double>(memory) / 1e9);
+    return cache_tokens;
+}
+
+}  // namespace
+
+Expected<std::vector<int64_t>> parse_layer_list(std::string_view text, int64_t n_layers) {
+    auto malformed = [&] {
+        return invalid_argument_error("--layers {}: expected a list like 0-3,7 (non-negative, ascending ranges)", text);
+    };
+    // A number is checked against the model before any range is expanded: "0-99999999999" must
+    // not fill a list of a hundred billion entries.
+    auto layer = [&](std::string_view number) -> Expected<int64_t> {
+        const std::optional<int64_t> v = parse_decimal(number);
+        if (!v || *v < 0 || *v >= n_layers)
+            return invalid_argument_error("--layers {}: {} is not a layer of this model (0 to {})", text, number,
+                                          n_layers - 1);
+        return *v;
+    };
+    std::vector<bool> chosen(static_cast<size_t>(std::max<int64_t>(n_layers, 0)), false);
+    for (size_t start = 0;;) {
+        const size_t comma = text.find(',', start);
+        const std::string_view part =
+            text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+        const size_t dash = part.find('-');
+        if (part.empty() || dash == 0 || dash == part.size() - 1) return malformed();
+        SIEVE_ASSIGN_OR_RETURN(const int64_t first, layer(part.substr(0, dash)));
+        int64_t last = first;
+        if (dash != std::string_view::npos) {
+            SIEVE_ASSIGN_OR_RETURN(last, layer(part.substr(dash + 1)));
+            if (last < first) return malformed();
+        }
+        for (int64_t v = first; v <= last; ++v) chosen[static_cast<size_t>(v)] = true;
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
+    }
+    std::vector<int64_t> layers;
+    for (size_t v = 0; v < chosen.size(); ++v)
+        if (chosen[v]) layers.push_back(static_cast<int64_t>(v));
+    return layers;
+}
+
+namespace {
+
+Status run_checked_workload(const RunOptions& o, std::ostream& out) {
+    SIEVE_RETURN_IF_ERROR(check_int_flag("--requests", o.requests, kRunRequests));
+    SIEVE_RETURN_IF_ERROR(check_int_flag("--prompt-tokens", o.prompt_tokens, kRunPromptTokens));
+    SIEVE_RETURN_IF_ERROR(check_int_flag("--decode-tokens", o.decode_tokens, kRunDecodeTokens));
+    SIEVE_RETURN_IF_ERROR(check_int_flag("--budget", o.max_tokens_per_step, kRunBudget));
+    SIEVE_RETURN_IF_ERROR(check_backend_flag("--backend", o.backend));
     const auto load_start = std::chrono::steady_clock::now();
     ModelConfig config;
-    std::unique_ptr<Checkpoint> checkpoint;
-    std::vector<int64_t> layers;
     std::string source;
-    if (!o.layers.empty()) {
-        SIEVE_ASSIGN_OR_RETURN(layers, parse_layer_list(o.layers));
-    }
     if (!o.checkpoint.empty()) {
         SIEVE_ASSIGN_OR_RETURN(config, load_model_config(o.checkpoint));
-        SIEVE_ASSIGN_OR_RETURN(checkpoint, Checkpoint::open(o.checkpoint));
         source = o.checkpoint.string();
     } else {
+        SIEVE_RETURN_IF_ERROR(check_preset_flag("--preset", o.preset));
         SIEVE_ASSIGN_OR_RETURN(config, preset_config(o.preset));
-        if (layers.empty())
-            for (const Preset& p : presets())
-                if (p.name == o.preset) layers = p.default_layers;
+        source = "preset " + o.preset;
+    }
+    // Everything about the workload is checked against the config before a weight is generated or
+    // read, or a cache sized.
+    SIEVE_ASSIGN_OR_RETURN(AttentionLayout layout, attention_layout(config, o.profile));
+    SIEVE_ASSIGN_OR_RETURN(std::vector<int64_t> layers, workload_layers(o, config, layout));
+    SIEVE_ASSIGN_OR_RETURN(const int64_t cache_budget_tokens, check_workload(o, config, layout, layers));
+
+    std::unique_ptr<Checkpoint> checkpoint;
+    if (!o.checkpoint.empty()) {
+        SIEVE_ASSIGN_OR_RETURN(checkpoint, Checkpoint::open(o.checkpoint));
+    } else {
         if (o.progress && isatty(STDERR_FILENO))
             fmt::print(stderr, "generating random weights for preset {} (layers {})...\n", o.preset,
                        fmt::join(layers, ","));
         SIEVE_ASSIGN_OR_RETURN(checkpoint, preset_checkpoint(o.preset, config, layers, o.seed));
-        source = "preset " + o.preset;
     }
     SIEVE_ASSIGN_OR_RETURN(auto backend, make_backend(o.backend));
     ModelOptions model_options;
@@ -157,7 +236,8 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
     EngineOptions engine_options;
     engine_options.chain_layers = true;
     engine_options.scheduler.max_tokens_per_step = o.max_tokens_per_step;
-    engine_options.cache_budget_tokens = o.requests * (o.prompt_tokens + o.decode_tokens) + o.max_tokens_per_step;
+    engine_options.cache_budget_tokens = cache_budget_tokens;
+    engine_options.max_cache_bytes = physical_memory_bytes();
     SIEVE_ASSIGN_OR_RETURN(auto engine, Engine::create(*model, engine_options));
     std::vector<std::unique_ptr<SyntheticIo>> ios;
     for (int64_t r = 0; r < o.requests; ++r) {
@@ -183,7 +263,6 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
     for (const auto& io : ios) non_finite += io->non_finite;
 
     // Cache bytes per token of the layers that ran, next to dense attention over the same layers.
-    SIEVE_ASSIGN_OR_RETURN(AttentionLayout layout, attention_layout(config, o.profile));
     const std::set<int64_t> ran(run_layers.begin(), run_layers.end());
     double sparse_bytes = 0;
     int64_t ran_layout_layers = 0;
@@ -268,6 +347,21 @@ Status run_workload(const RunOptions& o, std::ostream& out) {
     }
     if (non_finite) return internal_error("{} non-finite values in the last layer's outputs", non_finite);
     return Status::ok();
+}
+
+}  // namespace
+
+Status run_workload(const RunOptions& o, std::ostream& out) {
+    // The standard containers of loading and of the steps report a failed allocation by throwing:
+    // past the checks against the machine's memory, a limit on it (ulimit, cgroups) or its other
+    // users can still make one fail, which is an error of the command, not a crash.
+    try {
+        return run_checked_workload(o, out);
+    } catch (const std::bad_alloc&) {
+        return out_of_memory_error(
+            "ran out of memory for {} request(s) × ({} prompt + {} decode) tokens with a budget of {} tokens per step",
+            o.requests, o.prompt_tokens, o.decode_tokens, o.max_tokens_per_step);
+    }
 }
 
 }  // namespace sieve::cli

@@ -8,12 +8,22 @@
 #include <filesystem>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
+#include "flag_checks.h"
 #include "kv/cache_spec.h"
 
 namespace sieve::cli {
+
+// Limits of `sieve run`'s numeric flags: the command line checks them as it parses (and shows them
+// in --help), run_workload again for other callers. Past these, a workload must also fit the model
+// (prompt + decode within max_position_embeddings) and the machine (its caches within memory).
+inline constexpr IntRange kRunRequests{1, 4096};
+inline constexpr IntRange kRunPromptTokens{1, 1 << 24};  // 16M: past every released model's context
+inline constexpr IntRange kRunDecodeTokens{0, 1 << 24};
+inline constexpr IntRange kRunBudget{1, 16384};  // a step's buffers grow with it: 1 GB of V4-Flash queries
 
 struct RunOptions {
     std::filesystem::path checkpoint;  // empty: use the preset
@@ -25,14 +35,15 @@ struct RunOptions {
     int64_t max_tokens_per_step = 2048;
     NumericsProfile profile = NumericsProfile::deployed;
     std::string backend = "cpu";
-    uint64_t seed = 1;
+    uint64_t seed = 1;                 // the command line takes kSeedRange
     bool json = false;
     bool progress = true;  // a live line on stderr when it is a terminal
 };
 
 Status run_workload(const RunOptions& options, std::ostream& out);
 
-// "0-3,7" → {0, 1, 2, 3, 7}.
-Expected<std::vector<int64_t>> parse_layer_list(const std::string& text);
+// "0-3,7" → {0, 1, 2, 3, 7}: indices of a model's layers, each in [0, n_layers − 1]. Numbers are
+// bounded before a range is expanded, so the list never holds more than n_layers entries.
+Expected<std::vector<int64_t>> parse_layer_list(std::string_view text, int64_t n_layers);
 
 }  // namespace sieve::cli
