@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <regex>
 
@@ -333,56 +336,90 @@ TEST_P(NaiveEquivalence, HugeIndexTopkSizesRowsByTheStep) {
     }
 }
 
+// The fixture's tensors with layer 0's attention poisoned: one NaN in q_b_proj (q of head 0, dim 0, for
+// every token), or (huge_scale) q_b_proj as e4m3 values with unit block scales except block [0, 0]'s, 3e38:
+// finite, so the loader accepts it, but its e4m3 values of magnitude ≥ 1.2 dequantize to inf.
+std::vector<HostTensor> with_poisoned_attention_weight(const Fixture& f, bool huge_scale) {
+    const std::string target = "model.layers.0.self_attn.q_b_proj.weight";
+    std::vector<HostTensor> tensors;
+    for (const HostTensor& t : read_all(*f.checkpoint)) {
+        if (t.name != target) {
+            tensors.push_back(t);
+            continue;
+        }
+        std::vector<float> v = t.f32();
+        if (!huge_scale) {
+            v[0] = std::numeric_limits<float>::quiet_NaN();
+            tensors.push_back(HostTensor::from_f32(t.name, t.shape, v));
+            continue;
+        }
+        const int64_t rows = t.shape[0], cols = t.shape[1], br = (rows + 127) / 128, bc = (cols + 127) / 128;
+        HostTensor w{t.name, DType::f8_e4m3, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
+        for (size_t i = 0; i < v.size(); ++i) w.bytes[i] = f32_to_fp8_e4m3(std::clamp(v[i] * 64.0f, -448.0f, 448.0f));
+        std::vector<float> scale(static_cast<size_t>(br * bc), 1.0f / 64.0f);
+        scale[0] = 3e38f;
+        tensors.push_back(std::move(w));
+        tensors.push_back(HostTensor::from_f32(target.substr(0, target.size() - 7) + ".weight_scale_inv", {br, bc}, scale));
+    }
+    return tensors;
+}
+
+// Non-finite values among layer 0's outputs of a run of every fixture request (chunks of 6 tokens).
+int64_t non_finite_layer0_outputs(const Fixture& f, const Checkpoint& ckpt, const char* backend_spec,
+                                  NumericsProfile profile) {
+    auto b = backend(backend_spec);
+    auto model = load(f.config, ckpt, *b, profile, {0});
+    EXPECT_TRUE(model.has_value()) << model.status().to_string();
+    if (!model) return -1;
+    auto run = run_model(**model, f, schedule_options("chunk:6"));
+    EXPECT_TRUE(run.has_value()) << run.status().to_string();
+    if (!run) return -1;
+    int64_t n = 0;
+    for (const auto& request : run->outputs)
+        for (float x : request.at(0)) n += !std::isfinite(x);
+    return n;
+}
+
 // A NaN attention weight, or an FP8 block scale so large that its block dequantizes to inf, makes the layer's
 // outputs non-finite, so that a run counts them (`sieve run` reports non_finite_outputs): NaN logits must
 // not turn into zero rows in sparse MLA attention (ops/sparse_mla.h). Before, attention returned 0 for the
 // poisoned heads and every output stayed finite. Both families, both profiles, cpu and ref.
 TEST_P(NaiveEquivalence, NonFiniteWeightsGiveNonFiniteOutputs) {
     Fixture f = load_fixture(GetParam());
-    const std::string target = "model.layers.0.self_attn.q_b_proj.weight";
     for (const bool huge_scale : {false, true}) {
-        std::vector<HostTensor> tensors;
-        for (const HostTensor& t : read_all(*f.checkpoint)) {
-            if (t.name != target) {
-                tensors.push_back(t);
-                continue;
-            }
-            std::vector<float> v = t.f32();
-            if (!huge_scale) {  // one NaN: q of head 0, dim 0, for every token
-                v[0] = std::numeric_limits<float>::quiet_NaN();
-                tensors.push_back(HostTensor::from_f32(t.name, t.shape, v));
-                continue;
-            }
-            // e4m3 values with unit block scales, except block [0, 0]: 3e38, finite (the loader accepts it),
-            // but its e4m3 values of magnitude ≥ 1.2 dequantize to inf.
-            const int64_t rows = t.shape[0], cols = t.shape[1], br = (rows + 127) / 128, bc = (cols + 127) / 128;
-            HostTensor w{t.name, DType::f8_e4m3, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
-            for (size_t i = 0; i < v.size(); ++i) w.bytes[i] = f32_to_fp8_e4m3(std::clamp(v[i] * 64.0f, -448.0f, 448.0f));
-            std::vector<float> scale(static_cast<size_t>(br * bc), 1.0f / 64.0f);
-            scale[0] = 3e38f;
-            tensors.push_back(std::move(w));
-            tensors.push_back(HostTensor::from_f32(target.substr(0, target.size() - 7) + ".weight_scale_inv", {br, bc}, scale));
-        }
-        auto ckpt = make_checkpoint(tensors, huge_scale ? "huge fp8 block scale" : "NaN weight");
+        auto ckpt = make_checkpoint(with_poisoned_attention_weight(f, huge_scale), "poisoned");
         ASSERT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
         for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed})
             for (const char* spec : {"cpu", "ref"}) {
                 SCOPED_TRACE(fmt::format("{} {} {}", huge_scale ? "huge fp8 block scale" : "NaN weight",
                                          numerics_profile_name(profile), spec));
-                auto b = backend(spec);
-                auto model = load(f.config, **ckpt, *b, profile, {0});
-                ASSERT_TRUE(model.has_value()) << model.status().to_string();
-                auto run = run_model(**model, f, schedule_options("chunk:6"));
-                ASSERT_TRUE(run.has_value()) << run.status().to_string();
-                int64_t non_finite = 0, values = 0;
-                for (const auto& request : run->outputs)
-                    for (float x : request.at(0)) {
-                        non_finite += !std::isfinite(x);
-                        ++values;
-                    }
-                EXPECT_GT(non_finite, 0) << "of " << values << " layer-0 outputs";
+                EXPECT_GT(non_finite_layer0_outputs(f, **ckpt, spec, profile), 0);
             }
     }
+}
+
+// Writes, under $SIEVE_NUMERICS_SCRATCH (else a temporary directory, removed after), nan_weight/<family>: a
+// checkpoint directory of each DSA fixture with one NaN in layer 0's q_b_proj, on which
+// tests/cli/numerics_cases.cmake runs `sieve run` and expects non_finite_outputs > 0; checks that the copy
+// loads and gives non-finite outputs.
+TEST(DsaMlaFixtureCopies, WriteNanWeight) {
+    namespace fs = std::filesystem;
+    const char* env = std::getenv("SIEVE_NUMERICS_SCRATCH");
+    const bool own = !(env && *env);
+    const fs::path root = own ? fs::temp_directory_path() / fmt::format("sieve_nan_weight_{}", ::getpid()) : fs::path(env);
+    for (const char* family : {"deepseek_v32", "hy_v4"}) {
+        SCOPED_TRACE(family);
+        Fixture f = load_fixture(family);
+        const fs::path dir = root / "nan_weight" / family;
+        const Status st = write_checkpoint_dir(with_poisoned_attention_weight(f, false), f.config_json, dir);
+        ASSERT_TRUE(st.is_ok()) << st.to_string();
+        auto config = load_model_config(dir);
+        auto ckpt = Checkpoint::open(dir);
+        ASSERT_TRUE(config.has_value()) << config.status().to_string();
+        ASSERT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
+        EXPECT_GT(non_finite_layer0_outputs(f, **ckpt, "cpu", NumericsProfile::deployed), 0);
+    }
+    if (own) fs::remove_all(root);
 }
 
 // vLLM's headwise gate (§2.9: linear_gate [H, D], one sigmoid per head), which transformers does not

@@ -50,6 +50,22 @@ Expected<std::unique_ptr<Checkpoint>> make_checkpoint(const std::vector<HostTens
     return Checkpoint::from_files(label, std::move(files));
 }
 
+Status write_checkpoint_dir(const std::vector<HostTensor>& tensors, const std::string& config_json,
+                            const std::filesystem::path& dir) {
+    std::vector<SafetensorsWriteEntry> entries;
+    for (const HostTensor& t : tensors) entries.push_back({t.name, t.dtype, t.shape, t.bytes});
+    SIEVE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, serialize_safetensors(entries));
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return io_error("{}: cannot create: {}", dir.string(), ec.message());
+    std::ofstream config(dir / "config.json", std::ios::binary);
+    config << config_json;
+    std::ofstream model(dir / "model.safetensors", std::ios::binary);
+    model.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!config || !model) return io_error("{}: cannot write the checkpoint", dir.string());
+    return Status::ok();
+}
+
 namespace {
 
 template <typename T>

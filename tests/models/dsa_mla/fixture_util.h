@@ -34,6 +34,9 @@ struct HostTensor {
 
 std::vector<HostTensor> read_all(const Checkpoint& ckpt);
 Expected<std::unique_ptr<Checkpoint>> make_checkpoint(const std::vector<HostTensor>& tensors, const std::string& label);
+// A checkpoint directory as `sieve run` reads one: dir/config.json (config_json) and dir/model.safetensors.
+Status write_checkpoint_dir(const std::vector<HostTensor>& tensors, const std::string& config_json,
+                            const std::filesystem::path& dir);
 
 struct Fixture {
     std::string model_type;
