@@ -2,7 +2,9 @@
 # optionally one it must not match, and never a sanitizer report or a source path of the build.
 #
 #   cmake -DEXPECT_EXIT=<code> -DEXPECT_OUTPUT=<regex> [-DREJECT_OUTPUT=<regex>] [-DWORKING_DIR=<dir>]
-#         -P expect_exit.cmake <program> [args...]
+#         -P expect_exit.cmake -- <program> [args...]
+#
+# (After `--`, cmake passes the arguments on without reading them: `--preset` is one of its own.)
 #
 # ctest's WILL_FAIL passes on any non-zero exit, a crash or an ASan report included, and
 # PASS_REGULAR_EXPRESSION ignores the exit code: neither can tell "a clear error" from a crash.
@@ -12,13 +14,17 @@ if(NOT DEFINED EXPECT_EXIT OR NOT DEFINED EXPECT_OUTPUT)
   message(FATAL_ERROR "expect_exit.cmake: EXPECT_EXIT and EXPECT_OUTPUT are required")
 endif()
 
-# The command is everything after the script's own path on cmake's command line.
+# The command is everything after the script's own path (and a `--`) on cmake's command line.
 set(command)
 set(after_script FALSE)
 math(EXPR last "${CMAKE_ARGC} - 1")
 foreach(i RANGE 0 ${last})
   if(after_script)
-    list(APPEND command "${CMAKE_ARGV${i}}")
+    if(NOT command AND NOT separator_seen AND CMAKE_ARGV${i} STREQUAL "--")
+      set(separator_seen TRUE)
+    else()
+      list(APPEND command "${CMAKE_ARGV${i}}")
+    endif()
   elseif(CMAKE_ARGV${i} STREQUAL "-P")
     math(EXPR script_index "${i} + 1")
   elseif(DEFINED script_index AND i EQUAL script_index)

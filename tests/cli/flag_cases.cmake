@@ -29,8 +29,7 @@ _sieve_cli_reject(run --seed VALUES -1 ${past_int64} 18446744073709551615 x)
 # --layers: a number past the model's 43 layers is an error before a range is expanded (these
 # filled memory, or looped forever on a signed overflow).
 _sieve_cli_reject(run --layers VALUES 0-99999999999 0-${int64_max} ${past_int64} 43 0-43)
-# (--preset cannot be tested here: cmake -P takes "--preset" on its command line as its own
-# option; run_test.cpp covers it.)
+_sieve_cli_reject(run --preset VALUES garbage deepseek-v5)
 _sieve_cli_reject(run --backend VALUES garbage cpu:avx9 cpu:scalar:x)
 sieve_cli_expect(cli.flag.run--profile=garbage SANITIZE EXIT 2 OUTPUT "sieve: --profile: garbage"
                  COMMAND run --profile garbage)

@@ -9,6 +9,8 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <new>
+#include <stdexcept>
 
 #include "bench.h"
 #include "check.h"
@@ -212,10 +214,10 @@ int main(int argc, char** argv) {
         "bench",
         "Measure this machine's ceilings, then time every stage of each family's layers at the real shapes against "
         "their rooflines (decode batch x context, prefill chunks, threads, ISAs, sparse vs dense)");
-    bench_cmd->add_flag("--quick", bench.quick, "small arrays, one repetition, one short context (a smoke test)");
+    bench_cmd->add_flag("--quick", bench.quick, "small arrays, one repetition, one short context (a smoke test: targets not evaluated, exit 0)");
     bench_cmd->add_flag("--ceilings-only", bench.ceilings_only, "measure the machine ceilings only");
     bench_cmd->add_flag("--json", bench.json, "write the results as JSON");
-    bench_cmd->add_option("--svg", bench.svg, "write a plot of decode step time vs context (sparse vs dense) here");
+    bench_cmd->add_option("--svg", bench.svg, "write a plot of decode step time vs context (sparse vs dense), a panel per preset and batch size swept; the path is checked before anything is timed");
     // Contexts up to the longest of a released model (1M); batches up to the scheduler's requests
     // per step (runtime/scheduler.h); prefill chunks up to `run`'s largest budget. Across flags,
     // check_bench_flags bounds batch × context and each context by the presets' positions.
@@ -253,23 +255,31 @@ int main(int argc, char** argv) {
         return app.exit(e) == 0 ? 0 : exit_error;
     }
 
-    if (bench_cmd->parsed()) {
-        if (no_prefill) bench.layers.prefill_chunks.clear();
-        if (sieve::Status s = sieve::cli::check_bench_flags(bench.layers); !s.is_ok()) return report(s);
-        return report(sieve::cli::run_bench(bench, std::cout));
-    }
+    // The commands return errors as Status; an exception that still escapes one (an allocation the
+    // sizing checks did not foresee, a library's own throw) is an error too, never a crash.
+    try {
+        if (bench_cmd->parsed()) {
+            if (no_prefill) bench.layers.prefill_chunks.clear();
+            if (sieve::Status s = sieve::cli::check_bench_flags(bench.layers); !s.is_ok()) return report(s);
+            return report(sieve::cli::run_bench(bench, std::cout));
+        }
 
-    if (run_cmd->parsed() || app.get_subcommands().empty()) {
-        run.profile = run_profile == "exact" ? sieve::NumericsProfile::exact : sieve::NumericsProfile::deployed;
-        return report(sieve::cli::run_workload(run, std::cout));
-    }
-    if (check_cmd->parsed()) {
-        check.check.profile = profile == "deployed" ? sieve::NumericsProfile::deployed : sieve::NumericsProfile::exact;
-        check.tolerance_given = tolerance_opt->count() > 0;
-        check.agreement_given = agreement_opt->count() > 0;
-        return report(sieve::cli::run_check(check, std::cout));
-    }
+        if (run_cmd->parsed() || app.get_subcommands().empty()) {
+            run.profile = run_profile == "exact" ? sieve::NumericsProfile::exact : sieve::NumericsProfile::deployed;
+            return report(sieve::cli::run_workload(run, std::cout));
+        }
+        if (check_cmd->parsed()) {
+            check.check.profile = profile == "deployed" ? sieve::NumericsProfile::deployed : sieve::NumericsProfile::exact;
+            check.tolerance_given = tolerance_opt->count() > 0;
+            check.agreement_given = agreement_opt->count() > 0;
+            return report(sieve::cli::run_check(check, std::cout));
+        }
 
-    if (inspect_cmd->parsed()) return report(sieve::cli::run_inspect(inspect, std::cout));
+        if (inspect_cmd->parsed()) return report(sieve::cli::run_inspect(inspect, std::cout));
+    } catch (const std::bad_alloc&) {
+        return report(sieve::out_of_memory_error("an allocation failed (the machine ran out of memory)"));
+    } catch (const std::exception& e) {
+        return report(sieve::internal_error("unexpected exception: {}", e.what()));
+    }
     return 0;
 }
