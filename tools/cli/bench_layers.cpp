@@ -49,21 +49,25 @@ Expected<FamilyPlan> family_plan(const std::string& preset, const ModelConfig& c
                     break;
                 }
         std::sort(plan.layers.begin(), plan.layers.end());
-        plan.dense_overrides = {{"index_topk", max_tokens / 4 + 1}};
+        // As many entries as a token can see, within what the config may hold (index_topk ≤
+        // max_position_embeddings, config validation).
+        plan.dense_overrides = {{"index_topk", std::min(max_tokens / 4 + 1, c->max_position_embeddings)}};
     } else if (const DsaMlaConfig* c = config.dsa_mla()) {
         // A shared layer with its source layer (which must run first in the step), else the first layer.
         for (size_t l = 0; l < c->layers.size() && plan.layers.empty(); ++l)
             if (c->layers[l].kind == DsaLayerKind::shared)
                 plan.layers = {c->layers[l].topk_source_layer, static_cast<int64_t>(l)};
         if (plan.layers.empty()) plan.layers = {0};
-        plan.dense_overrides = {{"index_topk", max_tokens + 1}};
+        plan.dense_overrides = {{"index_topk", std::min(max_tokens + 1, c->max_position_embeddings)}};
     } else if (const QsaConfig* c = config.qsa()) {
         for (size_t l = 0; l < c->layers.size(); ++l)
             if (c->layers[l] == QsaLayerKind::qsa) {
                 plan.layers = {static_cast<int64_t>(l)};
                 break;
             }
-        plan.dense_overrides = {{"indexer_budget", round_up(max_tokens + 1, c->indexer_compress_ratio)}};
+        const int64_t ratio = c->indexer_compress_ratio;
+        plan.dense_overrides = {
+            {"indexer_budget", std::min(round_up(max_tokens + 1, ratio), c->max_position_embeddings / ratio * ratio)}};
     }
     if (plan.layers.empty()) return invalid_argument_error("preset {}: no attention layer to benchmark", preset);
     return plan;
