@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "backends/backend.h"
@@ -22,6 +23,9 @@ public:
             const size_t rounded = workspace_round_up(bytes);
             data_.reset(static_cast<uint8_t*>(std::aligned_alloc(kWorkspaceAlignment, rounded)));
             capacity_ = data_ ? rounded : 0;
+            // The forward's no_bad_alloc boundary (models/allocation.h) reports it as out_of_memory;
+            // a null workspace would reach the op as a misaligned one.
+            if (!data_) throw std::bad_alloc();
         }
         return data_.get();
     }

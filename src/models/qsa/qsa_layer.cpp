@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <span>
 
 #include "ops/qsa_expand.h"
@@ -68,6 +69,8 @@ void* QsaScratch::reserve(size_t n) {
         const size_t size = std::max<size_t>(workspace_round_up(n), kWorkspaceAlignment);
         bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(kWorkspaceAlignment, size)));
         capacity = bytes ? size : 0;
+        // The forward's no_bad_alloc boundary (models/allocation.h) reports it as out_of_memory.
+        if (!bytes) throw std::bad_alloc();
     }
     return bytes.get();
 }
