@@ -1,6 +1,14 @@
 #include "kv/step_batch.h"
 
+#include <algorithm>
+
 namespace sieve {
+
+int64_t StepBatch::max_visible_entries(int64_t ratio) const {
+    int64_t w = 0;
+    for (int64_t p : positions) w = std::max(w, (p + 1) / ratio);
+    return w;
+}
 
 StepBatch make_step_batch(std::vector<StepRequest> requests, StepCaches caches) {
     StepBatch b;

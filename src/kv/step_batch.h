@@ -40,6 +40,10 @@ struct StepBatch {
     int64_t n_tokens() const { return static_cast<int64_t>(positions.size()); }
     int64_t n_requests() const { return static_cast<int64_t>(requests.size()); }
     RequestId request_of_token(int64_t t) const { return requests[static_cast<size_t>(token_request[static_cast<size_t>(t)])].id; }
+    // The most complete blocks of `ratio` positions a token of the step sees: max_t ⌊(p_t + 1)/ratio⌋
+    // (ratio 1: the most positions; DeepSeek-V4's compressed entries: ratio m, deepseek_v4.md §3.5). Rows
+    // and lists sized by it are as wide as the step can fill.
+    int64_t max_visible_entries(int64_t ratio) const;
 };
 
 // Builds positions, query_start_loc and token_request from the requests (in the given order).

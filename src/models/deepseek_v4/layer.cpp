@@ -187,7 +187,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         SIEVE_ASSIGN_OR_RETURN(comp, bind_cache(batch, caches_.compressed));
         const int64_t m = spec_.compress_ratio;
         if (spec_.kind == DeepseekV4LayerKind::hca) {
-            n_comp = max_visible_entries(batch, m);
+            n_comp = batch.max_visible_entries(m);
             SIEVE_ASSIGN_OR_RETURN(comp_list, sized(s.comp_list, N * n_comp, "compressed slot lists"));
             SIEVE_RETURN_IF_ERROR(visible_entry_slots(batch, comp, m, n_comp, comp_list));
         } else {
@@ -204,7 +204,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
         // min(w, the most positions a token sees): the window of p is [p − w + 1, p] ∩ [0, p] (§3.2), so a
         // wider list would only hold −1, and sliding_window may be far above any context.
-        const int64_t w = std::min(config_.sliding_window, max_visible_entries(batch, 1));
+        const int64_t w = std::min(config_.sliding_window, batch.max_visible_entries(1));
         SIEVE_ASSIGN_OR_RETURN(int32_t* window, sized(s.window, N * w, "window slot lists"));  // [N, w]
         SIEVE_RETURN_IF_ERROR(window_slots(batch, swa, w, window));
         SparseMqaParams p;

@@ -98,12 +98,6 @@ Status emission_slots(const StepBatch& batch, const BoundCache& state, const Bou
     return Status::ok();
 }
 
-int64_t max_visible_entries(const StepBatch& batch, int64_t ratio) {
-    int64_t w = 0;
-    for (int64_t p : batch.positions) w = std::max(w, (p + 1) / ratio);
-    return w;
-}
-
 Status visible_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out) {
     for (int64_t t = 0; t < batch.n_tokens(); ++t) {
         const int64_t n = std::min(width, (batch.positions[static_cast<size_t>(t)] + 1) / ratio);

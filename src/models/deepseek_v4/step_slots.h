@@ -45,8 +45,6 @@ int64_t count_emissions(const StepBatch& batch, int64_t ratio);
 Status emission_slots(const StepBatch& batch, const BoundCache& state, const BoundCache& dest, int64_t ratio,
                       bool overlap, int32_t* gather, int32_t* entry_slots, int64_t* entry_positions);
 
-// Width of the "every visible compressed entry" list: max_t ⌊(p_t + 1)/m⌋ (§3.5).
-int64_t max_visible_entries(const StepBatch& batch, int64_t ratio);
 // out[t, j] = slot of entry j for j < ⌊(p_t + 1)/m⌋, −1 after (HCA: all visible entries, §3.5).
 // out: [n_tokens, width]
 Status visible_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out);

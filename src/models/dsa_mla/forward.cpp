@@ -34,9 +34,7 @@ int64_t n_slots(const CacheGroup& g) { return g.allocator().total_blocks() * g.b
 // index_topk may be far above any context (up to max_position_embeddings): rows, slot lists and top-k
 // outputs are sized by what the step can use, never by index_topk alone.
 int64_t step_topk_width(const StepBatch& batch, int64_t index_topk) {
-    int64_t visible = 0;
-    for (int64_t p : batch.positions) visible = std::max(visible, p + 1);
-    return std::min(index_topk, visible);
+    return std::min(index_topk, batch.max_visible_entries(1));
 }
 
 std::vector<int64_t> step_signature(const StepBatch& batch) {

@@ -97,7 +97,7 @@ TEST(DeepseekV4StepSlots, VisibleSelectedAndRequestEntries) {
     Groups g = make_groups();
     const StepBatch b = make_batch(g);
     const BoundCache comp = bound(b, "comp");
-    ASSERT_EQ(dsv4::max_visible_entries(b, 4), 2);  // position 10 sees entries 0, 1
+    ASSERT_EQ(b.max_visible_entries(4), 2);  // position 10 sees entries 0, 1
     std::vector<int32_t> vis(20);
     ASSERT_TRUE(dsv4::visible_entry_slots(b, comp, 4, 2, vis.data()).is_ok());
     for (int64_t t = 0; t < b.n_tokens(); ++t) {
