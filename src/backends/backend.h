@@ -10,14 +10,21 @@
 //     (Known exception: a linear plan whose kernel is oneDNN's matmul; oneDNN 2.x allocates a few small
 //     blocks inside every primitive execution. tests/ops/no_alloc_test.cpp pins the count.)
 //   * Weights are prepared once (linear_prepare) and planned per batch shape (linear_plan).
+//   * The backend owns its memory and its stream: buffers come from buffer_alloc, bytes move only
+//     through buffer_upload / buffer_download / buffer_copy / buffer_fill, and ops and transfers run
+//     in the order they are issued. Host code never dereferences a buffer of a device that is not
+//     host_accessible (backends/device_buffer.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "backends/device_buffer.h"
 #include "core/status.h"
 #include "ops/compressor.h"
 #include "ops/dsa_indexer.h"
@@ -122,6 +129,24 @@ public:
     // whole process): what `sieve run` states as resident weights.
     virtual size_t prepared_weight_bytes() const { return 0; }
 
+    // ---- device memory and stream (backends/device_buffer.h) ----
+    virtual const Device& device() const = 0;
+    bool host_accessible() const { return device().host_accessible; }
+    // `bytes` zeroed bytes, kBufferAlignment-aligned; out_of_memory_error naming `what` when the device
+    // has no room. 0 bytes gives an empty buffer.
+    virtual Expected<std::unique_ptr<DeviceBuffer>> buffer_alloc(size_t bytes, BufferUsage usage,
+                                                                 std::string_view what) = 0;
+    // Host → buffer. Returns once `src` may be reused.
+    Status buffer_upload(DeviceBuffer& dst, size_t dst_offset, const void* src, size_t n);
+    // Buffer → host, after every op issued before it. Returns once `dst` holds the bytes.
+    Status buffer_download(const DeviceBuffer& src, size_t src_offset, void* dst, size_t n);
+    // Buffer → buffer on the device, in stream order. The ranges must not overlap.
+    Status buffer_copy(DeviceBuffer& dst, size_t dst_offset, const DeviceBuffer& src, size_t src_offset, size_t n);
+    // Sets n bytes to `value`, in stream order.
+    Status buffer_fill(DeviceBuffer& dst, size_t dst_offset, uint8_t value, size_t n);
+    // Waits for every op and transfer issued so far; an error an op raised on the device surfaces here.
+    virtual Status synchronize() = 0;
+
     // ---- linear (ops/linear.h) ----
     virtual Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) = 0;
     virtual Expected<LinearPlan> linear_plan(const PreparedLinear& w, const LinearParams& shape) = 0;
@@ -166,15 +191,30 @@ public:
     virtual Status qsa_expand(const QsaExpandParams& p) = 0;
     virtual size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const = 0;
     virtual Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws) = 0;
+
+protected:
+    // The device side of the buffer_* calls, after the public wrappers have checked that the buffers
+    // belong to this backend's device and the ranges lie inside them (n > 0).
+    enum class Transfer : uint8_t { host_to_device, device_to_host, device_to_device };
+    virtual Status transfer_bytes(Transfer kind, void* dst, const void* src, size_t n) = 0;
+    virtual Status fill_bytes(void* dst, uint8_t value, size_t n) = 0;
 };
 
-// "ref" | "cpu" | "cpu:<isa>" | "cpu:<isa>:<gemm>" | "cpu:<gemm>", where <isa> is scalar, avx2, avx512
-// or avx512_bf16 (at most active_isa(); default active_isa()) and <gemm> is
-//   auto    own kernels for small batches, oneDNN above a size threshold (default when oneDNN is built)
-//   dnnl    oneDNN for every linear (only at the ISA oneDNN itself uses: active_isa())
-//   nodnnl  own kernels only (default when oneDNN is not built)
-// Errors: invalid_argument for a malformed name, unsupported for an ISA above active_isa() or oneDNN
-// asked for in a build without it.
+// A kind of backend (one device or oracle): how its specs are written and made. backend_kinds()
+// lists every kind built in (backends/backend.cpp); the conformance tests run every variant of every
+// kind against "ref".
+struct BackendKind {
+    std::string_view name;   // the spec's first part: "ref", "cpu"
+    std::string_view specs;  // the specs it accepts, for errors and help text
+    Expected<std::unique_ptr<Backend>> (*make)(std::string_view spec);
+    // The specs of every variant this machine can run (none when the device is absent).
+    std::vector<std::string> (*variants)();
+};
+std::span<const BackendKind> backend_kinds();
+
+// A backend from its spec: "ref", or a spec of the kind its first part names (cpu: see
+// backends/cpu/cpu_backend.h). Errors: invalid_argument for a malformed or unknown name,
+// unsupported for a variant this machine or build cannot run.
 Expected<std::unique_ptr<Backend>> make_backend(std::string_view spec);
 
 // Caps the threads every backend uses from now on (the global ThreadPool and oneDNN's threads):

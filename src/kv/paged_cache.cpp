@@ -1,39 +1,36 @@
 #include "kv/paged_cache.h"
 
-#include <cstdlib>
-#include <cstring>
+#include <algorithm>
 
 #include "core/assert.h"
 
 namespace sieve {
 
-namespace {
-constexpr int64_t kAlign = 64;
-void free_aligned(uint8_t* p) { std::free(p); }
-}  // namespace
-
-CacheGroup::CacheGroup(std::string name, CacheSpec spec, int64_t block_size, int64_t num_blocks, int64_t n_layers)
-    : name_(std::move(name)),
+CacheGroup::CacheGroup(Backend& backend, std::string name, CacheSpec spec, int64_t block_size, int64_t num_blocks,
+                       int64_t n_layers)
+    : backend_(backend),
+      name_(std::move(name)),
       spec_(std::move(spec)),
       block_size_(block_size),
-      block_bytes_((block_size * spec_.entry_bytes + kAlign - 1) / kAlign * kAlign),
+      // Blocks start at 64-byte boundaries, as kernels' vector loads of a block's first entry expect.
+      block_bytes_((block_size * spec_.entry_bytes + static_cast<int64_t>(kBufferAlignment) - 1) /
+                   static_cast<int64_t>(kBufferAlignment) * static_cast<int64_t>(kBufferAlignment)),
       n_layers_(n_layers),
       allocator_(num_blocks) {}
 
-Expected<std::unique_ptr<CacheGroup>> CacheGroup::create(std::string name, CacheSpec spec, int64_t block_size,
-                                                         int64_t num_blocks, int64_t n_layers) {
+Expected<std::unique_ptr<CacheGroup>> CacheGroup::create(Backend& backend, std::string name, CacheSpec spec,
+                                                         int64_t block_size, int64_t num_blocks, int64_t n_layers) {
     if (block_size <= 0 || num_blocks < 0 || n_layers < 0 || spec.entry_bytes <= 0 || spec.tokens_per_entry <= 0)
         return invalid_argument_error("cache {}: block size {}, {} blocks, {} layers, entry {} B: invalid geometry",
                                       name, block_size, num_blocks, n_layers, spec.entry_bytes);
-    auto group = std::make_unique<CacheGroup>(std::move(name), std::move(spec), block_size, num_blocks, n_layers);
+    std::unique_ptr<CacheGroup> group(
+        new CacheGroup(backend, std::move(name), std::move(spec), block_size, num_blocks, n_layers));
     const int64_t bytes = group->block_bytes_ * std::max<int64_t>(num_blocks, 1);
     for (int64_t l = 0; l < n_layers; ++l) {
-        auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, static_cast<size_t>(bytes)));
-        if (!p)
-            return out_of_memory_error("cache {}: cannot allocate {} bytes for layer {}", group->name_, bytes, l);
-        // Zeroed so that a kernel bug reading an unwritten slot sees zeros, not stale data.
-        std::memset(p, 0, static_cast<size_t>(bytes));
-        group->storage_.emplace_back(p, free_aligned);
+        SIEVE_ASSIGN_OR_RETURN(auto buffer,
+                               backend.buffer_alloc(static_cast<size_t>(bytes), BufferUsage::cache,
+                                                    fmt::format("cache {} layer {}", group->name_, l)));
+        group->storage_.push_back(std::move(buffer));
     }
     return group;
 }
@@ -42,7 +39,21 @@ int64_t CacheGroup::storage_bytes() const { return block_bytes_ * allocator_.tot
 
 CacheView CacheGroup::view(int64_t layer_slot) const {
     SIEVE_ASSERT(layer_slot >= 0 && layer_slot < n_layers_);
-    return CacheView{storage_[static_cast<size_t>(layer_slot)].get(), block_bytes_, block_size_, spec_.entry_bytes};
+    return CacheView{storage_[static_cast<size_t>(layer_slot)]->as<uint8_t>(), block_bytes_, block_size_,
+                     spec_.entry_bytes};
+}
+
+Status CacheGroup::copy_block(int64_t layer_slot, int32_t dst_block, int32_t src_block) {
+    SIEVE_ASSERT(layer_slot >= 0 && layer_slot < n_layers_);
+    const int64_t n = allocator_.total_blocks();
+    if (dst_block < 0 || dst_block >= n || src_block < 0 || src_block >= n)
+        return invalid_argument_error("cache {}: copy of block {} over block {}, expected blocks in [0, {})", name_,
+                                      src_block, dst_block, n);
+    if (dst_block == src_block) return Status::ok();
+    DeviceBuffer& storage = *storage_[static_cast<size_t>(layer_slot)];
+    const auto bytes = static_cast<size_t>(block_bytes_);
+    return backend_.buffer_copy(storage, static_cast<size_t>(dst_block) * bytes, storage,
+                                static_cast<size_t>(src_block) * bytes, bytes);
 }
 
 Status CacheGroup::reserve(RequestId request, int64_t n_entries) {

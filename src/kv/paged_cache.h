@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/status.h"
 #include "kv/block_allocator.h"
 #include "kv/cache_spec.h"
@@ -25,10 +26,10 @@ using RequestId = int64_t;
 
 class CacheGroup {
 public:
-    // `n_layers` storages of `num_blocks` blocks of `block_size` entries.
-    CacheGroup(std::string name, CacheSpec spec, int64_t block_size, int64_t num_blocks, int64_t n_layers);
-    static Expected<std::unique_ptr<CacheGroup>> create(std::string name, CacheSpec spec, int64_t block_size,
-                                                        int64_t num_blocks, int64_t n_layers);
+    // `n_layers` storages of `num_blocks` blocks of `block_size` entries, in buffers of `backend`
+    // (zeroed: a kernel bug reading an unwritten slot sees zeros, not stale data).
+    static Expected<std::unique_ptr<CacheGroup>> create(Backend& backend, std::string name, CacheSpec spec,
+                                                        int64_t block_size, int64_t num_blocks, int64_t n_layers);
 
     const std::string& name() const { return name_; }
     const CacheSpec& spec() const { return spec_; }
@@ -38,7 +39,7 @@ public:
     const BlockAllocator& allocator() const { return allocator_; }
     int64_t storage_bytes() const;  // all layers
 
-    // The view of layer `layer_slot`'s storage (0 ≤ layer_slot < n_layers).
+    // The view of layer `layer_slot`'s storage (0 ≤ layer_slot < n_layers): device addresses.
     CacheView view(int64_t layer_slot) const;
 
     // Entries a request holds after it has seen `tokens` tokens (whole entries only).
@@ -53,18 +54,25 @@ public:
     void free_request(RequestId request);
     bool has_request(RequestId request) const { return tables_.count(request) != 0; }
 
+    // Copies physical block `src_block` over `dst_block` in layer `layer_slot`'s storage, on the device.
+    Status copy_block(int64_t layer_slot, int32_t dst_block, int32_t src_block);
+
     // Global slot of `entry`, −1 if it is not resident.
     int64_t slot(RequestId request, int64_t entry) const;
     const std::vector<int32_t>& block_table(RequestId request) const;
 
 private:
+    CacheGroup(Backend& backend, std::string name, CacheSpec spec, int64_t block_size, int64_t num_blocks,
+               int64_t n_layers);
+
+    Backend& backend_;
     std::string name_;
     CacheSpec spec_;
     int64_t block_size_;
     int64_t block_bytes_;
     int64_t n_layers_;
     BlockAllocator allocator_;
-    std::vector<std::unique_ptr<uint8_t[], void (*)(uint8_t*)>> storage_;  // [n_layers]
+    std::vector<std::unique_ptr<DeviceBuffer>> storage_;  // [n_layers]
     std::map<RequestId, std::vector<int32_t>> tables_;
 };
 

@@ -14,6 +14,8 @@
 
 namespace sieve {
 
+class Backend;
+
 // A cache group the model needs: layers with the same kind of cache share block tables
 // (kv/paged_cache.h); `n_layers` of them keep their own storage, addressed by a layer slot that the
 // model assigns (0 .. n_layers − 1).
@@ -46,6 +48,9 @@ public:
     virtual ~AttentionModel() = default;
 
     virtual std::string model_type() const = 0;
+    // The backend the model was loaded for: its weights live there, and so must the caches and
+    // activations the runtime hands to forward().
+    virtual Backend& backend() const = 0;
     virtual int64_t hidden_size() const = 0;
     virtual int64_t max_position_embeddings() const = 0;
     // The model's layer indices that sieve runs, in order. forward() takes a position in this list.

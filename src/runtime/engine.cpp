@@ -75,7 +75,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(AttentionModel& model, EngineOp
     std::unique_ptr<Engine> engine(new Engine(model, std::move(options)));
     for (size_t i = 0; i < descs.size(); ++i) {
         const CacheGroupDesc& d = descs[i];
-        SIEVE_ASSIGN_OR_RETURN(auto group, CacheGroup::create(d.name, d.spec, d.block_size, blocks[i], d.n_layers));
+        SIEVE_ASSIGN_OR_RETURN(auto group,
+                               CacheGroup::create(model.backend(), d.name, d.spec, d.block_size, blocks[i], d.n_layers));
         engine->groups_.push_back(std::move(group));
     }
     return engine;
@@ -143,26 +144,42 @@ Expected<bool> Engine::step() {
     for (auto& g : groups_) caches.groups.push_back(g.get());
     const StepBatch batch = make_step_batch(admitted, std::move(caches));
     const int64_t hidden = model_.hidden_size();
-    const size_t n = static_cast<size_t>(batch.n_tokens() * hidden);
-    buffer_a_.resize(n);
-    buffer_b_.resize(n);
+    const size_t bytes = static_cast<size_t>(batch.n_tokens() * hidden) * sizeof(float);
+    Backend& backend = model_.backend();
+    for (auto& buffer : activations_) {
+        if (buffer && buffer->bytes() >= bytes) continue;
+        auto grown = backend.buffer_alloc(bytes, BufferUsage::workspace, "the step's activations");
+        if (!grown) {
+            for (const StepRequest& r : admitted) fail(r.id, grown.status());
+            return grown.status();
+        }
+        buffer = std::move(*grown);
+    }
+    host_rows_.resize(static_cast<size_t>(batch.n_tokens() * hidden));
 
     const auto start = std::chrono::steady_clock::now();
     const std::vector<int64_t> layers = model_.layers();
-    float* in = buffer_a_.data();
-    float* out = buffer_b_.data();
+    DeviceBuffer* in = activations_[0].get();
+    DeviceBuffer* out = activations_[1].get();
     for (size_t l = 0; l < layers.size(); ++l) {
-        if (l == 0 || !options_.chain_layers)
+        Status s;
+        if (l == 0 || !options_.chain_layers) {
             for (int64_t t = 0; t < batch.n_tokens(); ++t)
-                requests_.at(batch.request_of_token(t)).io->input(static_cast<int64_t>(l), batch.positions[t], in + t * hidden);
-        Status s = model_.forward(static_cast<int64_t>(l), batch, in, out, &stats_.stages);
+                requests_.at(batch.request_of_token(t))
+                    .io->input(static_cast<int64_t>(l), batch.positions[t], host_rows_.data() + t * hidden);
+            s = backend.buffer_upload(*in, 0, host_rows_.data(), bytes);
+        }
+        if (s.is_ok())
+            s = model_.forward(static_cast<int64_t>(l), batch, in->as<float>(), out->as<float>(), &stats_.stages);
+        if (s.is_ok()) s = backend.buffer_download(*out, 0, host_rows_.data(), bytes);
         if (!s.is_ok()) {
             s = s.with_context(fmt::format("layer {}", layers[l]));
             for (const StepRequest& r : admitted) fail(r.id, s);
             return s;
         }
         for (int64_t t = 0; t < batch.n_tokens(); ++t)
-            requests_.at(batch.request_of_token(t)).io->output(static_cast<int64_t>(l), batch.positions[t], out + t * hidden);
+            requests_.at(batch.request_of_token(t))
+                .io->output(static_cast<int64_t>(l), batch.positions[t], host_rows_.data() + t * hidden);
         std::swap(in, out);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -95,7 +95,10 @@ private:
     std::vector<std::unique_ptr<CacheGroup>> groups_;
     std::map<RequestId, Entry> requests_;
     EngineStats stats_;
-    std::vector<float> buffer_a_, buffer_b_;
+    // A layer's input and output rows [n_tokens, hidden] f32 on the model's backend (swapped when
+    // layers chain), and their host side for RequestIo.
+    std::unique_ptr<DeviceBuffer> activations_[2];
+    std::vector<float> host_rows_;
 };
 
 }  // namespace sieve

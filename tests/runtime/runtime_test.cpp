@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 
+#include "backends/backend.h"
 #include "kv/block_allocator.h"
 #include "kv/paged_cache.h"
 #include "runtime/engine.h"
@@ -17,6 +18,12 @@
 
 namespace sieve {
 namespace {
+
+// The caches of these tests live in host memory that the tests read back directly.
+Backend& host_backend() {
+    static const std::unique_ptr<Backend> backend = std::move(make_backend("ref")).value();
+    return *backend;
+}
 
 TEST(BlockAllocator, AllocatesFreesAndReportsExhaustion) {
     BlockAllocator a(3);
@@ -33,7 +40,7 @@ TEST(BlockAllocator, AllocatesFreesAndReportsExhaustion) {
 }
 
 TEST(CacheGroup, SlotsWindowsAndAllOrNothingReserve) {
-    auto g = CacheGroup::create("kv", CacheSpec{"kv", "f32 [4]", 16, 1, 6}, 4, 5, 2);
+    auto g = CacheGroup::create(host_backend(), "kv", CacheSpec{"kv", "f32 [4]", 16, 1, 6}, 4, 5, 2);
     ASSERT_TRUE(g.has_value());
     CacheGroup& c = **g;
     EXPECT_EQ(c.block_bytes(), 64);
@@ -60,10 +67,30 @@ TEST(CacheGroup, SlotsWindowsAndAllOrNothingReserve) {
     EXPECT_EQ(c.allocator().free_blocks(), 5);
 }
 
+// Storage comes from the backend zeroed, and copy_block moves one whole block of one layer on the
+// device, leaving the other layers and blocks alone; blocks outside the pool are refused.
+TEST(CacheGroup, StorageStartsZeroedAndCopiesWholeBlocks) {
+    auto g = CacheGroup::create(host_backend(), "kv", CacheSpec{"kv", "f32 [4]", 16, 1, 0}, 4, 3, 2);
+    ASSERT_TRUE(g.has_value());
+    CacheGroup& c = **g;
+    const CacheView v0 = c.view(0), v1 = c.view(1);
+    for (int64_t i = 0; i < 3 * c.block_bytes(); ++i) ASSERT_EQ(v0.base[i] | v1.base[i], 0) << "byte " << i;
+    for (int64_t i = 0; i < c.block_bytes(); ++i) v0.base[2 * c.block_bytes() + i] = static_cast<uint8_t>(i + 1);
+    ASSERT_TRUE(c.copy_block(0, 1, 2).is_ok());
+    for (int64_t i = 0; i < c.block_bytes(); ++i) {
+        ASSERT_EQ(v0.base[c.block_bytes() + i], static_cast<uint8_t>(i + 1)) << "byte " << i;
+        ASSERT_EQ(v0.base[i], 0) << "block 0 byte " << i;
+        ASSERT_EQ(v1.base[c.block_bytes() + i], 0) << "layer 1 byte " << i;
+    }
+    const Status s = c.copy_block(0, 3, 0);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+    EXPECT_NE(s.message().find("expected blocks in [0, 3)"), std::string::npos) << s.message();
+}
+
 // A window that slides one entry at a time (a long decode): every block wholly behind it goes back
 // exactly once, however the calls fall, and the blocks in the window stay.
 TEST(CacheGroup, SlidingWindowReleasesEachBlockOnce) {
-    auto g = CacheGroup::create("swa", CacheSpec{"swa", "f32 [4]", 16, 1, 6}, 4, 8, 1);
+    auto g = CacheGroup::create(host_backend(), "swa", CacheSpec{"swa", "f32 [4]", 16, 1, 6}, 4, 8, 1);
     ASSERT_TRUE(g.has_value());
     CacheGroup& c = **g;
     constexpr int64_t kWindow = 6;
@@ -121,6 +148,7 @@ class ToyModel final : public AttentionModel {
 public:
     static constexpr int64_t kHidden = 3, kWindow = 5, kGroup = 4;
     std::string model_type() const override { return "toy"; }
+    Backend& backend() const override { return host_backend(); }
     int64_t hidden_size() const override { return kHidden; }
     int64_t max_position_embeddings() const override { return 1000; }
     std::vector<int64_t> layers() const override { return {0, 1}; }

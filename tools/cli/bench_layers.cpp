@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -91,7 +90,8 @@ public:
             };
             const int64_t blocks =
                 max_requests * blocks_for(max_tokens, max_step_tokens) + blocks_for(seed_tokens, seed_tokens);
-            SIEVE_ASSIGN_OR_RETURN(auto g, CacheGroup::create(d.name, d.spec, d.block_size, blocks, d.n_layers));
+            SIEVE_ASSIGN_OR_RETURN(
+                auto g, CacheGroup::create(model.backend(), d.name, d.spec, d.block_size, blocks, d.n_layers));
             c.groups_.push_back(std::move(g));
         }
         return c;
@@ -124,7 +124,7 @@ public:
     }
 
     // Copies the seed request's written blocks, cyclically, into every resident block of `id`.
-    void fill_from_seed(RequestId id, int64_t seed_tokens) {
+    Status fill_from_seed(RequestId id, int64_t seed_tokens) {
         for (const auto& g : groups_) {
             std::vector<int32_t> sources;
             const std::vector<int32_t>& seed = g->block_table(kSeedRequest);
@@ -137,14 +137,11 @@ public:
                     if (b >= 0) sources.push_back(b);
             if (sources.empty()) continue;
             const std::vector<int32_t>& table = g->block_table(id);
-            for (int64_t l = 0; l < g->n_layers(); ++l) {
-                const CacheView v = g->view(l);
+            for (int64_t l = 0; l < g->n_layers(); ++l)
                 for (size_t b = 0; b < table.size(); ++b)
-                    if (table[b] >= 0)
-                        std::memcpy(v.base + table[b] * v.block_bytes, v.base + sources[b % sources.size()] * v.block_bytes,
-                                    static_cast<size_t>(v.block_bytes));
-            }
+                    if (table[b] >= 0) SIEVE_RETURN_IF_ERROR(g->copy_block(l, table[b], sources[b % sources.size()]));
         }
+        return Status::ok();
     }
 
     void free(RequestId id) {
@@ -308,7 +305,7 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
             std::vector<StepRequestShape> shape;
             for (int64_t r = 1; r <= batch; ++r) {
                 SIEVE_RETURN_IF_ERROR(caches.reserve(r, context, n_tokens));
-                caches.fill_from_seed(r, o.seed_tokens);
+                SIEVE_RETURN_IF_ERROR(caches.fill_from_seed(r, o.seed_tokens));
                 requests.push_back({r, context, n_tokens, phase == "decode"});
                 shape.push_back({context, n_tokens});
             }

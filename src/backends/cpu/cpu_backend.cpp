@@ -11,6 +11,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/qsa_cpu.h"
+#include "backends/host/host_memory.h"
 #include "core/assert.h"
 #ifdef SIEVE_HAS_DNNL
 #include "backends/cpu/dnnl_gemm.h"
@@ -52,7 +53,7 @@ size_t topk_slot_bytes(const TopkParams& p) {
     return 2 * array;  // keys + indices
 }
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public HostMemoryBackend {
 public:
     explicit CpuBackend(const CpuBackendOptions& o)
         : options_(o),

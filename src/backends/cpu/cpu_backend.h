@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/cpu_features.h"
@@ -36,5 +39,19 @@ void cpu_set_compute_threads(int n);
 // unsupported when isa > active_isa(), or oneDNN is asked for without being built, or oneDNN is asked
 // for at an ISA other than active_isa() (oneDNN's ISA is process-wide).
 Expected<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& options);
+
+// "cpu" | "cpu:<isa>" | "cpu:<isa>:<gemm>" | "cpu:<gemm>", where <isa> is scalar, avx2, avx512 or
+// avx512_bf16 (at most active_isa(); default active_isa()) and <gemm> is
+//   auto    own kernels for small batches, oneDNN above a size threshold (default when oneDNN is built)
+//   dnnl    oneDNN for every linear (only at the ISA oneDNN itself uses: active_isa())
+//   nodnnl  own kernels only (default when oneDNN is not built)
+// An explicit ISA below active_isa() without a <gemm> means nodnnl.
+inline constexpr std::string_view kCpuBackendSpecs =
+    "cpu, cpu:<isa>, cpu:<isa>:<gemm> or cpu:<gemm> with <isa> in scalar|avx2|avx512|avx512_bf16 and <gemm> in "
+    "auto|dnnl|nodnnl";
+Expected<std::unique_ptr<Backend>> make_cpu_backend_from_spec(std::string_view spec);
+// Every variant this machine runs: "cpu:<isa>:nodnnl" for each supported ISA, and "cpu:<active>:dnnl",
+// "cpu:<active>:auto" when oneDNN is built.
+std::vector<std::string> cpu_backend_variants();
 
 }  // namespace sieve

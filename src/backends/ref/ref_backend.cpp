@@ -1,8 +1,9 @@
 // The ref backend: wires the scalar oracle functions of this folder into the Backend interface.
 #include "backends/ref/ref_backend.h"
 
-#include "backends/ref/qsa_ref.h"
+#include "backends/host/host_memory.h"
 #include "backends/ref/dsa_ref_ops.h"
+#include "backends/ref/qsa_ref.h"
 #include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_ops_dsv4.h"
 
@@ -10,7 +11,7 @@ namespace sieve {
 
 namespace {
 
-class RefBackend final : public Backend {
+class RefBackend final : public HostMemoryBackend {
 public:
     const std::string& name() const override { return name_; }
 

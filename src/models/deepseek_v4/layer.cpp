@@ -92,7 +92,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
     const int64_t Rq = config_.q_lora_rank, G = config_.o_groups, Ro = config_.o_lora_rank, Hg = config_.heads_per_group;
     const float eps = static_cast<float>(config_.rms_norm_eps);  // every norm of the layer (§3.10)
     const int64_t* positions = batch.positions.data();
-    AlignedBuffer& ws = s.workspace;
+    WorkspaceBuffer& ws = s.workspace;
 
     // ---- query and K = V paths (§3.1, §3.2) ----
     // [N, q_lora_rank] act: q_norm output, also the indexer's input
@@ -234,8 +234,9 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         p.n_heads = H;
         p.head_dim = d;
         p.rope_dim = config_.rope_head_dim;
-        const size_t bytes = backend_.sparse_mqa_workspace_size(p);
-        SIEVE_RETURN_IF_ERROR(backend_.sparse_mqa(p, ws.workspace(bytes)));
+        SIEVE_ASSIGN_OR_RETURN(const Workspace attention_ws,
+                               ws.workspace(backend_, backend_.sparse_mqa_workspace_size(p), "attention"));
+        SIEVE_RETURN_IF_ERROR(backend_.sparse_mqa(p, attention_ws));
     }
 
     // ---- inverse RoPE and grouped output projection (§3.9) ----

@@ -9,7 +9,7 @@ Status AttentionLayer::run_compressor(const StepBatch& batch, const float* x, co
                                       const KvRecordLayout& dest_layout, Scratch& s) {
     const int64_t N = batch.n_tokens(), D = config_.hidden_size;
     const int64_t width = w.width(), m = w.ratio, c = w.head_dim;
-    AlignedBuffer& ws = s.workspace;
+    WorkspaceBuffer& ws = s.workspace;
 
     // a_s | b_s for every token, fp32 (§3.4: the reference runs these projections in fp32; vLLM GPU
     // produces fp32 from bf16 inputs).

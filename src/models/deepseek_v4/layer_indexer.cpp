@@ -14,7 +14,7 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
     const int64_t N = batch.n_tokens(), D = config_.hidden_size, Rq = config_.q_lora_rank;
     const int64_t HI = config_.index_n_heads, cI = config_.index_head_dim, K = config_.index_topk;
     const int64_t m = spec_.compress_ratio;
-    AlignedBuffer& ws = s.workspace;
+    WorkspaceBuffer& ws = s.workspace;
 
     // [N] causal candidates k < ⌊(p + 1)/m⌋ (§3.6)
     SIEVE_ASSIGN_OR_RETURN(int32_t* n_keys, sized(s.n_keys, N, "indexer candidate counts"));
@@ -86,7 +86,9 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
             ip.k = W;
             ip.selected_row_stride = W;
         }
-        SIEVE_RETURN_IF_ERROR(backend_.indexer_scores(ip, ws.workspace(backend_.indexer_scores_workspace_size(ip))));
+        SIEVE_ASSIGN_OR_RETURN(const Workspace scores_ws,
+                               ws.workspace(backend_, backend_.indexer_scores_workspace_size(ip), "the indexer workspace"));
+        SIEVE_RETURN_IF_ERROR(backend_.indexer_scores(ip, scores_ws));
         timer.stop();
 
         if (!fused) {
@@ -100,7 +102,9 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
             tp.k = W;
             tp.scores_row_stride = max_keys;
             tp.out_row_stride = W;
-            SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws.workspace(backend_.topk_workspace_size(tp))));
+            SIEVE_ASSIGN_OR_RETURN(const Workspace topk_ws,
+                                   ws.workspace(backend_, backend_.topk_workspace_size(tp), "the top-k workspace"));
+            SIEVE_RETURN_IF_ERROR(backend_.topk(tp, topk_ws));
         }
     }
 

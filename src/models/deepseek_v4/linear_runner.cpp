@@ -19,7 +19,7 @@ Expected<LinearRunner> LinearRunner::prepare(Backend& backend, const LinearWeigh
 }
 
 Status LinearRunner::run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
-                         int64_t n_tokens, AlignedBuffer& workspace) const {
+                         int64_t n_tokens, WorkspaceBuffer& workspace) const {
     if (weights_ == nullptr) return internal_error("linear {}: not prepared", name_);
     if (n_tokens == 0) return Status::ok();
     const PlanKey key{n_tokens, x_stride, y_stride, x_type, y_type};
@@ -44,10 +44,9 @@ Status LinearRunner::run(const void* x, DType x_type, int64_t x_stride, void* y,
     p.y_row_stride = y_stride;
     p.x_type = x_type;
     p.y_type = y_type;
-    const Workspace ws = workspace.workspace(it->second.workspace_bytes);
-    if (it->second.workspace_bytes > 0 && ws.data == nullptr)
-        return out_of_memory_error("linear {}: cannot allocate a {}-byte workspace", name_, it->second.workspace_bytes);
-    const Status s = backend_->linear(*weights_, it->second, p, ws);
+    auto ws = workspace.workspace(*backend_, it->second.workspace_bytes, "the linear workspace");
+    if (!ws) return ws.status().with_context(name_);
+    const Status s = backend_->linear(*weights_, it->second, p, *ws);
     return s.is_ok() ? s : s.with_context(name_);
 }
 

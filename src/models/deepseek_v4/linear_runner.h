@@ -27,7 +27,7 @@ public:
 
     // y[t] = x[t] · Wᵀ for t < n_tokens (ops/linear.h); strides in elements.
     Status run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
-               int64_t n_tokens, AlignedBuffer& workspace) const;
+               int64_t n_tokens, WorkspaceBuffer& workspace) const;
 
 private:
     Backend* backend_ = nullptr;

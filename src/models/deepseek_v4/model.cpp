@@ -26,6 +26,7 @@ public:
     explicit DeepseekV4Model(const DeepseekV4Config& config) : config_(config) {}
 
     std::string model_type() const override { return "deepseek_v4"; }
+    Backend& backend() const override { return *backend_; }
     int64_t hidden_size() const override { return config_.hidden_size; }
     int64_t max_position_embeddings() const override { return config_.max_position_embeddings; }
     std::vector<int64_t> layers() const override { return layer_ids_; }
@@ -49,6 +50,7 @@ private:
     // The group a layer's cache of `spec` joins (created on first use); returns the layer's slot in it.
     Expected<dsv4::CacheBinding> join_group(const CacheSpec& spec, int64_t ratio, const DeepseekV4Options& options);
 
+    Backend* backend_ = nullptr;
     DeepseekV4Config config_;  // owned: the layers keep references into it (the model is never moved)
     std::vector<int64_t> layer_ids_;
     std::vector<std::unique_ptr<dsv4::AttentionLayer>> layers_;
@@ -84,6 +86,7 @@ Expected<dsv4::CacheBinding> DeepseekV4Model::join_group(const CacheSpec& spec, 
 Status DeepseekV4Model::load(const Checkpoint& checkpoint, const DeepseekV4Options& options) {
     const DeepseekV4Config& c = config_;
     if (options.backend == nullptr) return invalid_argument_error("deepseek_v4: no backend given");
+    backend_ = options.backend;
     if (options.swa_block_size < 1 || options.block_tokens < 1 || options.state_block_size < 0)
         return invalid_argument_error("deepseek_v4: block sizes swa {}, tokens {}, state {} must be positive",
                                       options.swa_block_size, options.block_tokens, options.state_block_size);

@@ -5,40 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
-#include <new>
 #include <vector>
 
-#include "backends/backend.h"
 #include "models/allocation.h"
+#include "models/workspace_buffer.h"
 
 namespace sieve::dsv4 {
-
-// A 64-byte aligned byte buffer that only grows.
-class AlignedBuffer {
-public:
-    void* get(size_t bytes) {
-        if (bytes > capacity_) {
-            const size_t rounded = workspace_round_up(bytes);
-            data_.reset(static_cast<uint8_t*>(std::aligned_alloc(kWorkspaceAlignment, rounded)));
-            capacity_ = data_ ? rounded : 0;
-            // The forward's no_bad_alloc boundary (models/allocation.h) reports it as out_of_memory;
-            // a null workspace would reach the op as a misaligned one.
-            if (!data_) throw std::bad_alloc();
-        }
-        return data_.get();
-    }
-    Workspace workspace(size_t bytes) { return Workspace{bytes ? get(bytes) : nullptr, bytes}; }
-    size_t capacity() const { return capacity_; }
-
-private:
-    struct Free {
-        void operator()(uint8_t* p) const { std::free(p); }
-    };
-    std::unique_ptr<uint8_t, Free> data_;
-    size_t capacity_ = 0;
-};
 
 // Activation buffers ("act": f32 in exact, bf16 in deployed) are float vectors sized to their bytes
 // (AttentionLayer::act_buffer). N = tokens of the step, E = entries the step completes.
@@ -63,7 +35,7 @@ struct Scratch {
     std::vector<int32_t> n_keys;      // [N]
     std::vector<int32_t> selected;    // [N, top-k width]: min(index_topk, entries a token sees)
     std::vector<int64_t> entry_positions;  // [E]
-    AlignedBuffer workspace;  // op workspaces (linear, top-k, indexer scores, sparse attention)
+    WorkspaceBuffer workspace;  // op workspaces (linear, top-k, indexer scores, sparse attention)
 
     // Bytes held by every buffer (`sieve run`'s memory report).
     int64_t bytes() const {

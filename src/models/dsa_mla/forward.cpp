@@ -86,7 +86,9 @@ Status Model::head_proj(const Tensor& weight, const void* x, int64_t x_token_str
     p.math = act_type_ == DType::bf16 ? LinearMath::bf16 : LinearMath::f32;
     p.x_type = p.y_type = act_type_;
     p.w_type = weight.dtype();
-    const Workspace ws = op_workspace_.workspace(backend_.mla_head_proj_workspace_size(p));
+    SIEVE_ASSIGN_OR_RETURN(const Workspace ws,
+                           op_workspace_.workspace(backend_, backend_.mla_head_proj_workspace_size(p),
+                                                   "the head projection workspace"));
     return backend_.mla_head_proj(p, ws);
 }
 
@@ -99,8 +101,8 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
     const int64_t w1 = R + Dr;
 
     // q_c_raw = x·W_qaᵀ, [c_raw | kr] = x·W_kvaᵀ (§2.1)
-    SIEVE_ASSIGN_OR_RETURN(void* qc, q_c_.get(bytes(T * Rq, a)));  // [T, Rq]
-    SIEVE_ASSIGN_OR_RETURN(void* ckv, ckv_.get(bytes(T * w1, a)));  // [T, R + Dr]
+    SIEVE_ASSIGN_OR_RETURN(void* qc, q_c_.reserve(backend_, bytes(T * Rq, a), "q_c"));  // [T, Rq]
+    SIEVE_ASSIGN_OR_RETURN(void* ckv, ckv_.reserve(backend_, bytes(T * w1, a), "ckv"));  // [T, R + Dr]
     SIEVE_RETURN_IF_ERROR(w.q_a.run(backend_, op_workspace_, input, DType::f32, D, qc, a, Rq, T));
     SIEVE_RETURN_IF_ERROR(w.kv_a.run(backend_, op_workspace_, input, DType::f32, D, ckv, a, w1, T));
     // q_c = RMSNorm(q_c_raw), c = RMSNorm(c_raw), in place; eps = latent_norm_eps ("Decisions for sieve")
@@ -125,10 +127,10 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
                                                       RopeConfigSlice::last)));
 
     // q = q_c·W_qbᵀ viewed [T, H, Dqk] = [q_nope | q_pe] (§2.1)
-    SIEVE_ASSIGN_OR_RETURN(void* q, q_.get(bytes(T * H * Dqk, a)));  // [T, H, Dqk]
+    SIEVE_ASSIGN_OR_RETURN(void* q, q_.reserve(backend_, bytes(T * H * Dqk, a), "q"));  // [T, H, Dqk]
     SIEVE_RETURN_IF_ERROR(w.q_b.run(backend_, op_workspace_, qc, a, Rq, q, a, H * Dqk, T));
     // q_mqa = [q_nope·W_UK | RoPE(q_pe)] (§2.5): the rope part written straight into q_mqa's last Dr dims.
-    SIEVE_ASSIGN_OR_RETURN(void* qm, q_mqa_.get(bytes(T * H * (R + Dr), a)));  // [T, H, R + Dr]
+    SIEVE_ASSIGN_OR_RETURN(void* qm, q_mqa_.reserve(backend_, bytes(T * H * (R + Dr), a), "q_mqa"));  // [T, H, R + Dr]
     RopeParams rp = rope_in_place(at(q, a, Dn), a, T, H, Dr, H * Dqk, Dqk, batch, inv_freq_, rope_attention_factor_, Dr,
                                   c.rope_mla.pairing, RopeConfigSlice::last);
     rp.y = at(qm, a, R);
@@ -172,14 +174,14 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
     {
         ScopedStageTimer timer(times, Stage::indexer);
         // qI = q_c·W_iqᵀ, [kI_raw | w] = x·[W_ik ; W_iw]ᵀ (§2.6)
-        SIEVE_ASSIGN_OR_RETURN(void* qc, q_c_.get(bytes(T * Rq, a)));  // q_c from project()
-        SIEVE_ASSIGN_OR_RETURN(iq, idx_q_.get(bytes(T * Hi * Di, a)));
+        SIEVE_ASSIGN_OR_RETURN(void* qc, q_c_.reserve(backend_, bytes(T * Rq, a), "q_c"));  // q_c from project()
+        SIEVE_ASSIGN_OR_RETURN(iq, idx_q_.reserve(backend_, bytes(T * Hi * Di, a), "idx_q"));
         SIEVE_RETURN_IF_ERROR(w.indexer_wq_b.run(backend_, op_workspace_, qc, a, Rq, iq, a, Hi * Di, T));
-        SIEVE_ASSIGN_OR_RETURN(void* kw_raw, idx_kw_.get(bytes(T * wk, DType::f32)));
+        SIEVE_ASSIGN_OR_RETURN(void* kw_raw, idx_kw_.reserve(backend_, bytes(T * wk, DType::f32), "idx_kw"));
         kw = static_cast<float*>(kw_raw);
         SIEVE_RETURN_IF_ERROR(w.indexer_wk_weights.run(backend_, op_workspace_, input, DType::f32, D, kw, DType::f32, wk, T));
         // kI = LayerNorm(x·W_ikᵀ; γ, β, eps) (§2.6, eps "Decisions for sieve")
-        SIEVE_ASSIGN_OR_RETURN(void* k, idx_k_.get(bytes(T * Di, a)));  // [T, Di]
+        SIEVE_ASSIGN_OR_RETURN(void* k, idx_k_.reserve(backend_, bytes(T * Di, a), "idx_k"));  // [T, Di]
         LayerNormParams ln;
         ln.x = kw;
         ln.y = k;
@@ -217,8 +219,9 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
             SIEVE_RETURN_IF_ERROR(backend_.hadamard(hp));
         }
         if (fp8) {  // qI → e4m3 with one UE8M0 scale per (token, head) (§2.6 "FP8 execution", §3.2)
-            SIEVE_ASSIGN_OR_RETURN(void* q8_raw, idx_q8_.get(bytes(T * Hi * Di, DType::u8)));
-            SIEVE_ASSIGN_OR_RETURN(void* qs_raw, idx_q_scale_.get(bytes(T * Hi, DType::f32)));
+            SIEVE_ASSIGN_OR_RETURN(void* q8_raw, idx_q8_.reserve(backend_, bytes(T * Hi * Di, DType::u8), "idx_q8"));
+            SIEVE_ASSIGN_OR_RETURN(void* qs_raw,
+                                   idx_q_scale_.reserve(backend_, bytes(T * Hi, DType::f32), "idx_q_scale"));
             q8 = static_cast<uint8_t*>(q8_raw);
             q_scale = static_cast<float*>(qs_raw);
             QuantFp8Params qp;
@@ -263,7 +266,7 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
     const bool fused = observer_ == nullptr;
     selection.scores.clear();
     selection.score_begin.assign(keep_scores ? static_cast<size_t>(T + 1) : 0, 0);
-    SIEVE_ASSIGN_OR_RETURN(void* nk_raw, n_keys_.get(bytes(T, DType::i32)));
+    SIEVE_ASSIGN_OR_RETURN(void* nk_raw, n_keys_.reserve(backend_, bytes(T, DType::i32), "n_keys"));
     int32_t* n_keys = static_cast<int32_t*>(nk_raw);  // [T] candidates scored per row (0: not scored)
     for (int64_t t = 0; t < T; ++t) {
         const int64_t candidates = batch.positions[static_cast<size_t>(t)] + 1;
@@ -281,7 +284,8 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
         float* scores = nullptr;  // [rows, n_cols]
         if (n_cols > 0) {
             if (!fused) {
-                SIEVE_ASSIGN_OR_RETURN(void* s_raw, scores_.get(bytes(rows * n_cols, DType::f32)));
+                SIEVE_ASSIGN_OR_RETURN(void* s_raw,
+                                       scores_.reserve(backend_, bytes(rows * n_cols, DType::f32), "scores"));
                 scores = static_cast<float*>(s_raw);
             }
             {
@@ -318,7 +322,9 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 }
                 if (!fp8 && a != DType::f32)
                     return internal_error("{}: f32 indexer keys with {} activations", model_type_, dtype_name(a));
-                const Workspace ws = op_workspace_.workspace(backend_.dsa_indexer_scores_workspace_size(sp));
+                SIEVE_ASSIGN_OR_RETURN(const Workspace ws,
+                                       op_workspace_.workspace(backend_, backend_.dsa_indexer_scores_workspace_size(sp),
+                                                               "the indexer workspace"));
                 SIEVE_RETURN_IF_ERROR(backend_.dsa_indexer_scores(sp, ws));
             }
             if (!fused) {
@@ -332,7 +338,8 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 tp.k = W;
                 tp.scores_row_stride = n_cols;
                 tp.out_row_stride = W;
-                const Workspace ws = op_workspace_.workspace(backend_.topk_workspace_size(tp));
+                SIEVE_ASSIGN_OR_RETURN(const Workspace ws, op_workspace_.workspace(backend_, backend_.topk_workspace_size(tp),
+                                                                                  "the top-k workspace"));
                 SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws));
             }
         }
@@ -392,7 +399,7 @@ Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCa
                                  kLatentGroup, n_slots(*info.latent));
     // Request-local positions → global latent-cache slots (§4.3); entries past the token's own position
     // (as reference top-k rows list them for early tokens, §2.7) and −1 mean "none".
-    SIEVE_ASSIGN_OR_RETURN(void* slots_raw, attn_slots_.get(bytes(T * K, DType::i32)));
+    SIEVE_ASSIGN_OR_RETURN(void* slots_raw, attn_slots_.reserve(backend_, bytes(T * K, DType::i32), "attn_slots"));
     int32_t* slots = static_cast<int32_t*>(slots_raw);  // [T, K]
     for (int64_t t = 0; t < T; ++t) {
         const int64_t pos = batch.positions[static_cast<size_t>(t)];
@@ -411,8 +418,8 @@ Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCa
             slots[t * K + j] = static_cast<int32_t>(slot);
         }
     }
-    SIEVE_ASSIGN_OR_RETURN(void* q, q_mqa_.get(bytes(T * H * (R + Dr), a)));
-    SIEVE_ASSIGN_OR_RETURN(void* out, o_lat_.get(bytes(T * H * R, a)));  // [T, H, R]
+    SIEVE_ASSIGN_OR_RETURN(void* q, q_mqa_.reserve(backend_, bytes(T * H * (R + Dr), a), "q_mqa"));
+    SIEVE_ASSIGN_OR_RETURN(void* out, o_lat_.reserve(backend_, bytes(T * H * R, a), "o_lat"));  // [T, H, R]
     SparseMlaAttentionParams p;
     p.q = q;
     p.q_token_stride = H * (R + Dr);
@@ -433,7 +440,9 @@ Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCa
     p.topk = K;
     p.format = latent_format_;
     p.q_type = p.out_type = a;
-    const Workspace ws = op_workspace_.workspace(backend_.sparse_mla_attention_workspace_size(p));
+    SIEVE_ASSIGN_OR_RETURN(const Workspace ws,
+                           op_workspace_.workspace(backend_, backend_.sparse_mla_attention_workspace_size(p),
+                                                   "the attention workspace"));
     return backend_.sparse_mla_attention(p, ws);
 }
 
@@ -441,13 +450,13 @@ Status Model::output_projection(const LayerWeights& w, int64_t T, const float* i
     const DsaMlaConfig& c = config_;
     const DType a = act_type_;
     const int64_t D = c.hidden_size, H = c.num_attention_heads, R = c.kv_lora_rank, Dv = c.v_head_dim;
-    SIEVE_ASSIGN_OR_RETURN(void* o_lat, o_lat_.get(bytes(T * H * R, a)));
-    SIEVE_ASSIGN_OR_RETURN(void* o, o_.get(bytes(T * H * Dv, a)));  // [T, H, Dv]
+    SIEVE_ASSIGN_OR_RETURN(void* o_lat, o_lat_.reserve(backend_, bytes(T * H * R, a), "o_lat"));
+    SIEVE_ASSIGN_OR_RETURN(void* o, o_.reserve(backend_, bytes(T * H * Dv, a), "o"));  // [T, H, Dv]
     // o[t, h] = W_UV[h]·o_lat[t, h] (§2.5)
     SIEVE_RETURN_IF_ERROR(head_proj(w.w_uv, o_lat, H * R, R, o, H * Dv, Dv, T, H, R, Dv));
     if (w.gate_mode != DsaOutputGate::none) {  // o ⊙ sigmoid(x·W_gateᵀ), before o_proj (§2.9)
         const int64_t gw = w.gate.out_features();
-        SIEVE_ASSIGN_OR_RETURN(void* g, gate_.get(bytes(T * gw, a)));
+        SIEVE_ASSIGN_OR_RETURN(void* g, gate_.reserve(backend_, bytes(T * gw, a), "gate"));
         SIEVE_RETURN_IF_ERROR(w.gate.run(backend_, op_workspace_, input, DType::f32, D, g, a, gw, T));
         DsaOutputGateParams gp;
         gp.x = o;

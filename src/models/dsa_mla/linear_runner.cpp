@@ -4,21 +4,7 @@
 
 namespace sieve::dsa_mla {
 
-Expected<void*> Scratch::get(size_t bytes) {
-    if (bytes == 0) bytes = 1;
-    if (static_cast<size_t>(buffer_.numel()) < bytes) {
-        SIEVE_ASSIGN_OR_RETURN(buffer_, Tensor::zeros(DType::u8, {static_cast<int64_t>(bytes + bytes / 4)}));
-    }
-    return buffer_.data();
-}
-
-Workspace Scratch::workspace(size_t bytes) {
-    if (bytes == 0) return {};
-    auto p = get(bytes);
-    return p ? Workspace{*p, bytes} : Workspace{};
-}
-
-Status LinearRunner::run(Backend& backend, Scratch& scratch, const void* x, DType x_type, int64_t x_row_stride,
+Status LinearRunner::run(Backend& backend, WorkspaceBuffer& scratch, const void* x, DType x_type, int64_t x_row_stride,
                          void* y, DType y_type, int64_t y_row_stride, int64_t n_tokens) const {
     LinearParams p;
     p.x = x;
@@ -40,11 +26,7 @@ Status LinearRunner::run(Backend& backend, Scratch& scratch, const void* x, DTyp
         plans_.push_back(std::move(plan));
         it = plans_.end() - 1;
     }
-    Workspace ws{};
-    if (it->workspace_bytes > 0) {
-        SIEVE_ASSIGN_OR_RETURN(void* data, scratch.get(it->workspace_bytes));
-        ws = {data, it->workspace_bytes};
-    }
+    SIEVE_ASSIGN_OR_RETURN(const Workspace ws, scratch.workspace(backend, it->workspace_bytes, "the linear workspace"));
     return backend.linear(*prepared_, *it, p, ws);
 }
 

@@ -9,20 +9,9 @@
 
 #include "backends/backend.h"
 #include "core/tensor.h"
+#include "models/workspace_buffer.h"
 
 namespace sieve::dsa_mla {
-
-// A growable 64-byte-aligned scratch area (the model's; op runs themselves allocate nothing).
-class Scratch {
-public:
-    // At least `bytes` bytes; contents are not kept across growth.
-    Expected<void*> get(size_t bytes);
-    Workspace workspace(size_t bytes);  // get() as a Workspace (data nullptr on allocation failure)
-    int64_t bytes() const { return static_cast<int64_t>(buffer_.nbytes()); }
-
-private:
-    Tensor buffer_;
-};
 
 class LinearRunner {
 public:
@@ -35,7 +24,7 @@ public:
 
     // y[t, :] = x[t, :]·Wᵀ for n_tokens rows (ops/linear.h), planning the shape on first use.
     // The plan cache is not part of the layer's value: run() is const (one forward at a time per model).
-    Status run(Backend& backend, Scratch& scratch, const void* x, DType x_type, int64_t x_row_stride, void* y,
+    Status run(Backend& backend, WorkspaceBuffer& scratch, const void* x, DType x_type, int64_t x_row_stride, void* y,
                DType y_type, int64_t y_row_stride, int64_t n_tokens) const;
 
 private:

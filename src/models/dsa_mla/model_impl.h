@@ -52,6 +52,7 @@ public:
     Status init(const Checkpoint& checkpoint, const std::vector<int64_t>& layers);
 
     std::string model_type() const override { return model_type_; }
+    Backend& backend() const override { return backend_; }
     int64_t hidden_size() const override { return config_.hidden_size; }
     int64_t max_position_embeddings() const override { return config_.max_position_embeddings; }
     std::vector<int64_t> layers() const override;
@@ -61,9 +62,9 @@ public:
     void set_selection_observer(SelectionObserver* observer) override { observer_ = observer; }
     int64_t workspace_bytes() const override {
         int64_t b = 0;
-        for (const Scratch* s : {&op_workspace_, &q_c_, &ckv_, &q_, &q_mqa_, &o_lat_, &o_, &gate_, &idx_q_, &idx_kw_,
+        for (const WorkspaceBuffer* s : {&op_workspace_, &q_c_, &ckv_, &q_, &q_mqa_, &o_lat_, &o_, &gate_, &idx_q_, &idx_kw_,
                                  &idx_k_, &idx_q8_, &idx_q_scale_, &scores_, &n_keys_, &attn_slots_})
-            b += s->bytes();
+            b += static_cast<int64_t>(s->capacity());
         return b;
     }
 
@@ -104,9 +105,9 @@ private:
     std::map<int64_t, StepSelection> selections_;  // by full (source) layer index
 
     // Scratch (grown on demand; ops allocate nothing themselves).
-    Scratch op_workspace_;
-    Scratch q_c_, ckv_, q_, q_mqa_, o_lat_, o_, gate_;
-    Scratch idx_q_, idx_kw_, idx_k_, idx_q8_, idx_q_scale_, scores_, n_keys_, attn_slots_;
+    WorkspaceBuffer op_workspace_;
+    WorkspaceBuffer q_c_, ckv_, q_, q_mqa_, o_lat_, o_, gate_;
+    WorkspaceBuffer idx_q_, idx_kw_, idx_k_, idx_q8_, idx_q_scale_, scores_, n_keys_, attn_slots_;
 };
 
 }  // namespace sieve::dsa_mla

@@ -46,6 +46,7 @@ Expected<std::unique_ptr<QsaModel>> QsaModel::load(const ModelConfig& config, co
                                       config.model_type);
     std::unique_ptr<QsaModel> m(new QsaModel());
     m->model_type_ = config.model_type;
+    m->backend_ = options.backend;
     m->config_ = *c;
     m->profile_ = options.profile;
 

@@ -40,6 +40,7 @@ public:
                                                     const ModelOptions& options);
 
     std::string model_type() const override { return model_type_; }
+    Backend& backend() const override { return *backend_; }
     int64_t hidden_size() const override { return config_.hidden_size; }
     int64_t max_position_embeddings() const override { return config_.max_position_embeddings; }
     std::vector<int64_t> layers() const override;
@@ -48,7 +49,7 @@ public:
                    StageTimes* times) override;
     void set_selection_observer(SelectionObserver* observer) override { observer_ = observer; }
     int64_t workspace_bytes() const override {
-        return static_cast<int64_t>(scratch_.capacity + sizeof(int64_t) * (scratch_.seq_lens.capacity() +
+        return static_cast<int64_t>(scratch_.arena.capacity() + sizeof(int64_t) * (scratch_.seq_lens.capacity() +
                                                                           scratch_.completing.capacity()) +
                                     sizeof(int32_t) * (scratch_.n_groups.capacity() + scratch_.kv_table.capacity() +
                                                        scratch_.compressed_table.capacity()));
@@ -61,6 +62,7 @@ private:
     QsaModel() = default;
 
     std::string model_type_;
+    Backend* backend_ = nullptr;
     QsaConfig config_;
     NumericsProfile profile_ = NumericsProfile::exact;
     std::vector<std::unique_ptr<QsaLayer>> layers_;

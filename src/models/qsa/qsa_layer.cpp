@@ -1,7 +1,6 @@
 #include "models/qsa/qsa_layer.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <span>
@@ -61,19 +60,6 @@ QsaBlockTables block_tables(const StepBatch& batch, const std::vector<int32_t>& 
 }
 
 }  // namespace
-
-void QsaScratch::Aligned::operator()(void* p) const { std::free(p); }
-
-void* QsaScratch::reserve(size_t n) {
-    if (n > capacity || !bytes) {
-        const size_t size = std::max<size_t>(workspace_round_up(n), kWorkspaceAlignment);
-        bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(kWorkspaceAlignment, size)));
-        capacity = bytes ? size : 0;
-        // The forward's no_bad_alloc boundary (models/allocation.h) reports it as out_of_memory.
-        if (!bytes) throw std::bad_alloc();
-    }
-    return bytes.get();
-}
 
 Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLayerWeights w, NumericsProfile profile,
                                                      Backend& backend, int64_t layer_slot) {
@@ -275,10 +261,10 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     };
     Carver sizing;
     carve(sizing);
-    Carver cv{static_cast<uint8_t*>(scratch.reserve(sizing.offset)), 0};
-    if (cv.base == nullptr)
-        return out_of_memory_error("QSA layer {}: cannot allocate {} bytes of scratch for a step of {} tokens", layer_,
-                                   sizing.offset, T);
+    auto arena = scratch.arena.reserve(backend_, sizing.offset, "the step's scratch");
+    if (!arena)
+        return arena.status().with_context(fmt::format("QSA layer {}, a step of {} tokens", layer_, T));
+    Carver cv{static_cast<uint8_t*>(*arena), 0};
     const auto buf = carve(cv);
     const size_t lin_ws_bytes = std::max(in_plan->workspace_bytes, out_plan->workspace_bytes);
 

@@ -32,6 +32,7 @@
 #include "kv/step_batch.h"
 #include "models/attention_model.h"
 #include "models/qsa/qsa_weights.h"
+#include "models/workspace_buffer.h"
 
 namespace sieve {
 
@@ -42,14 +43,7 @@ inline constexpr const char* kQsaRingCache = "raw_key_ring";
 
 // Scratch shared by the layers of a model (grown on demand, reused across steps).
 struct QsaScratch {
-    struct Aligned {
-        void operator()(void* p) const;
-    };
-    std::unique_ptr<uint8_t, Aligned> bytes;
-    size_t capacity = 0;
-    // Returns a 64-byte aligned buffer of at least `n` bytes (nullptr when out of memory); previous
-    // contents are lost.
-    void* reserve(size_t n);
+    WorkspaceBuffer arena;  // the step's buffers, carved by QsaLayer::forward
     // Per-step metadata, kept to reuse their memory.
     std::vector<int64_t> seq_lens, completing;                // [n_tokens], [groups completed in the step]
     std::vector<int32_t> n_groups, kv_table, compressed_table;  // [n_tokens], packed block tables

@@ -10,6 +10,12 @@
 namespace sieve::dsv4_test {
 namespace {
 
+// The caches of the slot-list tests live in host memory.
+Backend& host() {
+    static const std::unique_ptr<Backend> backend = std::move(make_backend("ref")).value();
+    return *backend;
+}
+
 using dsv4::BoundCache;
 using dsv4::CacheBinding;
 
@@ -20,9 +26,9 @@ struct Groups {
 // Request 7 runs positions 5..10 (a chunk after 5 tokens), request 9 positions 0..3; block sizes 3, 2, 3.
 Groups make_groups() {
     Groups g;
-    g.swa = std::move(CacheGroup::create("swa_kv", CacheSpec{"swa_kv", "f32 [4]", 16, 1, 3}, 3, 12, 1)).value();
-    g.comp = std::move(CacheGroup::create("comp", CacheSpec{"comp", "f32 [4]", 16, 4, 0}, 2, 12, 1)).value();
-    g.state = std::move(CacheGroup::create("state", CacheSpec{"state", "f32 [8]", 32, 1, 8}, 3, 12, 1)).value();
+    g.swa = std::move(CacheGroup::create(host(), "swa_kv", CacheSpec{"swa_kv", "f32 [4]", 16, 1, 3}, 3, 12, 1)).value();
+    g.comp = std::move(CacheGroup::create(host(), "comp", CacheSpec{"comp", "f32 [4]", 16, 4, 0}, 2, 12, 1)).value();
+    g.state = std::move(CacheGroup::create(host(), "state", CacheSpec{"state", "f32 [8]", 32, 1, 8}, 3, 12, 1)).value();
     for (auto [id, end] : {std::pair<RequestId, int64_t>{9, 4}, {7, 11}}) {
         EXPECT_TRUE(g.swa->reserve(id, end).is_ok());
         EXPECT_TRUE(g.comp->reserve(id, end / 4).is_ok());
@@ -123,7 +129,7 @@ TEST(DeepseekV4StepSlots, VisibleSelectedAndRequestEntries) {
 
 // Entry lists over several blocks (they are written block by block), and a released block in the range.
 TEST(DeepseekV4StepSlots, EntryListsSpanBlocksAndNameAReleasedOne) {
-    auto comp = std::move(CacheGroup::create("comp", CacheSpec{"comp", "f32 [4]", 16, 1, 0}, 2, 12, 1)).value();
+    auto comp = std::move(CacheGroup::create(host(), "comp", CacheSpec{"comp", "f32 [4]", 16, 1, 0}, 2, 12, 1)).value();
     ASSERT_TRUE(comp->reserve(3, 2).is_ok());  // another request's blocks first: request 7's are not 0, 1, 2
     ASSERT_TRUE(comp->reserve(7, 5).is_ok());
     StepCaches caches;

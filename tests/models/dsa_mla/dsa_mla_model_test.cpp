@@ -524,7 +524,7 @@ TEST(DsaMlaModel, SharedLayerNeedsItsSourceInTheSameStep) {
     std::vector<std::unique_ptr<CacheGroup>> groups;
     StepCaches caches;
     for (const CacheGroupDesc& d : (*model)->cache_groups()) {
-        groups.push_back(CacheGroup::create(d.name, d.spec, d.block_size, 4, d.n_layers).value());
+        groups.push_back(CacheGroup::create(*b, d.name, d.spec, d.block_size, 4, d.n_layers).value());
         ASSERT_TRUE(groups.back()->reserve(7, 3).is_ok());
         caches.groups.push_back(groups.back().get());
     }
