@@ -44,21 +44,9 @@ Status AttentionLayer::init() {
                                  "{} dims in interleaved pairs (§1.3, §2.3)",
                                  layer_, rope_config_slice_name(rc.slice), rc.rotated_dims,
                                  rope_config_pairing_name(rc.pairing), config_.rope_head_dim);
-    RopeFrequencyConfig fc;
-    fc.rot_dim = rc.rotated_dims;
-    fc.base = rc.theta;
-    if (rc.yarn) {
-        fc.yarn = true;
-        fc.yarn_params.factor = rc.yarn->factor;
-        fc.yarn_params.original_max_position = static_cast<double>(rc.yarn->original_max_position_embeddings);
-        fc.yarn_params.beta_fast = rc.yarn->beta_fast;
-        fc.yarn_params.beta_slow = rc.yarn->beta_slow;
-        fc.yarn_params.truncate = rc.yarn->truncate;
-        attention_factor_ = static_cast<float>(rc.yarn->attention_factor);  // 1.0 in the release (§1.4)
-    }
-    inv_freq_.assign(static_cast<size_t>(rc.rotated_dims / 2), 0.0f);
-    const Status s = rope_inv_freq(fc, inv_freq_.data());
-    return s.is_ok() ? s : s.with_context(fmt::format("deepseek_v4 layer {} RoPE table", layer_));
+    // attention_factor is 1.0 in the release (§1.4).
+    SIEVE_ASSIGN_OR_RETURN(rope_, make_rope_table(backend_, rc, rc.rotated_dims, fmt::format("deepseek_v4 layer {}", layer_)));
+    return Status::ok();
 }
 
 Status AttentionLayer::rope(void* x, DType x_type, void* y, DType y_type, const int64_t* positions, int64_t n_tokens,
@@ -67,14 +55,14 @@ Status AttentionLayer::rope(void* x, DType x_type, void* y, DType y_type, const 
     p.x = x;
     p.y = y;
     p.positions = positions;
-    p.inv_freq = inv_freq_.data();
+    p.inv_freq = rope_.inv_freq.as<float>();
     p.n_tokens = n_tokens;
     p.n_heads = n_heads;
     p.head_dim = head_dim;
     p.rot_dim = config_.rope_head_dim;
     p.x_token_stride = p.y_token_stride = n_heads * head_dim;
     p.x_head_stride = p.y_head_stride = head_dim;
-    p.attention_factor = attention_factor_;
+    p.attention_factor = rope_.attention_factor;
     p.pairing = RopePairing::interleaved;  // GPT-J pairs (§2.3)
     p.slice = RopeSlice::last;             // the last r dims (§1.3)
     p.inverse = inverse;
@@ -250,7 +238,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
             p.x = at(o, g * Hg * d, act_);
             p.y = at(og, g * N * Hg * d, act_);
             p.positions = positions;
-            p.inv_freq = inv_freq_.data();
+            p.inv_freq = rope_.inv_freq.as<float>();
             p.n_tokens = N;
             p.n_heads = Hg;
             p.head_dim = d;
@@ -258,7 +246,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
             p.x_token_stride = H * d;
             p.y_token_stride = Hg * d;
             p.x_head_stride = p.y_head_stride = d;
-            p.attention_factor = attention_factor_;
+            p.attention_factor = rope_.attention_factor;
             p.pairing = RopePairing::interleaved;
             p.slice = RopeSlice::last;
             p.inverse = true;  // undo the query position (§3.9)

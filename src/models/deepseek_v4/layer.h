@@ -28,6 +28,7 @@
 #include "models/deepseek_v4/scratch.h"
 #include "models/deepseek_v4/step_slots.h"
 #include "models/deepseek_v4/weights.h"
+#include "models/rope_table.h"
 #include "ops/kv_record.h"
 
 namespace sieve::dsv4 {
@@ -82,8 +83,7 @@ private:
     Backend& backend_;
     DType act_;  // activations between ops: f32 (exact) or bf16 (deployed)
     KvRecordLayout kv_layout_, key_layout_;
-    std::vector<float> inv_freq_;  // [r/2] the layer's RoPE table
-    float attention_factor_ = 1.0f;
+    RopeTable rope_;  // [r/2] the layer's RoPE table
 };
 
 }  // namespace sieve::dsv4

@@ -55,8 +55,10 @@ public:
         return LinearRunner::prepare(backend_, lw, name);
     }
 
-    Expected<Tensor> vector(std::string_view leaf, int64_t n) {
-        return scope_.get(leaf, {n}, kWeightFloatDTypes, DType::f32);
+    // A small f32 tensor (norm weights, sinks, position biases), uploaded to the backend.
+    Expected<DeviceTensor> small_f32(std::string_view leaf, Shape shape) const {
+        SIEVE_ASSIGN_OR_RETURN(Tensor t, scope_.get(leaf, std::move(shape), kWeightFloatDTypes, DType::f32));
+        return DeviceTensor::upload(backend_, t, scope_.canonical_name(leaf));
     }
 
     Expected<CompressorWeights> compressor(std::string_view prefix, int64_t ratio, int64_t head_dim, bool overlap,
@@ -76,8 +78,8 @@ public:
         std::memcpy(static_cast<uint8_t*>(fused.data()) + wkv.nbytes(), wgate.data(), wgate.nbytes());
         const std::string name = fmt::format("{}.{{wkv,wgate}}.weight", sub.scope_.prefix());
         SIEVE_ASSIGN_OR_RETURN(c.wkv_gate, dense_linear(fused, 0, 2 * width, name));
-        SIEVE_ASSIGN_OR_RETURN(c.ape, sub.scope_.get("ape", {ratio, width}, kWeightFloatDTypes, DType::f32));
-        SIEVE_ASSIGN_OR_RETURN(c.norm, sub.scope_.get("norm.weight", {head_dim}, kWeightFloatDTypes, DType::f32));
+        SIEVE_ASSIGN_OR_RETURN(c.ape, sub.small_f32("ape", {ratio, width}));
+        SIEVE_ASSIGN_OR_RETURN(c.norm, sub.small_f32("norm.weight", {head_dim}));
         return c;
     }
 
@@ -95,12 +97,12 @@ Expected<LayerWeights> load(WeightStore& store, const DeepseekV4Config& c, int64
     const int64_t Rq = c.q_lora_rank, Ro = c.o_lora_rank;
     LayerLoader ld(store.scope(fmt::format("layers.{}.attn", layer)), profile, backend);
     LayerWeights w;
-    SIEVE_ASSIGN_OR_RETURN(w.sink, ld.vector("attn_sink", H));
+    SIEVE_ASSIGN_OR_RETURN(w.sink, ld.small_f32("attn_sink", {H}));
     SIEVE_ASSIGN_OR_RETURN(w.wq_a, ld.linear("wq_a.weight", Rq, D));
-    SIEVE_ASSIGN_OR_RETURN(w.q_norm, ld.vector("q_norm.weight", Rq));
+    SIEVE_ASSIGN_OR_RETURN(w.q_norm, ld.small_f32("q_norm.weight", {Rq}));
     SIEVE_ASSIGN_OR_RETURN(w.wq_b, ld.linear("wq_b.weight", H * d, Rq));
     SIEVE_ASSIGN_OR_RETURN(w.wkv, ld.linear("wkv.weight", d, D));
-    SIEVE_ASSIGN_OR_RETURN(w.kv_norm, ld.vector("kv_norm.weight", d));
+    SIEVE_ASSIGN_OR_RETURN(w.kv_norm, ld.small_f32("kv_norm.weight", {d}));
     // wo_a rows g·R_o + r, columns (h − g·H/G)·d + i (§6 layout conventions): one [R_o, (H/G)·d] linear per
     // group. FP8 with R_o a multiple of 128 (the release: 1024): each group's rows are whole 128-row scale
     // blocks, kept packed; otherwise dequantized like [ref] convert.py (fp32 in exact, bf16 in deployed —

@@ -15,6 +15,7 @@
 #include "io/weights.h"
 #include "kv/cache_spec.h"
 #include "models/deepseek_v4/linear_runner.h"
+#include "models/device_tensor.h"
 
 namespace sieve::dsv4 {
 
@@ -22,8 +23,8 @@ namespace sieve::dsv4 {
 // [a_s | b_s] (vLLM `fused_wkv_wgate`, §6), ape [m, coff·c], norm [c] (fp32).
 struct CompressorWeights {
     LinearRunner wkv_gate;
-    Tensor ape;   // [ratio, coff·head_dim] f32
-    Tensor norm;  // [head_dim] f32
+    DeviceTensor ape;   // [ratio, coff·head_dim] f32
+    DeviceTensor norm;  // [head_dim] f32
     int64_t ratio = 0, head_dim = 0;
     bool overlap = false;
     int64_t coff() const { return overlap ? 2 : 1; }
@@ -36,9 +37,9 @@ struct LayerWeights {
     LinearRunner wkv;              // [d, D]
     std::vector<LinearRunner> wo_a;  // [G] of [o_lora_rank, (H/G)·d]: row block g of wo_a (§3.9)
     LinearRunner wo_b;             // [D, G·o_lora_rank]
-    Tensor q_norm;                 // [q_lora_rank] f32
-    Tensor kv_norm;                // [d] f32
-    Tensor sink;                   // [H] f32
+    DeviceTensor q_norm;           // [q_lora_rank] f32
+    DeviceTensor kv_norm;          // [d] f32
+    DeviceTensor sink;             // [H] f32
     std::optional<CompressorWeights> compressor;          // CSA, HCA
     std::optional<CompressorWeights> indexer_compressor;  // CSA
     LinearRunner indexer_wq_b;          // [H_I·c_I, q_lora_rank] (CSA)

@@ -45,21 +45,21 @@ std::vector<int64_t> step_signature(const StepBatch& batch) {
 
 // RoPE of a [n_tokens, n_heads, head_dim] view in place (ops/rope.h), the positions of the step.
 RopeParams rope_in_place(void* x, DType t, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t token_stride,
-                         int64_t head_stride, const StepBatch& batch, const std::vector<float>& inv_freq,
-                         float attention_factor, int64_t rot_dim, RopeConfigPairing pairing, RopeConfigSlice slice) {
+                         int64_t head_stride, const StepBatch& batch, const RopeTable& table, int64_t rot_dim,
+                         RopeConfigPairing pairing, RopeConfigSlice slice) {
     RopeParams p;
     p.x = x;
     p.y = x;
     p.positions = batch.positions.data();
     p.positions_type = DType::i64;
-    p.inv_freq = inv_freq.data();
+    p.inv_freq = table.inv_freq.as<float>();
     p.n_tokens = n_tokens;
     p.n_heads = n_heads;
     p.head_dim = head_dim;
     p.rot_dim = rot_dim;
     p.x_token_stride = p.y_token_stride = token_stride;
     p.x_head_stride = p.y_head_stride = head_stride;
-    p.attention_factor = attention_factor;
+    p.attention_factor = table.attention_factor;
     p.pairing = pairing == RopeConfigPairing::interleaved ? RopePairing::interleaved : RopePairing::half_split;
     p.slice = slice == RopeConfigSlice::first ? RopeSlice::first : RopeSlice::last;
     p.x_type = p.y_type = t;
@@ -68,7 +68,7 @@ RopeParams rope_in_place(void* x, DType t, int64_t n_tokens, int64_t n_heads, in
 
 }  // namespace
 
-Status Model::head_proj(const Tensor& weight, const void* x, int64_t x_token_stride, int64_t x_head_stride, void* y,
+Status Model::head_proj(const DeviceTensor& weight, const void* x, int64_t x_token_stride, int64_t x_head_stride, void* y,
                         int64_t y_token_stride, int64_t y_head_stride, int64_t n_tokens, int64_t n_heads, int64_t in,
                         int64_t out) {
     MlaHeadProjParams p;
@@ -108,7 +108,7 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
     // q_c = RMSNorm(q_c_raw), c = RMSNorm(c_raw), in place; eps = latent_norm_eps ("Decisions for sieve")
     RmsNormParams n;
     n.x = n.y = qc;
-    n.weight = w.q_a_norm.data();
+    n.weight = w.q_a_norm.as<float>();
     n.n_tokens = T;
     n.dim = Rq;
     n.x_token_stride = n.y_token_stride = Rq;
@@ -117,13 +117,12 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
     n.x_type = n.y_type = a;
     SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
     n.x = n.y = ckv;
-    n.weight = w.kv_a_norm.data();
+    n.weight = w.kv_a_norm.as<float>();
     n.dim = n.x_head_stride = n.y_head_stride = R;
     n.x_token_stride = n.y_token_stride = w1;
     SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
     // RoPE(kr), interleaved on its Dr dims (§2.2)
-    SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(at(ckv, a, R), a, T, 1, Dr, w1, Dr, batch, inv_freq_,
-                                                      rope_attention_factor_, Dr, c.rope_mla.pairing,
+    SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(at(ckv, a, R), a, T, 1, Dr, w1, Dr, batch, rope_, Dr, c.rope_mla.pairing,
                                                       RopeConfigSlice::last)));
 
     // q = q_c·W_qbᵀ viewed [T, H, Dqk] = [q_nope | q_pe] (§2.1)
@@ -131,7 +130,7 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
     SIEVE_RETURN_IF_ERROR(w.q_b.run(backend_, op_workspace_, qc, a, Rq, q, a, H * Dqk, T));
     // q_mqa = [q_nope·W_UK | RoPE(q_pe)] (§2.5): the rope part written straight into q_mqa's last Dr dims.
     SIEVE_ASSIGN_OR_RETURN(void* qm, q_mqa_.reserve(backend_, bytes(T * H * (R + Dr), a), "q_mqa"));  // [T, H, R + Dr]
-    RopeParams rp = rope_in_place(at(q, a, Dn), a, T, H, Dr, H * Dqk, Dqk, batch, inv_freq_, rope_attention_factor_, Dr,
+    RopeParams rp = rope_in_place(at(q, a, Dn), a, T, H, Dr, H * Dqk, Dqk, batch, rope_, Dr,
                                   c.rope_mla.pairing, RopeConfigSlice::last);
     rp.y = at(qm, a, R);
     rp.y_token_stride = H * (R + Dr);
@@ -185,8 +184,8 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
         LayerNormParams ln;
         ln.x = kw;
         ln.y = k;
-        ln.weight = w.k_norm_weight.data();
-        ln.bias = w.k_norm_bias.data();
+        ln.weight = w.k_norm_weight.as<float>();
+        ln.bias = w.k_norm_bias.as<float>();
         ln.n_tokens = T;
         ln.dim = Di;
         ln.x_token_stride = wk;
@@ -197,10 +196,9 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
         ln.y_type = a;
         SIEVE_RETURN_IF_ERROR(backend_.layer_norm(ln));
         // RoPE on the indexer rope slice: V3.2 NeoX on the first Dr dims, Hy4 interleaved on the last (§2.2).
-        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(iq, a, T, Hi, Di, Hi * Di, Di, batch, inv_freq_,
-                                                          rope_attention_factor_, Dr, c.rope_indexer.pairing,
+        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(iq, a, T, Hi, Di, Hi * Di, Di, batch, rope_, Dr, c.rope_indexer.pairing,
                                                           c.rope_indexer.slice)));
-        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(k, a, T, 1, Di, Di, Di, batch, inv_freq_, rope_attention_factor_,
+        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(k, a, T, 1, Di, Di, Di, batch, rope_,
                                                           Dr, c.rope_indexer.pairing, c.rope_indexer.slice)));
         if (hadamard_) {  // deployed deepseek_v32: H_Di / sqrt(Di) on q and k before FP8 (§3.5)
             HadamardParams hp;
@@ -428,7 +426,7 @@ Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCa
     p.n_slots = n_slots(*info.latent);
     p.slots = slots;
     p.slots_row_stride = K;
-    p.sink = w.sink.empty() ? nullptr : w.sink.data();  // every path applies the sink (§2.11)
+    p.sink = w.sink.as<float>();  // every path applies the sink (§2.11)
     p.out = out;
     p.out_token_stride = H * R;
     p.out_head_stride = R;

@@ -80,21 +80,8 @@ Status Model::init(const Checkpoint& checkpoint, const std::vector<int64_t>& req
                               key_bytes);
 
     // One RoPE table of width Dr for the MLA and the indexer slices (§2.2), YaRN from the config.
-    RopeFrequencyConfig f;
-    f.rot_dim = c.qk_rope_head_dim;
-    f.base = c.rope_mla.theta;
-    if (c.rope_mla.yarn) {
-        const RopeYarnConfig& y = *c.rope_mla.yarn;
-        f.yarn = true;
-        f.yarn_params.factor = y.factor;
-        f.yarn_params.original_max_position = static_cast<double>(y.original_max_position_embeddings);
-        f.yarn_params.beta_fast = y.beta_fast;
-        f.yarn_params.beta_slow = y.beta_slow;
-        f.yarn_params.truncate = y.truncate;
-        rope_attention_factor_ = static_cast<float>(y.attention_factor);  // cos/sin magnitude ("Decisions", V3.2)
-    }
-    inv_freq_.assign(static_cast<size_t>(c.qk_rope_head_dim / 2), 0.0f);
-    SIEVE_RETURN_IF_ERROR(rope_inv_freq(f, inv_freq_.data()));
+    // YaRN's attention_factor is the cos/sin magnitude ("Decisions", V3.2).
+    SIEVE_ASSIGN_OR_RETURN(rope_, make_rope_table(backend_, c.rope_mla, c.qk_rope_head_dim, model_type_));
     return Status::ok();
 }
 

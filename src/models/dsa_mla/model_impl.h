@@ -12,6 +12,7 @@
 #include "models/attention_model.h"
 #include "models/dsa_mla/linear_runner.h"
 #include "models/dsa_mla/weights.h"
+#include "models/rope_table.h"
 #include "ops/dsa_indexer.h"
 #include "ops/mla_head_proj.h"
 #include "ops/sparse_mla.h"
@@ -83,7 +84,7 @@ private:
                   const StepSelection& selection);
     Status output_projection(const LayerWeights& w, int64_t n_tokens, const float* input, float* output);
     // ops/mla_head_proj.h over [n_tokens, n_heads, in] → [n_tokens, n_heads, out] in the activation type.
-    Status head_proj(const Tensor& weight, const void* x, int64_t x_token_stride, int64_t x_head_stride, void* y,
+    Status head_proj(const DeviceTensor& weight, const void* x, int64_t x_token_stride, int64_t x_head_stride, void* y,
                      int64_t y_token_stride, int64_t y_head_stride, int64_t n_tokens, int64_t n_heads, int64_t in,
                      int64_t out);
 
@@ -99,8 +100,7 @@ private:
     std::vector<int64_t> indexer_slot_;          // [layers_] layer slot in the indexer group, −1 for shared
     int64_t n_full_layers_ = 0;
     CacheSpec latent_spec_, indexer_spec_;       // from dsa_mla_attention_layout (layout.cpp)
-    std::vector<float> inv_freq_;                // [Dr / 2], one table for both slices (§2.2)
-    float rope_attention_factor_ = 1.0f;
+    RopeTable rope_;                             // [Dr / 2], one table for both slices (§2.2)
     SelectionObserver* observer_ = nullptr;
     std::map<int64_t, StepSelection> selections_;  // by full (source) layer index
 

@@ -116,9 +116,10 @@ Expected<LinearRunner> prepare(const LoadContext& lc, const HostMatrix& m) {
                    m.cols, m.cols, lc.math, m.name);
 }
 
-Expected<std::vector<float>> read_vector(const WeightScope& scope, std::string_view leaf, int64_t n) {
+// A small f32 vector (norm weights, biases, sinks), uploaded to the backend.
+Expected<DeviceTensor> read_vector(const LoadContext& lc, const WeightScope& scope, std::string_view leaf, int64_t n) {
     SIEVE_ASSIGN_OR_RETURN(Tensor t, scope.get(leaf, {n}, kWeightFloatDTypes, DType::f32));
-    return std::vector<float>(t.as<float>(), t.as<float>() + n);
+    return DeviceTensor::upload(lc.backend, t, scope.canonical_name(leaf));
 }
 
 // Leaf names of the two checkpoint layouts (weights.h).
@@ -174,7 +175,7 @@ Status load_gate_and_sink(const LoadContext& lc, const DsaMlaConfig& c, const We
         w.gate_mode = c.output_gate;
     }
     if (has_sink) {
-        SIEVE_ASSIGN_OR_RETURN(w.sink, read_vector(scope, "learnable_sink_param", H));
+        SIEVE_ASSIGN_OR_RETURN(w.sink, read_vector(lc, scope, "learnable_sink_param", H));
     }
     return Status::ok();
 }
@@ -188,8 +189,8 @@ Status load_indexer(const LoadContext& lc, const DsaMlaConfig& c, const WeightSc
     SIEVE_ASSIGN_OR_RETURN(HostMatrix wp, read_matrix(lc, scope, "weights_proj.weight", Hi, D));
     SIEVE_ASSIGN_OR_RETURN(HostMatrix fused, concat_rows(wk, wp));
     SIEVE_ASSIGN_OR_RETURN(w.indexer_wk_weights, prepare(lc, fused));
-    SIEVE_ASSIGN_OR_RETURN(w.k_norm_weight, read_vector(scope, "k_norm.weight", Di));
-    SIEVE_ASSIGN_OR_RETURN(w.k_norm_bias, read_vector(scope, "k_norm.bias", Di));
+    SIEVE_ASSIGN_OR_RETURN(w.k_norm_weight, read_vector(lc, scope, "k_norm.weight", Di));
+    SIEVE_ASSIGN_OR_RETURN(w.k_norm_bias, read_vector(lc, scope, "k_norm.bias", Di));
     return Status::ok();
 }
 
@@ -217,8 +218,8 @@ Expected<LayerWeights> load_layer_weights(const DsaMlaConfig& c, int64_t layer, 
     SIEVE_ASSIGN_OR_RETURN(HostMatrix kv_a, read_matrix(lc, scope, n.kv_a_proj, R + Dr, D));
     SIEVE_ASSIGN_OR_RETURN(w.q_a, prepare(lc, q_a));
     SIEVE_ASSIGN_OR_RETURN(w.kv_a, prepare(lc, kv_a));
-    SIEVE_ASSIGN_OR_RETURN(w.q_a_norm, read_vector(scope, n.q_a_norm, Rq));
-    SIEVE_ASSIGN_OR_RETURN(w.kv_a_norm, read_vector(scope, n.kv_a_norm, R));
+    SIEVE_ASSIGN_OR_RETURN(w.q_a_norm, read_vector(lc, scope, n.q_a_norm, Rq));
+    SIEVE_ASSIGN_OR_RETURN(w.kv_a_norm, read_vector(lc, scope, n.kv_a_norm, R));
     SIEVE_ASSIGN_OR_RETURN(HostMatrix q_b, read_matrix(lc, scope, n.q_b_proj, H * Dqk, Rq));
     SIEVE_ASSIGN_OR_RETURN(w.q_b, prepare(lc, q_b));
     SIEVE_ASSIGN_OR_RETURN(HostMatrix o, read_matrix(lc, scope, n.o_proj, D, H * Dv));
@@ -229,8 +230,8 @@ Expected<LayerWeights> load_layer_weights(const DsaMlaConfig& c, int64_t layer, 
     SIEVE_ASSIGN_OR_RETURN(HostMatrix kv_b_host, read_matrix(lc, scope, n.kv_b_proj, H * (Dn + Dv), R));
     SIEVE_ASSIGN_OR_RETURN(Tensor kv_b, to_f32(kv_b_host));
     const DType absorbed = lc.math == LinearMath::bf16 ? DType::bf16 : DType::f32;  // ops/mla_head_proj.h
-    SIEVE_ASSIGN_OR_RETURN(w.w_uk, Tensor::zeros(absorbed, {H, Dn, R}));
-    SIEVE_ASSIGN_OR_RETURN(w.w_uv, Tensor::zeros(absorbed, {H, R, Dv}));
+    SIEVE_ASSIGN_OR_RETURN(Tensor w_uk, Tensor::zeros(absorbed, {H, Dn, R}));
+    SIEVE_ASSIGN_OR_RETURN(Tensor w_uv, Tensor::zeros(absorbed, {H, R, Dv}));
     auto put = [&](Tensor& t, int64_t i, float v) {
         if (absorbed == DType::bf16)
             t.as<uint16_t>()[i] = f32_to_bf16(v);  // bf16 math: W rounded once at load (ops/linear.h)
@@ -240,10 +241,12 @@ Expected<LayerWeights> load_layer_weights(const DsaMlaConfig& c, int64_t layer, 
     for (int64_t h = 0; h < H; ++h) {
         const float* head = kv_b.as<float>() + h * (Dn + Dv) * R;  // [Dn + Dv, R]
         for (int64_t d = 0; d < Dn; ++d)
-            for (int64_t r = 0; r < R; ++r) put(w.w_uk, (h * Dn + d) * R + r, head[d * R + r]);
+            for (int64_t r = 0; r < R; ++r) put(w_uk, (h * Dn + d) * R + r, head[d * R + r]);
         for (int64_t v = 0; v < Dv; ++v)
-            for (int64_t r = 0; r < R; ++r) put(w.w_uv, (h * R + r) * Dv + v, head[(Dn + v) * R + r]);
+            for (int64_t r = 0; r < R; ++r) put(w_uv, (h * R + r) * Dv + v, head[(Dn + v) * R + r]);
     }
+    SIEVE_ASSIGN_OR_RETURN(w.w_uk, DeviceTensor::upload(backend, w_uk, scope.canonical_name(n.kv_b_proj) + " (W_UK)"));
+    SIEVE_ASSIGN_OR_RETURN(w.w_uv, DeviceTensor::upload(backend, w_uv, scope.canonical_name(n.kv_b_proj) + " (W_UV)"));
     SIEVE_RETURN_IF_ERROR(load_gate_and_sink(lc, c, scope, w));
     if (w.kind == DsaLayerKind::full) SIEVE_RETURN_IF_ERROR(load_indexer(lc, c, scope, w));
     return w;

@@ -21,6 +21,7 @@
 #include "io/config_dsa_mla.h"
 #include "io/weights.h"
 #include "kv/cache_spec.h"
+#include "models/device_tensor.h"
 #include "models/dsa_mla/linear_runner.h"
 
 namespace sieve::dsa_mla {
@@ -33,21 +34,21 @@ struct LayerWeights {
     // contiguous [T, Rq] input for q_b_proj and the indexer's wq_b.
     LinearRunner q_a;                 // [Rq, D]
     LinearRunner kv_a;                // [R + Dr, D]
-    std::vector<float> q_a_norm;      // [Rq]
-    std::vector<float> kv_a_norm;     // [R]
+    DeviceTensor q_a_norm;            // [Rq] f32
+    DeviceTensor kv_a_norm;           // [R] f32
     LinearRunner q_b;                 // [H·Dqk, Rq]
     // Absorbed per-head weights for ops/mla_head_proj.h ([n_heads, in, out]; f32 for exact, bf16 for deployed):
-    Tensor w_uk;                      // [H, Dn, R]: q_lat[t, h] = W_UK[h]ᵀ·q_nope[t, h] (§2.5)
-    Tensor w_uv;                      // [H, R, Dv]: o[t, h] = W_UV[h]·o_lat[t, h] (§2.5), W_UV transposed
+    DeviceTensor w_uk;                // [H, Dn, R]: q_lat[t, h] = W_UK[h]ᵀ·q_nope[t, h] (§2.5)
+    DeviceTensor w_uv;                // [H, R, Dv]: o[t, h] = W_UV[h]·o_lat[t, h] (§2.5), W_UV transposed
     LinearRunner o_proj;              // [D, H·Dv]
     DsaOutputGate gate_mode = DsaOutputGate::none;
     LinearRunner gate;                // [H·Dv, D] (elementwise) or [H, D] (headwise); empty without a gate
-    std::vector<float> sink;          // [H] natural-log sink logits, or empty (§2.8)
+    DeviceTensor sink;                // [H] f32 natural-log sink logits, or empty (§2.8)
     // Indexer (full layers).
     LinearRunner indexer_wq_b;        // [Hi·Di, Rq]
     LinearRunner indexer_wk_weights;  // [Di + Hi, D]: indexer.wk ; indexer.weights_proj (§2.6, vLLM-HY)
-    std::vector<float> k_norm_weight; // [Di]
-    std::vector<float> k_norm_bias;   // [Di]
+    DeviceTensor k_norm_weight;       // [Di] f32
+    DeviceTensor k_norm_bias;         // [Di] f32
 };
 
 // Reads and prepares layer `layer` of `config` for `profile` (exact: f32 math; deployed: bf16 math).

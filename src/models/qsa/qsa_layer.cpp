@@ -82,16 +82,13 @@ Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLaye
     };
     SIEVE_ASSIGN_OR_RETURN(l->input_proj_, prepare(w.input_proj, "q|k|v|index_qk projection"));
     SIEVE_ASSIGN_OR_RETURN(l->o_proj_, prepare(w.o_proj, "o_proj"));
-    l->q_norm_ = std::move(w.q_norm);
-    l->k_norm_ = std::move(w.k_norm);
-    l->index_q_norm_ = std::move(w.index_q_norm);
-    l->index_k_norm_ = std::move(w.index_k_norm);
+    const std::string name = fmt::format("layer {}", w.layer);
+    SIEVE_ASSIGN_OR_RETURN(l->q_norm_, DeviceTensor::upload(backend, w.q_norm, name + " q_norm"));
+    SIEVE_ASSIGN_OR_RETURN(l->k_norm_, DeviceTensor::upload(backend, w.k_norm, name + " k_norm"));
+    SIEVE_ASSIGN_OR_RETURN(l->index_q_norm_, DeviceTensor::upload(backend, w.index_q_norm, name + " indexer q norm"));
+    SIEVE_ASSIGN_OR_RETURN(l->index_k_norm_, DeviceTensor::upload(backend, w.index_k_norm, name + " indexer k norm"));
     // One table for main q/k and the indexer (qsa.md §4.2: same rotary, R dims, theta^(−2i/R)).
-    RopeFrequencyConfig f;
-    f.rot_dim = c.rotary_dim;
-    f.base = c.rope.theta;
-    l->inv_freq_.resize(static_cast<size_t>(c.rotary_dim / 2));
-    SIEVE_RETURN_IF_ERROR(rope_inv_freq(f, l->inv_freq_.data()));
+    SIEVE_ASSIGN_OR_RETURN(l->rope_, make_rope_table(backend, c.rope, c.rotary_dim, name));
     return l;
 }
 
@@ -273,7 +270,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         ScopedStageTimer timer(times, Stage::projections);
         in_lp.y = buf.proj;
         SIEVE_RETURN_IF_ERROR(backend_.linear(*input_proj_, *in_plan, in_lp, {buf.lin_ws, lin_ws_bytes}));
-        auto norm_rope = [&](int64_t offset, int64_t n_heads, int64_t dim, int64_t head_stride, const Tensor& w,
+        auto norm_rope = [&](int64_t offset, int64_t n_heads, int64_t dim, int64_t head_stride, const DeviceTensor& w,
                              void* y) -> Status {
             RmsNormParams n;
             n.x = static_cast<const uint8_t*>(buf.proj) + static_cast<size_t>(offset) * ae;
@@ -293,7 +290,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             RopeParams rp;
             rp.x = rp.y = y;
             rp.positions = batch.positions.data();
-            rp.inv_freq = inv_freq_.data();
+            rp.inv_freq = rope_.inv_freq.as<float>();
             rp.n_tokens = T;
             rp.n_heads = n_heads;
             rp.head_dim = dim;
@@ -377,7 +374,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             RopeParams rp;
             rp.x = rp.y = buf.pooled;
             rp.positions = buf.pool_positions;
-            rp.inv_freq = inv_freq_.data();
+            rp.inv_freq = rope_.inv_freq.as<float>();
             rp.n_tokens = n_new;
             rp.head_dim = Di;
             rp.rot_dim = R;

@@ -32,6 +32,7 @@
 #include "kv/step_batch.h"
 #include "models/attention_model.h"
 #include "models/qsa/qsa_weights.h"
+#include "models/rope_table.h"
 #include "models/workspace_buffer.h"
 
 namespace sieve {
@@ -77,8 +78,8 @@ private:
     QsaProjectionLayout pl_;
     std::unique_ptr<PreparedLinear> input_proj_, o_proj_;
     PlanCache input_plans_, o_plans_;
-    Tensor q_norm_, k_norm_, index_q_norm_, index_k_norm_;  // [D], [D], [Di], [Di] f32
-    std::vector<float> inv_freq_;                          // [R / 2]: the one table of q, k, index q, pooled k (§4.2)
+    DeviceTensor q_norm_, k_norm_, index_q_norm_, index_k_norm_;  // [D], [D], [Di], [Di] f32
+    RopeTable rope_;  // [R / 2]: the one table of q, k, index q, pooled k (§4.2)
 };
 
 }  // namespace sieve
