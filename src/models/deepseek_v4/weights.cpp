@@ -20,7 +20,7 @@ public:
     // values are the same and the memory half).
     DType dense_type() const { return profile_ == NumericsProfile::exact ? DType::f32 : DType::bf16; }
 
-    Expected<LinearRunner> linear(std::string_view leaf, int64_t rows, int64_t cols) {
+    Expected<PlannedLinear> linear(std::string_view leaf, int64_t rows, int64_t cols) {
         SIEVE_ASSIGN_OR_RETURN(SafetensorsTensorView view, scope_.raw(leaf));
         const std::string name = scope_.canonical_name(leaf);
         if (view.dtype == DType::f8_e4m3) {
@@ -36,14 +36,14 @@ public:
             lw.weight_row_stride = cols;
             lw.weight_type = DType::f8_e4m3;
             lw.math = math();
-            return LinearRunner::prepare(backend_, lw, name);
+            return PlannedLinear::prepare(backend_, lw, name);
         }
         SIEVE_ASSIGN_OR_RETURN(Tensor t, scope_.get(leaf, {rows, cols}, kWeightFloatDTypes, dense_type()));
         return dense_linear(t, 0, rows, name);
     }
 
     // Rows [row0, row0 + rows) of a dense [*, cols] tensor as a linear.
-    Expected<LinearRunner> dense_linear(const Tensor& t, int64_t row0, int64_t rows, const std::string& name) {
+    Expected<PlannedLinear> dense_linear(const Tensor& t, int64_t row0, int64_t rows, const std::string& name) {
         const int64_t cols = t.dim(1);
         LinearWeights lw;
         lw.weight = static_cast<const uint8_t*>(t.data()) + row0 * cols * static_cast<int64_t>(dtype_size(t.dtype()));
@@ -52,7 +52,7 @@ public:
         lw.weight_row_stride = cols;
         lw.weight_type = t.dtype();
         lw.math = math();
-        return LinearRunner::prepare(backend_, lw, name);
+        return PlannedLinear::prepare(backend_, lw, name);
     }
 
     // A small f32 tensor (norm weights, sinks, position biases), uploaded to the backend.
@@ -125,14 +125,14 @@ Expected<LayerWeights> load(WeightStore& store, const DeepseekV4Config& c, int64
                 lw.weight_row_stride = cols;
                 lw.weight_type = DType::f8_e4m3;
                 lw.math = ld.math();
-                SIEVE_ASSIGN_OR_RETURN(LinearRunner r, LinearRunner::prepare(backend, lw, fmt::format("{} (group {})", name, g)));
+                SIEVE_ASSIGN_OR_RETURN(PlannedLinear r, PlannedLinear::prepare(backend, lw, fmt::format("{} (group {})", name, g)));
                 w.wo_a.push_back(std::move(r));
             }
         } else {
             SIEVE_ASSIGN_OR_RETURN(Tensor wo_a, ld.scope_.get("wo_a.weight", {G * Ro, H / G * d},
                                                               kWeightFloatOrFp8DTypes, ld.dense_type()));
             for (int64_t g = 0; g < G; ++g) {
-                SIEVE_ASSIGN_OR_RETURN(LinearRunner r,
+                SIEVE_ASSIGN_OR_RETURN(PlannedLinear r,
                                        ld.dense_linear(wo_a, g * Ro, Ro, fmt::format("{} (group {})", name, g)));
                 w.wo_a.push_back(std::move(r));
             }

@@ -14,7 +14,7 @@
 #include "io/config_deepseek_v4.h"
 #include "io/weights.h"
 #include "kv/cache_spec.h"
-#include "models/deepseek_v4/linear_runner.h"
+#include "models/planned_linear.h"
 #include "models/device_tensor.h"
 
 namespace sieve::dsv4 {
@@ -22,7 +22,7 @@ namespace sieve::dsv4 {
 // A compressor (§3.4): wkv and wgate fused into one linear [2·coff·c, D] whose output row is
 // [a_s | b_s] (vLLM `fused_wkv_wgate`, §6), ape [m, coff·c], norm [c] (fp32).
 struct CompressorWeights {
-    LinearRunner wkv_gate;
+    PlannedLinear wkv_gate;
     DeviceTensor ape;   // [ratio, coff·head_dim] f32
     DeviceTensor norm;  // [head_dim] f32
     int64_t ratio = 0, head_dim = 0;
@@ -32,18 +32,18 @@ struct CompressorWeights {
 };
 
 struct LayerWeights {
-    LinearRunner wq_a;             // [q_lora_rank, D]
-    LinearRunner wq_b;             // [H·d, q_lora_rank]
-    LinearRunner wkv;              // [d, D]
-    std::vector<LinearRunner> wo_a;  // [G] of [o_lora_rank, (H/G)·d]: row block g of wo_a (§3.9)
-    LinearRunner wo_b;             // [D, G·o_lora_rank]
+    PlannedLinear wq_a;             // [q_lora_rank, D]
+    PlannedLinear wq_b;             // [H·d, q_lora_rank]
+    PlannedLinear wkv;              // [d, D]
+    std::vector<PlannedLinear> wo_a;  // [G] of [o_lora_rank, (H/G)·d]: row block g of wo_a (§3.9)
+    PlannedLinear wo_b;             // [D, G·o_lora_rank]
     DeviceTensor q_norm;           // [q_lora_rank] f32
     DeviceTensor kv_norm;          // [d] f32
     DeviceTensor sink;             // [H] f32
     std::optional<CompressorWeights> compressor;          // CSA, HCA
     std::optional<CompressorWeights> indexer_compressor;  // CSA
-    LinearRunner indexer_wq_b;          // [H_I·c_I, q_lora_rank] (CSA)
-    LinearRunner indexer_weights_proj;  // [H_I, D] (CSA)
+    PlannedLinear indexer_wq_b;          // [H_I·c_I, q_lora_rank] (CSA)
+    PlannedLinear indexer_weights_proj;  // [H_I, D] (CSA)
 };
 
 // Every tensor of layer `layer` (config.layers[layer]); a missing tensor, a wrong shape or dtype is an

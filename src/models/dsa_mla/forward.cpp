@@ -103,8 +103,8 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
     // q_c_raw = x·W_qaᵀ, [c_raw | kr] = x·W_kvaᵀ (§2.1)
     SIEVE_ASSIGN_OR_RETURN(void* qc, q_c_.reserve(backend_, bytes(T * Rq, a), "q_c"));  // [T, Rq]
     SIEVE_ASSIGN_OR_RETURN(void* ckv, ckv_.reserve(backend_, bytes(T * w1, a), "ckv"));  // [T, R + Dr]
-    SIEVE_RETURN_IF_ERROR(w.q_a.run(backend_, op_workspace_, input, DType::f32, D, qc, a, Rq, T));
-    SIEVE_RETURN_IF_ERROR(w.kv_a.run(backend_, op_workspace_, input, DType::f32, D, ckv, a, w1, T));
+    SIEVE_RETURN_IF_ERROR(w.q_a.run(input, DType::f32, D, qc, a, Rq, T, op_workspace_));
+    SIEVE_RETURN_IF_ERROR(w.kv_a.run(input, DType::f32, D, ckv, a, w1, T, op_workspace_));
     // q_c = RMSNorm(q_c_raw), c = RMSNorm(c_raw), in place; eps = latent_norm_eps ("Decisions for sieve")
     RmsNormParams n;
     n.x = n.y = qc;
@@ -127,7 +127,7 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
 
     // q = q_c·W_qbᵀ viewed [T, H, Dqk] = [q_nope | q_pe] (§2.1)
     SIEVE_ASSIGN_OR_RETURN(void* q, q_.reserve(backend_, bytes(T * H * Dqk, a), "q"));  // [T, H, Dqk]
-    SIEVE_RETURN_IF_ERROR(w.q_b.run(backend_, op_workspace_, qc, a, Rq, q, a, H * Dqk, T));
+    SIEVE_RETURN_IF_ERROR(w.q_b.run(qc, a, Rq, q, a, H * Dqk, T, op_workspace_));
     // q_mqa = [q_nope·W_UK | RoPE(q_pe)] (§2.5): the rope part written straight into q_mqa's last Dr dims.
     SIEVE_ASSIGN_OR_RETURN(void* qm, q_mqa_.reserve(backend_, bytes(T * H * (R + Dr), a), "q_mqa"));  // [T, H, R + Dr]
     RopeParams rp = rope_in_place(at(q, a, Dn), a, T, H, Dr, H * Dqk, Dqk, batch, rope_, Dr,
@@ -175,10 +175,10 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
         // qI = q_c·W_iqᵀ, [kI_raw | w] = x·[W_ik ; W_iw]ᵀ (§2.6)
         SIEVE_ASSIGN_OR_RETURN(void* qc, q_c_.reserve(backend_, bytes(T * Rq, a), "q_c"));  // q_c from project()
         SIEVE_ASSIGN_OR_RETURN(iq, idx_q_.reserve(backend_, bytes(T * Hi * Di, a), "idx_q"));
-        SIEVE_RETURN_IF_ERROR(w.indexer_wq_b.run(backend_, op_workspace_, qc, a, Rq, iq, a, Hi * Di, T));
+        SIEVE_RETURN_IF_ERROR(w.indexer_wq_b.run(qc, a, Rq, iq, a, Hi * Di, T, op_workspace_));
         SIEVE_ASSIGN_OR_RETURN(void* kw_raw, idx_kw_.reserve(backend_, bytes(T * wk, DType::f32), "idx_kw"));
         kw = static_cast<float*>(kw_raw);
-        SIEVE_RETURN_IF_ERROR(w.indexer_wk_weights.run(backend_, op_workspace_, input, DType::f32, D, kw, DType::f32, wk, T));
+        SIEVE_RETURN_IF_ERROR(w.indexer_wk_weights.run(input, DType::f32, D, kw, DType::f32, wk, T, op_workspace_));
         // kI = LayerNorm(x·W_ikᵀ; γ, β, eps) (§2.6, eps "Decisions for sieve")
         SIEVE_ASSIGN_OR_RETURN(void* k, idx_k_.reserve(backend_, bytes(T * Di, a), "idx_k"));  // [T, Di]
         LayerNormParams ln;
@@ -455,7 +455,7 @@ Status Model::output_projection(const LayerWeights& w, int64_t T, const float* i
     if (w.gate_mode != DsaOutputGate::none) {  // o ⊙ sigmoid(x·W_gateᵀ), before o_proj (§2.9)
         const int64_t gw = w.gate.out_features();
         SIEVE_ASSIGN_OR_RETURN(void* g, gate_.reserve(backend_, bytes(T * gw, a), "gate"));
-        SIEVE_RETURN_IF_ERROR(w.gate.run(backend_, op_workspace_, input, DType::f32, D, g, a, gw, T));
+        SIEVE_RETURN_IF_ERROR(w.gate.run(input, DType::f32, D, g, a, gw, T, op_workspace_));
         DsaOutputGateParams gp;
         gp.x = o;
         gp.y = o;
@@ -470,7 +470,7 @@ Status Model::output_projection(const LayerWeights& w, int64_t T, const float* i
         gp.x_type = gp.gate_type = gp.y_type = a;
         SIEVE_RETURN_IF_ERROR(backend_.dsa_output_gate(gp));
     }
-    return w.o_proj.run(backend_, op_workspace_, o, a, H * Dv, output, DType::f32, D, T);
+    return w.o_proj.run(o, a, H * Dv, output, DType::f32, D, T, op_workspace_);
 }
 
 }  // namespace sieve::dsa_mla

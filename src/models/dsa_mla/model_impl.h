@@ -10,7 +10,7 @@
 #include "backends/backend.h"
 #include "io/config_dsa_mla.h"
 #include "models/attention_model.h"
-#include "models/dsa_mla/linear_runner.h"
+#include "models/planned_linear.h"
 #include "models/dsa_mla/weights.h"
 #include "models/rope_table.h"
 #include "ops/dsa_indexer.h"

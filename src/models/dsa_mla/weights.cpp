@@ -96,7 +96,7 @@ Expected<HostMatrix> concat_rows(const HostMatrix& a, const HostMatrix& b) {
     return m;
 }
 
-Expected<LinearRunner> prepare(Backend& backend, const void* weight, const float* block_scale, DType type,
+Expected<PlannedLinear> prepare(Backend& backend, const void* weight, const float* block_scale, DType type,
                                int64_t rows, int64_t cols, int64_t row_stride, LinearMath math, std::string_view name) {
     LinearWeights w;
     w.weight = weight;
@@ -106,12 +106,10 @@ Expected<LinearRunner> prepare(Backend& backend, const void* weight, const float
     w.weight_row_stride = row_stride;
     w.weight_type = type;
     w.math = math;
-    auto prepared = backend.linear_prepare(w);
-    if (!prepared) return prepared.status().with_context(fmt::format("weight {}", name));
-    return LinearRunner(std::move(*prepared));
+    return PlannedLinear::prepare(backend, w, fmt::format("weight {}", name));
 }
 
-Expected<LinearRunner> prepare(const LoadContext& lc, const HostMatrix& m) {
+Expected<PlannedLinear> prepare(const LoadContext& lc, const HostMatrix& m) {
     return prepare(lc.backend, m.data.data(), m.type == DType::f8_e4m3 ? m.scale.as<float>() : nullptr, m.type, m.rows,
                    m.cols, m.cols, lc.math, m.name);
 }

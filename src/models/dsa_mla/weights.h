@@ -22,7 +22,7 @@
 #include "io/weights.h"
 #include "kv/cache_spec.h"
 #include "models/device_tensor.h"
-#include "models/dsa_mla/linear_runner.h"
+#include "models/planned_linear.h"
 
 namespace sieve::dsa_mla {
 
@@ -32,21 +32,21 @@ struct LayerWeights {
     int64_t topk_source_layer = 0;    // the layer whose top-k a shared layer reuses
     // q_a_proj and kv_a_proj_with_mqa stay two GEMMs (vLLM fuses them, §2.1): the q_c output then is a
     // contiguous [T, Rq] input for q_b_proj and the indexer's wq_b.
-    LinearRunner q_a;                 // [Rq, D]
-    LinearRunner kv_a;                // [R + Dr, D]
+    PlannedLinear q_a;                 // [Rq, D]
+    PlannedLinear kv_a;                // [R + Dr, D]
     DeviceTensor q_a_norm;            // [Rq] f32
     DeviceTensor kv_a_norm;           // [R] f32
-    LinearRunner q_b;                 // [H·Dqk, Rq]
+    PlannedLinear q_b;                 // [H·Dqk, Rq]
     // Absorbed per-head weights for ops/mla_head_proj.h ([n_heads, in, out]; f32 for exact, bf16 for deployed):
     DeviceTensor w_uk;                // [H, Dn, R]: q_lat[t, h] = W_UK[h]ᵀ·q_nope[t, h] (§2.5)
     DeviceTensor w_uv;                // [H, R, Dv]: o[t, h] = W_UV[h]·o_lat[t, h] (§2.5), W_UV transposed
-    LinearRunner o_proj;              // [D, H·Dv]
+    PlannedLinear o_proj;              // [D, H·Dv]
     DsaOutputGate gate_mode = DsaOutputGate::none;
-    LinearRunner gate;                // [H·Dv, D] (elementwise) or [H, D] (headwise); empty without a gate
+    PlannedLinear gate;                // [H·Dv, D] (elementwise) or [H, D] (headwise); empty without a gate
     DeviceTensor sink;                // [H] f32 natural-log sink logits, or empty (§2.8)
     // Indexer (full layers).
-    LinearRunner indexer_wq_b;        // [Hi·Di, Rq]
-    LinearRunner indexer_wk_weights;  // [Di + Hi, D]: indexer.wk ; indexer.weights_proj (§2.6, vLLM-HY)
+    PlannedLinear indexer_wq_b;        // [Hi·Di, Rq]
+    PlannedLinear indexer_wk_weights;  // [Di + Hi, D]: indexer.wk ; indexer.weights_proj (§2.6, vLLM-HY)
     DeviceTensor k_norm_weight;       // [Di] f32
     DeviceTensor k_norm_bias;         // [Di] f32
 };

@@ -1,5 +1,6 @@
-// One prepared linear of a DeepSeek-V4 layer with its per-batch-shape plans (backends/backend.h:
-// prepare once at load, plan per shape, run without allocating in the backend).
+// One prepared linear layer of a model with the plans its backend made for the batch shapes seen so far
+// (backends/backend.h: prepare once at load, plan per shape, run without allocating in the backend). A
+// small cache keeps the hot path free of re-planning between steps of the same size.
 #pragma once
 
 #include <cstdint>
@@ -10,15 +11,15 @@
 
 #include "backends/backend.h"
 #include "core/status.h"
-#include "models/deepseek_v4/scratch.h"
+#include "models/workspace_buffer.h"
 
-namespace sieve::dsv4 {
+namespace sieve {
 
-class LinearRunner {
+class PlannedLinear {
 public:
-    LinearRunner() = default;
+    PlannedLinear() = default;
     // `name` (the checkpoint tensor) prefixes every error.
-    static Expected<LinearRunner> prepare(Backend& backend, const LinearWeights& w, std::string name);
+    static Expected<PlannedLinear> prepare(Backend& backend, const LinearWeights& w, std::string name);
 
     bool empty() const { return weights_ == nullptr; }
     int64_t out_features() const { return weights_->out_features(); }
@@ -37,4 +38,4 @@ private:
     mutable std::map<PlanKey, LinearPlan> plans_;  // a cache: run() is logically const
 };
 
-}  // namespace sieve::dsv4
+}  // namespace sieve

@@ -1,6 +1,6 @@
-#include "models/deepseek_v4/linear_runner.h"
+#include "models/planned_linear.h"
 
-namespace sieve::dsv4 {
+namespace sieve {
 
 namespace {
 // Plans kept per linear; steps of many different sizes (chunked prefill) would otherwise grow the map
@@ -8,17 +8,17 @@ namespace {
 constexpr size_t kMaxPlans = 32;
 }  // namespace
 
-Expected<LinearRunner> LinearRunner::prepare(Backend& backend, const LinearWeights& w, std::string name) {
+Expected<PlannedLinear> PlannedLinear::prepare(Backend& backend, const LinearWeights& w, std::string name) {
     auto prepared = backend.linear_prepare(w);
     if (!prepared.has_value()) return prepared.status().with_context(name);
-    LinearRunner r;
+    PlannedLinear r;
     r.backend_ = &backend;
     r.weights_ = std::shared_ptr<PreparedLinear>(std::move(prepared).value());
     r.name_ = std::move(name);
     return r;
 }
 
-Status LinearRunner::run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
+Status PlannedLinear::run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
                          int64_t n_tokens, WorkspaceBuffer& workspace) const {
     if (weights_ == nullptr) return internal_error("linear {}: not prepared", name_);
     if (n_tokens == 0) return Status::ok();
@@ -50,4 +50,4 @@ Status LinearRunner::run(const void* x, DType x_type, int64_t x_stride, void* y,
     return s.is_ok() ? s : s.with_context(name_);
 }
 
-}  // namespace sieve::dsv4
+}  // namespace sieve
