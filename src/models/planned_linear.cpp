@@ -18,24 +18,28 @@ Expected<PlannedLinear> PlannedLinear::prepare(Backend& backend, const LinearWei
     return r;
 }
 
-Status PlannedLinear::run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
-                         int64_t n_tokens, WorkspaceBuffer& workspace) const {
+Expected<const LinearPlan*> PlannedLinear::plan(const LinearParams& shape) const {
     if (weights_ == nullptr) return internal_error("linear {}: not prepared", name_);
-    if (n_tokens == 0) return Status::ok();
-    const PlanKey key{n_tokens, x_stride, y_stride, x_type, y_type};
+    const PlanKey key{shape.n_tokens, shape.x_row_stride, shape.y_row_stride, shape.x_type, shape.y_type};
     auto it = plans_.find(key);
     if (it == plans_.end()) {
-        LinearParams shape;
-        shape.n_tokens = n_tokens;
-        shape.x_row_stride = x_stride;
-        shape.y_row_stride = y_stride;
-        shape.x_type = x_type;
-        shape.y_type = y_type;
         auto plan = backend_->linear_plan(*weights_, shape);
         if (!plan.has_value()) return plan.status().with_context(name_);
         if (plans_.size() >= kMaxPlans) plans_.clear();
         it = plans_.emplace(key, std::move(plan).value()).first;
     }
+    return &it->second;
+}
+
+Status PlannedLinear::run(const LinearPlan& plan, const LinearParams& p, Workspace workspace) const {
+    if (weights_ == nullptr) return internal_error("linear {}: not prepared", name_);
+    const Status s = backend_->linear(*weights_, plan, p, workspace);
+    return s.is_ok() ? s : s.with_context(name_);
+}
+
+Status PlannedLinear::run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
+                          int64_t n_tokens, WorkspaceBuffer& workspace) const {
+    if (n_tokens == 0) return Status::ok();
     LinearParams p;
     p.x = x;
     p.y = y;
@@ -44,10 +48,10 @@ Status PlannedLinear::run(const void* x, DType x_type, int64_t x_stride, void* y
     p.y_row_stride = y_stride;
     p.x_type = x_type;
     p.y_type = y_type;
-    auto ws = workspace.workspace(*backend_, it->second.workspace_bytes, "the linear workspace");
+    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* plan, this->plan(p));
+    auto ws = workspace.workspace(*backend_, plan->workspace_bytes, "the linear workspace");
     if (!ws) return ws.status().with_context(name_);
-    const Status s = backend_->linear(*weights_, it->second, p, *ws);
-    return s.is_ok() ? s : s.with_context(name_);
+    return run(*plan, p, *ws);
 }
 
 }  // namespace sieve

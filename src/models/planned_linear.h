@@ -26,7 +26,13 @@ public:
     int64_t in_features() const { return weights_->in_features(); }
     const PreparedLinear& weights() const { return *weights_; }
 
-    // y[t] = x[t] · Wᵀ for t < n_tokens (ops/linear.h); strides in elements.
+    // The backend's plan for the batch shape of `shape` (pointers ignored), made on first use and kept.
+    // The pointer stays valid until the next plan() of this linear.
+    Expected<const LinearPlan*> plan(const LinearParams& shape) const;
+    // y = x · Wᵀ (ops/linear.h) under a plan() of p's shape, with a workspace of plan.workspace_bytes.
+    Status run(const LinearPlan& plan, const LinearParams& p, Workspace workspace) const;
+    // y[t] = x[t] · Wᵀ for t < n_tokens (strides in elements): plan(), then run() with a workspace
+    // from `workspace`.
     Status run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
                int64_t n_tokens, WorkspaceBuffer& workspace) const;
 
@@ -35,7 +41,7 @@ private:
     std::shared_ptr<PreparedLinear> weights_;
     std::string name_;
     using PlanKey = std::tuple<int64_t, int64_t, int64_t, DType, DType>;
-    mutable std::map<PlanKey, LinearPlan> plans_;  // a cache: run() is logically const
+    mutable std::map<PlanKey, LinearPlan> plans_;  // a cache: plan() is logically const
 };
 
 }  // namespace sieve

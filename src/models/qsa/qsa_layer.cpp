@@ -68,7 +68,7 @@ Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLaye
     l->layer_slot_ = layer_slot;
     l->pl_ = qsa_projection_layout(c);
     const LinearMath math = profile == NumericsProfile::exact ? LinearMath::f32 : LinearMath::bf16;
-    auto prepare = [&](const Tensor& t, const char* what) -> Expected<std::unique_ptr<PreparedLinear>> {
+    auto prepare = [&](const Tensor& t, const char* what) {
         LinearWeights lw;
         lw.weight = t.data();
         lw.out_features = t.dim(0);
@@ -76,9 +76,7 @@ Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLaye
         lw.weight_row_stride = t.dim(1);
         lw.weight_type = t.dtype();
         lw.math = math;
-        auto prepared = backend.linear_prepare(lw);
-        if (!prepared) return prepared.status().with_context(fmt::format("layer {} {}", w.layer, what));
-        return prepared;
+        return PlannedLinear::prepare(backend, lw, fmt::format("layer {} {}", w.layer, what));
     };
     SIEVE_ASSIGN_OR_RETURN(l->input_proj_, prepare(w.input_proj, "q|k|v|index_qk projection"));
     SIEVE_ASSIGN_OR_RETURN(l->o_proj_, prepare(w.o_proj, "o_proj"));
@@ -90,14 +88,6 @@ Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLaye
     // One table for main q/k and the indexer (qsa.md §4.2: same rotary, R dims, theta^(−2i/R)).
     SIEVE_ASSIGN_OR_RETURN(l->rope_, make_rope_table(backend, c.rope, c.rotary_dim, name));
     return l;
-}
-
-Expected<const LinearPlan*> QsaLayer::plan(const PreparedLinear& w, PlanCache& cache, const LinearParams& shape) {
-    auto it = cache.by_tokens.find(shape.n_tokens);
-    if (it != cache.by_tokens.end()) return &it->second;
-    if (cache.by_tokens.size() >= 64) cache.by_tokens.clear();  // bounded: batch shapes vary with the schedule
-    SIEVE_ASSIGN_OR_RETURN(LinearPlan p, backend_.linear_plan(w, shape));
-    return &cache.by_tokens.emplace(shape.n_tokens, std::move(p)).first->second;
 }
 
 Status QsaLayer::forward(const StepBatch& batch, const float* input, float* output, QsaScratch& scratch,
@@ -160,8 +150,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     out_lp.y_row_stride = H;
     out_lp.x_type = act;
     out_lp.y_type = DType::f32;
-    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* in_plan, plan(*input_proj_, input_plans_, in_lp));
-    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* out_plan, plan(*o_proj_, o_plans_, out_lp));
+    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* in_plan, input_proj_.plan(in_lp));
+    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* out_plan, o_proj_.plan(out_lp));
 
     const int64_t kv_stride = pack_tables(batch, *kv_group, scratch.kv_table);
     const int64_t comp_stride = pack_tables(batch, *comp_group, scratch.compressed_table);
@@ -269,7 +259,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     {
         ScopedStageTimer timer(times, Stage::projections);
         in_lp.y = buf.proj;
-        SIEVE_RETURN_IF_ERROR(backend_.linear(*input_proj_, *in_plan, in_lp, {buf.lin_ws, lin_ws_bytes}));
+        SIEVE_RETURN_IF_ERROR(input_proj_.run(*in_plan, in_lp, {buf.lin_ws, lin_ws_bytes}));
         auto norm_rope = [&](int64_t offset, int64_t n_heads, int64_t dim, int64_t head_stride, const DeviceTensor& w,
                              void* y) -> Status {
             RmsNormParams n;
@@ -460,7 +450,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     }
     ScopedStageTimer timer(times, Stage::output);
     out_lp.x = buf.attn;
-    return backend_.linear(*o_proj_, *out_plan, out_lp, {buf.lin_ws, lin_ws_bytes});
+    return o_proj_.run(*out_plan, out_lp, {buf.lin_ws, lin_ws_bytes});
 }
 
 }  // namespace sieve

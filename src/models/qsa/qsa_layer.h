@@ -21,7 +21,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -31,6 +30,7 @@
 #include "kv/cache_spec.h"
 #include "kv/step_batch.h"
 #include "models/attention_model.h"
+#include "models/planned_linear.h"
 #include "models/qsa/qsa_weights.h"
 #include "models/rope_table.h"
 #include "models/workspace_buffer.h"
@@ -65,10 +65,6 @@ public:
 
 private:
     QsaLayer(const QsaConfig& c, NumericsProfile profile, Backend& backend) : c_(c), profile_(profile), backend_(backend) {}
-    struct PlanCache {
-        std::map<int64_t, LinearPlan> by_tokens;
-    };
-    Expected<const LinearPlan*> plan(const PreparedLinear& w, PlanCache& cache, const LinearParams& shape);
 
     const QsaConfig& c_;
     NumericsProfile profile_;
@@ -76,8 +72,7 @@ private:
     int64_t layer_ = 0;
     int64_t layer_slot_ = 0;
     QsaProjectionLayout pl_;
-    std::unique_ptr<PreparedLinear> input_proj_, o_proj_;
-    PlanCache input_plans_, o_plans_;
+    PlannedLinear input_proj_, o_proj_;
     DeviceTensor q_norm_, k_norm_, index_q_norm_, index_k_norm_;  // [D], [D], [Di], [Di] f32
     RopeTable rope_;  // [R / 2]: the one table of q, k, index q, pooled k (§4.2)
 };
