@@ -3,6 +3,7 @@
 #include "backends/backend.h"
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/host_copy/host_copy_backend.h"
 #include "backends/ref/ref_backend.h"
 
 namespace sieve {
@@ -22,18 +23,23 @@ std::span<const BackendKind> backend_kinds() {
     static const BackendKind kinds[] = {
         {"ref", "ref", make_ref_backend_from_spec, ref_backend_variants},
         {"cpu", kCpuBackendSpecs, make_cpu_backend_from_spec, cpu_backend_variants},
+        {"host-copy", kHostCopyBackendSpecs, make_host_copy_backend_from_spec, host_copy_backend_variants},
     };
     return kinds;
 }
 
+std::string backend_specs_help() {
+    std::string out;
+    for (const BackendKind& k : backend_kinds()) out += fmt::format("{}{}", out.empty() ? "" : "; ", k.specs);
+    return out;
+}
+
 Expected<std::unique_ptr<Backend>> make_backend(std::string_view spec) {
+    // The kind is the first part; host-copy's own name has no colon, so "host-copy:cpu" finds it.
     const std::string_view kind = spec.substr(0, spec.find(':'));
-    std::string known;
-    for (const BackendKind& k : backend_kinds()) {
+    for (const BackendKind& k : backend_kinds())
         if (k.name == kind) return k.make(spec);
-        known += fmt::format("{}{}", known.empty() ? "" : "; ", k.specs);
-    }
-    return invalid_argument_error("unknown backend '{}' (expected {})", spec, known);
+    return invalid_argument_error("unknown backend '{}' (expected {})", spec, backend_specs_help());
 }
 
 void set_compute_threads(int n) { cpu_set_compute_threads(n); }

@@ -211,6 +211,8 @@ struct BackendKind {
     std::vector<std::string> (*variants)();
 };
 std::span<const BackendKind> backend_kinds();
+// Every kind's accepted specs, "; "-separated: the help text of a --backend flag.
+std::string backend_specs_help();
 
 // A backend from its spec: "ref", or a spec of the kind its first part names (cpu: see
 // backends/cpu/cpu_backend.h). Errors: invalid_argument for a malformed or unknown name,

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "backends/backend.h"
+#include "ops/hadamard.h"
 
 namespace sieve::test {
 namespace {
@@ -137,6 +139,57 @@ TEST(Device, RangesOutsideABufferAndForeignBuffersAreRefused) {
         const std::vector<uint8_t> got = download_all(*b, *a);
         EXPECT_EQ(std::count(got.begin(), got.end(), 0), 100);
     }
+}
+
+// host-copy's memory is out of the host's reach: a dereference of a buffer's address faults, and an op
+// given a host address is refused naming the op and the field (the proof that nothing outside a backend
+// touches device memory, and that ops get only device memory).
+TEST(HostCopyDevice, HostCodeCannotTouchItsBuffers) {
+    auto b = std::move(make_backend("host-copy")).value();
+    EXPECT_FALSE(b->host_accessible());
+    auto buf = std::move(b->buffer_alloc(256, BufferUsage::workspace, "rows")).value();
+    EXPECT_DEATH({ buf->as<volatile uint8_t>()[3] = 1; }, "");
+    EXPECT_DEATH({ [[maybe_unused]] volatile uint8_t x = buf->as<volatile uint8_t>()[0]; }, "");
+    // Its own transfers still work.
+    const uint8_t in[4] = {1, 2, 3, 4};
+    uint8_t out[4] = {};
+    ASSERT_TRUE(b->buffer_upload(*buf, 8, in, 4).is_ok());
+    ASSERT_TRUE(b->buffer_download(*buf, 8, out, 4).is_ok());
+    EXPECT_EQ(std::memcmp(in, out, 4), 0);
+}
+
+TEST(HostCopyDevice, OpsRefuseHostAddressesAndRunOnDeviceBuffers) {
+    auto b = std::move(make_backend("host-copy")).value();
+    const int64_t n = 2, dim = 8;
+    const size_t bytes = static_cast<size_t>(n * dim) * sizeof(float);
+    auto x = std::move(b->buffer_alloc(bytes, BufferUsage::workspace, "x")).value();
+    auto y = std::move(b->buffer_alloc(bytes, BufferUsage::workspace, "y")).value();
+    std::vector<float> host(static_cast<size_t>(n * dim));
+    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) - 5.0f;
+    ASSERT_TRUE(b->buffer_upload(*x, 0, host.data(), bytes).is_ok());
+    HadamardParams p;
+    p.x = x->data();
+    p.y = y->data();
+    p.n_tokens = n;
+    p.dim = dim;
+    p.x_token_stride = p.y_token_stride = dim;
+    p.x_head_stride = p.y_head_stride = dim;
+    p.scale = 0.5f;
+    ASSERT_TRUE(b->hadamard(p).is_ok());
+    std::vector<float> got(host.size()), want(host.size());
+    ASSERT_TRUE(b->buffer_download(*y, 0, got.data(), bytes).is_ok());
+    HadamardParams h = p;
+    h.x = host.data();
+    h.y = want.data();
+    ASSERT_TRUE(std::move(make_backend("ref")).value()->hadamard(h).is_ok());
+    EXPECT_EQ(got, want);  // the inner ref backend ran on the device bytes
+    // The same op with a host output is refused before anything runs.
+    HadamardParams to_host = p;
+    to_host.y = want.data();
+    const Status s = b->hadamard(to_host);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+    EXPECT_NE(s.message().find("hadamard: y = "), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("is not memory of device 'host-copy'"), std::string::npos) << s.message();
 }
 
 }  // namespace

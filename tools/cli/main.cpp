@@ -12,6 +12,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "backends/backend.h"
 #include "bench.h"
 #include "check.h"
 #include "core/assert.h"
@@ -180,7 +181,7 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--profile", run_profile, "exact | deployed")
         ->check(CLI::IsMember({"exact", "deployed"}))
         ->capture_default_str();
-    add_text_flag(run_cmd, "--backend", run.backend, sieve::cli::check_backend_flag, "ref | cpu | cpu:<isa>");
+    add_text_flag(run_cmd, "--backend", run.backend, sieve::cli::check_backend_flag, sieve::backend_specs_help());
     add_int_flag(run_cmd, "--seed", run.seed, sieve::cli::kSeedRange, "seed of the random weights and inputs");
     run_cmd->add_flag("--json", run.json, "write the summary as JSON");
 
@@ -195,7 +196,7 @@ int main(int argc, char** argv) {
     check_cmd->add_option("--profile", profile, "exact | deployed")
         ->check(CLI::IsMember({"exact", "deployed"}))
         ->capture_default_str();
-    add_text_flag(check_cmd, "--backend", check.check.backend, sieve::cli::check_backend_flag, "ref | cpu | cpu:<isa>");
+    add_text_flag(check_cmd, "--backend", check.check.backend, sieve::cli::check_backend_flag, sieve::backend_specs_help());
     // A relative error of 1 is already an output unrelated to the reference; 10 leaves room for
     // looking at broken layers without letting NaN or a negative tolerance through.
     CLI::Option* tolerance_opt = add_real_flag(
