@@ -18,4 +18,24 @@ Expected<Workspace> WorkspaceBuffer::workspace(Backend& backend, size_t bytes, s
     return Workspace{data, bytes};
 }
 
+namespace {
+Expected<size_t> offset_in(const DeviceBuffer* buffer, const void* at, size_t n) {
+    const auto* base = buffer ? buffer->as<const uint8_t>() : nullptr;
+    const auto* p = static_cast<const uint8_t*>(at);
+    if (base == nullptr || p < base || p + n > base + buffer->bytes())
+        return internal_error("{} bytes at {} are not inside the workspace buffer", n, at);
+    return static_cast<size_t>(p - base);
+}
+}  // namespace
+
+Status WorkspaceBuffer::download(Backend& backend, const void* at, void* dst, size_t n) const {
+    SIEVE_ASSIGN_OR_RETURN(const size_t offset, offset_in(buffer_.get(), at, n));
+    return backend.buffer_download(*buffer_, offset, dst, n);
+}
+
+Status WorkspaceBuffer::upload(Backend& backend, void* at, const void* src, size_t n) {
+    SIEVE_ASSIGN_OR_RETURN(const size_t offset, offset_in(buffer_.get(), at, n));
+    return backend.buffer_upload(*buffer_, offset, src, n);
+}
+
 }  // namespace sieve

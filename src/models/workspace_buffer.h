@@ -20,6 +20,10 @@ public:
     // reserve() as an op's Workspace; {nullptr, 0} for 0 bytes.
     Expected<Workspace> workspace(Backend& backend, size_t bytes, std::string_view what);
     size_t capacity() const { return buffer_ ? buffer_->bytes() : 0; }
+    // n bytes at device address `at` (inside this buffer) to the host, or from the host: the sanctioned
+    // readback of a result (e.g. a selection an observer looks at).
+    Status download(Backend& backend, const void* at, void* dst, size_t n) const;
+    Status upload(Backend& backend, void* at, const void* src, size_t n);
 
 private:
     std::unique_ptr<DeviceBuffer> buffer_;

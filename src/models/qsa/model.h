@@ -48,12 +48,7 @@ public:
     Status forward(int64_t layer_pos, const StepBatch& batch, const float* input, float* output,
                    StageTimes* times) override;
     void set_selection_observer(SelectionObserver* observer) override { observer_ = observer; }
-    int64_t workspace_bytes() const override {
-        return static_cast<int64_t>(scratch_.arena.capacity() + sizeof(int64_t) * (scratch_.seq_lens.capacity() +
-                                                                          scratch_.completing.capacity()) +
-                                    sizeof(int32_t) * (scratch_.n_groups.capacity() + scratch_.kv_table.capacity() +
-                                                       scratch_.compressed_table.capacity()));
-    }
+    int64_t workspace_bytes() const override { return scratch_.bytes(); }
 
     const QsaConfig& config() const { return config_; }
     NumericsProfile profile() const { return profile_; }

@@ -50,10 +50,13 @@ int64_t pack_tables(const StepBatch& batch, const CacheGroup& group, std::vector
     return stride;
 }
 
-QsaBlockTables block_tables(const StepBatch& batch, const std::vector<int32_t>& table, int64_t stride, int64_t token0) {
+// The tables of one cache group for tokens [token0, …): device copies of the packed table and of each
+// token's request row.
+QsaBlockTables block_tables(const StepBatch& batch, const int32_t* table, int64_t stride, const int32_t* token_request,
+                            int64_t token0) {
     QsaBlockTables t;
-    t.block_table = table.data();
-    t.token_request = batch.token_request.data() + token0;
+    t.block_table = table;
+    t.token_request = token_request + token0;
     t.n_requests = batch.n_requests();
     t.block_table_stride = stride;
     return t;
@@ -156,9 +159,26 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     const int64_t kv_stride = pack_tables(batch, *kv_group, scratch.kv_table);
     const int64_t comp_stride = pack_tables(batch, *comp_group, scratch.compressed_table);
 
+    // The step's metadata on the device (ops read only device memory).
+    StepUploads& uploads = scratch.uploads;
+    uploads.reset();
+    SIEVE_ASSIGN_OR_RETURN(const int64_t* positions,
+                           uploads.put(backend_, std::span<const int64_t>(batch.positions), "the step's positions"));
+    SIEVE_ASSIGN_OR_RETURN(const int32_t* token_request,
+                           uploads.put(backend_, std::span<const int32_t>(batch.token_request), "token requests"));
+    SIEVE_ASSIGN_OR_RETURN(const int64_t* seq_lens_d,
+                           uploads.put(backend_, std::span<const int64_t>(seq_lens), "request lengths"));
+    SIEVE_ASSIGN_OR_RETURN(const int32_t* n_groups_d,
+                           uploads.put(backend_, std::span<const int32_t>(n_groups), "groups per token"));
+    SIEVE_ASSIGN_OR_RETURN(const int32_t* kv_table,
+                           uploads.put(backend_, std::span<const int32_t>(scratch.kv_table), "KV block tables"));
+    SIEVE_ASSIGN_OR_RETURN(
+        const int32_t* compressed_table,
+        uploads.put(backend_, std::span<const int32_t>(scratch.compressed_table), "compressed-key block tables"));
+
     QsaSparseGqaParams gp;
     gp.kv = kv_group->view(layer_slot_);
-    gp.tables = block_tables(batch, scratch.kv_table, kv_stride, 0);
+    gp.tables = block_tables(batch, kv_table, kv_stride, token_request, 0);
     gp.n_tokens = T;
     gp.n_heads = Hq;
     gp.n_kv_heads = Hkv;
@@ -222,8 +242,6 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             void* iq;                 // [T, Hi, Di] act, normed and rotated index queries
             void* attn;               // [T, Hq, D] act, gated attention output
             void* pooled;             // [n_new, Di] act, the groups completed in this step
-            int64_t* member_slots;    // [n_new, r] ring slots of their members
-            int64_t* pool_positions;  // [n_new] each group's first position g·r
             int32_t* idx;             // [T, W] token positions per row (−1 padded)
             int32_t* sel;             // [T, k_top] selected groups (−1 padded)
             float* scores;            // [chunk_rows, max_cols] group scores of one row chunk (not fused)
@@ -235,8 +253,6 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         b.iq = cv.take_bytes(static_cast<size_t>(T * Hi * Di) * ae);
         b.attn = cv.take_bytes(static_cast<size_t>(T * Hq * D) * ae);
         b.pooled = cv.take_bytes(static_cast<size_t>(std::max<int64_t>(n_new, 1) * Di) * ae);
-        b.member_slots = cv.take<int64_t>(static_cast<size_t>(std::max<int64_t>(n_new, 1) * r));
-        b.pool_positions = cv.take<int64_t>(static_cast<size_t>(std::max<int64_t>(n_new, 1)));
         b.idx = cv.take<int32_t>(static_cast<size_t>(T * W));
         b.sel = cv.take<int32_t>(static_cast<size_t>(T * k_top));
         b.scores = cv.take<float>(static_cast<size_t>(fused ? 1 : std::max<int64_t>(chunk_rows * max_cols, 1)));
@@ -279,7 +295,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
             RopeParams rp;
             rp.x = rp.y = y;
-            rp.positions = batch.positions.data();
+            rp.positions = positions;
             rp.inv_freq = rope_.inv_freq.as<float>();
             rp.n_tokens = T;
             rp.n_heads = n_heads;
@@ -327,6 +343,10 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
 
         // ---- 3. compression of the groups completed in this step (§4.3, §5.3) ----
         if (n_new > 0) {
+            std::vector<int64_t>& member_slots = scratch.member_slots;      // [n_new, r] ring slots of the members
+            std::vector<int64_t>& pool_positions = scratch.pool_positions;  // [n_new] each group's first position g·r
+            member_slots.resize(static_cast<size_t>(n_new * r));
+            pool_positions.resize(static_cast<size_t>(n_new));
             for (int64_t i = 0; i < n_new; ++i) {
                 const int64_t t = completing[static_cast<size_t>(i)];
                 const RequestId id = batch.request_of_token(t);
@@ -337,13 +357,17 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
                         return internal_error("QSA layer {}: request {}: the raw key of position {} (group {}) is no "
                                               "longer in the ring",
                                               layer_, id, g * r + j, g);
-                    buf.member_slots[i * r + j] = s;
+                    member_slots[static_cast<size_t>(i * r + j)] = s;
                 }
-                buf.pool_positions[i] = g * r;  // RoPE at the group's FIRST position (§4.3)
+                pool_positions[static_cast<size_t>(i)] = g * r;  // RoPE at the group's FIRST position (§4.3)
             }
+            SIEVE_ASSIGN_OR_RETURN(const int64_t* member_slots_d,
+                                   uploads.put(backend_, std::span<const int64_t>(member_slots), "group member slots"));
+            SIEVE_ASSIGN_OR_RETURN(const int64_t* pool_positions_d,
+                                   uploads.put(backend_, std::span<const int64_t>(pool_positions), "group positions"));
             QsaPoolParams pp;
             pp.keys = ring_view;
-            pp.member_slots = buf.member_slots;
+            pp.member_slots = member_slots_d;
             pp.out = buf.pooled;
             pp.n_groups = n_new;
             pp.ratio = r;
@@ -363,7 +387,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
             RopeParams rp;
             rp.x = rp.y = buf.pooled;
-            rp.positions = buf.pool_positions;
+            rp.positions = pool_positions_d;
             rp.inv_freq = rope_.inv_freq.as<float>();
             rp.n_tokens = n_new;
             rp.head_dim = Di;
@@ -398,8 +422,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
                 ScopedStageTimer timer(times, Stage::indexer);
                 sp.q = static_cast<const uint8_t*>(buf.iq) + static_cast<size_t>(t0 * Hi * Di) * ae;
                 sp.keys = comp_view;
-                sp.tables = block_tables(batch, scratch.compressed_table, comp_stride, t0);
-                sp.n_groups = n_groups.data() + t0;
+                sp.tables = block_tables(batch, compressed_table, comp_stride, token_request, t0);
+                sp.n_groups = n_groups_d + t0;
                 sp.n_tokens = t1 - t0;
                 sp.scores = fused ? nullptr : buf.scores;
                 sp.selected = fused ? buf.sel + t0 * k_top : nullptr;
@@ -409,7 +433,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
                 ScopedStageTimer timer(times, Stage::topk);
                 TopkParams p = tk;
                 p.scores = buf.scores;
-                p.valid_len = n_groups.data() + t0;
+                p.valid_len = n_groups_d + t0;
                 p.out = buf.sel + t0 * k_top;
                 p.n_rows = t1 - t0;
                 SIEVE_RETURN_IF_ERROR(backend_.topk(p, {buf.topk_ws, topk_ws}));
@@ -418,8 +442,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         ScopedStageTimer timer(times, Stage::topk);
         QsaExpandParams ep;
         ep.sel = buf.sel + t0 * k_top;
-        ep.positions = batch.positions.data() + t0;
-        ep.seq_lens = seq_lens.data() + t0;
+        ep.positions = positions + t0;
+        ep.seq_lens = seq_lens_d + t0;
         ep.out = buf.idx + t0 * W;
         ep.n_tokens = t1 - t0;
         ep.ratio = r;
@@ -429,13 +453,22 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         ep.out_row_stride = W;
         SIEVE_RETURN_IF_ERROR(backend_.qsa_expand(ep));
         if (observer) {
+            // The one readback of a step: the rows and scores to the host, the observer's rows back.
+            const int64_t rows = t1 - t0;
+            std::vector<int32_t> idx(static_cast<size_t>(rows * W));
+            std::vector<float> scores(fused ? 0 : static_cast<size_t>(rows * max_cols));
+            SIEVE_RETURN_IF_ERROR(scratch.arena.download(backend_, buf.idx + t0 * W, idx.data(), idx.size() * 4));
+            if (!scores.empty())
+                SIEVE_RETURN_IF_ERROR(scratch.arena.download(backend_, buf.scores, scores.data(), scores.size() * 4));
             for (int64_t t = t0; t < t1; ++t) {
                 const int32_t n = n_groups[static_cast<size_t>(t)];
-                std::span<const float> scores;
-                if (n > 0) scores = std::span<const float>(buf.scores + (t - t0) * max_cols, static_cast<size_t>(n));
+                std::span<const float> row_scores;
+                if (n > 0) row_scores = std::span<const float>(scores.data() + (t - t0) * max_cols, static_cast<size_t>(n));
                 observer->on_selection(layer_, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)],
-                                       std::span<int32_t>(buf.idx + t * W, static_cast<size_t>(W)), scores, r);
+                                       std::span<int32_t>(idx.data() + (t - t0) * W, static_cast<size_t>(W)), row_scores,
+                                       r);
             }
+            SIEVE_RETURN_IF_ERROR(scratch.arena.upload(backend_, buf.idx + t0 * W, idx.data(), idx.size() * 4));
         }
     }
 

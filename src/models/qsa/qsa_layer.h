@@ -33,6 +33,7 @@
 #include "models/planned_linear.h"
 #include "models/qsa/qsa_weights.h"
 #include "models/rope_table.h"
+#include "models/step_uploads.h"
 #include "models/workspace_buffer.h"
 
 namespace sieve {
@@ -48,6 +49,16 @@ struct QsaScratch {
     // Per-step metadata, kept to reuse their memory.
     std::vector<int64_t> seq_lens, completing;                // [n_tokens], [groups completed in the step]
     std::vector<int32_t> n_groups, kv_table, compressed_table;  // [n_tokens], packed block tables
+    std::vector<int64_t> member_slots, pool_positions;          // [completed groups, r], [completed groups]
+    StepUploads uploads;  // the device copies of the metadata above, for one layer's ops
+
+    // Bytes held (`sieve run`'s memory report).
+    int64_t bytes() const {
+        size_t b = arena.capacity() + uploads.capacity();
+        for (const auto* v : {&seq_lens, &completing, &member_slots, &pool_positions}) b += v->capacity() * 8;
+        for (const auto* v : {&n_groups, &kv_table, &compressed_table}) b += v->capacity() * 4;
+        return static_cast<int64_t>(b);
+    }
 };
 
 class QsaLayer {
