@@ -41,6 +41,11 @@ Status validate(const CompressorStateStoreParams& p) {
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "ape", p.ape));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "positions", p.positions));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "slots", p.slots));
+    return Status::ok();
+}
+
+Status check_indices(const CompressorStateStoreParams& p) {
+    constexpr std::string_view op = "compressor_state_store";
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         if (p.positions[t] < 0)
             return invalid_argument_error("{}: positions[{}] = {}, expected ≥ 0", op, t, p.positions[t]);
@@ -67,6 +72,11 @@ Status validate(const CompressorPoolParams& p) {
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "out", p.out));
     SIEVE_RETURN_IF_ERROR(
         require_same_or_disjoint(op, "gather_slots", p.gather_slots, g_extent * 4, "out", p.out, o_extent * 4, false));
+    return Status::ok();
+}
+
+Status check_indices(const CompressorPoolParams& p) {
+    constexpr std::string_view op = "compressor_pool";
     for (int64_t k = 0; k < p.n_entries; ++k)
         for (int64_t j = 0; j < p.n_rows(); ++j)
             if (p.gather_slots[k * p.gather_stride + j] < -1)

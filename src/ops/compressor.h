@@ -41,7 +41,11 @@ struct CompressorStateStoreParams {
     int64_t n_tokens = 0, width = 0, ratio = 0;
     int64_t kv_row_stride = 0, gate_row_stride = 0;  // elements, ≥ 0
 };
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const CompressorStateStoreParams& p);
+// positions[t] ≥ 0 and slots[t] ≥ −1 (reads both arrays).
+Status check_indices(const CompressorStateStoreParams& p);
 
 struct CompressorPoolParams {
     CacheView state;                      // entry_bytes = 8·coff·head_dim
@@ -58,7 +62,11 @@ struct CompressorPoolParams {
     int64_t width() const { return coff() * head_dim; }
     int64_t n_rows() const { return coff() * ratio; }
 };
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const CompressorPoolParams& p);
+// Every gather_slots entry ≥ −1 (reads the n_entries rows).
+Status check_indices(const CompressorPoolParams& p);
 
 // The state row of a slot: [2·width] fp32 (plain rows inside each block).
 inline float* compressor_state_row(const CacheView& v, int64_t slot) { return reinterpret_cast<float*>(v.row(slot)); }

@@ -43,6 +43,11 @@ Status validate(const DsaIndexerKeyWriteParams& p) {
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "slots", p.slots));
     SIEVE_RETURN_IF_ERROR(
         dsa_check::cache_view(op, p.cache, dsa_indexer_key_entry_bytes(p.format, p.head_dim), p.n_slots));
+    return Status::ok();
+}
+
+Status check_indices(const DsaIndexerKeyWriteParams& p) {
+    constexpr std::string_view op = "dsa_indexer_key_write";
     for (int64_t t = 0; t < p.n_tokens; ++t)
         if (p.slots[t] < -1 || p.slots[t] >= p.n_slots)
             return invalid_argument_error("{}: slots[{}] = {}, expected −1 or a slot in [0, {})", op, t, p.slots[t],
@@ -113,6 +118,16 @@ Status validate(const DsaIndexerScoresParams& p) {
         require_same_or_disjoint(op, "n_keys", p.n_keys, p.n_tokens * 4, "scores", p.scores, s_bytes, false));
     SIEVE_RETURN_IF_ERROR(
         require_same_or_disjoint(op, "token_seq", p.token_seq, p.n_tokens * 4, "scores", p.scores, s_bytes, false));
+    // A block table is needed only when some row has keys (check_indices), but aliasing is a property of
+    // the pointers: checked here, where a device backend sees its own buffers.
+    SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "block_table", p.block_table, p.n_seqs * p.block_table_stride * 4,
+                                                   "scores", p.scores, s_bytes, false));
+    return Status::ok();
+}
+
+Status check_indices(const DsaIndexerScoresParams& p) {
+    constexpr std::string_view op = "dsa_indexer_scores";
+    using namespace op_check;
     bool any_key = false;
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         const int32_t n = p.n_keys[t];
@@ -124,11 +139,11 @@ Status validate(const DsaIndexerScoresParams& p) {
         if (s < 0 || s >= p.n_seqs)
             return invalid_argument_error("{}: token_seq[{}] = {}, expected in [0, n_seqs = {})", op, t, s, p.n_seqs);
     }
+    // No row reads a key: the block table and the key cache may be absent (whether one is read depends
+    // on n_keys, hence these checks live here).
     if (!any_key) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "block_table", p.block_table));
     SIEVE_RETURN_IF_ERROR(dsa_check::cache_view(op, p.keys, dsa_indexer_key_entry_bytes(p.format, p.head_dim), p.n_slots));
-    SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "block_table", p.block_table, p.n_seqs * p.block_table_stride * 4,
-                                                   "scores", p.scores, s_bytes, false));
     const int64_t n_blocks = p.n_slots / p.keys.block_size;
     int64_t checked_seq = -1, checked_blocks = 0;  // rows of one sequence usually come together
     for (int64_t t = 0; t < p.n_tokens; ++t) {

@@ -70,7 +70,12 @@ struct DsaIndexerKeyWriteParams {
     DType k_type = DType::f32;       // f32 | bf16
 };
 
+// Geometry, strides, dtypes, cache view consistent with the format.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const DsaIndexerKeyWriteParams& p);
+// Every slot in [−1, n_slots) (reads the slots).
+Status check_indices(const DsaIndexerKeyWriteParams& p);
 
 struct DsaIndexerScoresParams {
     const void* q = nullptr;           // [n_tokens, n_heads, head_dim], q_type; (t, j, d) at
@@ -96,9 +101,13 @@ struct DsaIndexerScoresParams {
     int64_t selected_row_stride = 0;       // elements, ≥ k when n_tokens > 1
 };
 
-// Geometry, strides, dtypes matching the format, every row's candidate blocks resident and inside the
-// cache (reads token_seq, n_keys and the block table entries the rows need), scores disjoint from the
-// inputs.
+// Geometry, strides, dtypes matching the format, scores and selected disjoint from the inputs.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const DsaIndexerScoresParams& p);
+// Every n_keys[t] in [0, n_cols], token_seq[t] in [0, n_seqs) for rows with keys and, when some row has
+// keys, the block table present, the key cache view consistent and every row's candidate blocks resident
+// and inside the cache (reads token_seq, n_keys and the block table entries the rows need).
+Status check_indices(const DsaIndexerScoresParams& p);
 
 }  // namespace sieve

@@ -33,6 +33,10 @@ struct DsaOutputGateParams {
     DType y_type = DType::f32;     // f32 | bf16
 };
 
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const DsaOutputGateParams& p);
+// Nothing to read: no index arrays.
+inline Status check_indices(const DsaOutputGateParams&) { return Status::ok(); }
 
 }  // namespace sieve

@@ -38,21 +38,8 @@ Status validate(const IndexerScoresParams& p) {
         if (p.selected == nullptr) SIEVE_RETURN_IF_ERROR(require_ptr(op, "scores", p.scores));
         SIEVE_RETURN_IF_ERROR(validate_cache_view(op, "keys", p.keys, p.key_layout()));
     }
-    for (int64_t t = 0; t < p.n_tokens; ++t) {
-        if (p.token_list[t] < 0 || p.token_list[t] >= p.n_lists)
-            return invalid_argument_error("{}: token_list[{}] = {}, expected in [0, n_lists = {})", op, t,
-                                          p.token_list[t], p.n_lists);
-        if (p.n_keys[t] < 0 || p.n_keys[t] > p.max_keys)
-            return invalid_argument_error("{}: n_keys[{}] = {}, expected in [0, max_keys = {}]", op, t, p.n_keys[t],
-                                          p.max_keys);
-    }
     if (p.max_keys > 0) {
         SIEVE_RETURN_IF_ERROR(require_ptr(op, "key_slots", p.key_slots));
-        for (int64_t l = 0; l < p.n_lists; ++l)
-            for (int64_t j = 0; j < p.max_keys; ++j)
-                if (p.key_slots[l * p.key_slots_stride + j] < -1)
-                    return invalid_argument_error("{}: key_slots[{}, {}] = {}, expected ≥ −1", op, l, j,
-                                                  p.key_slots[l * p.key_slots_stride + j]);
         const int64_t s_bytes = s_extent * 4;
         SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "q", p.q, q_extent * static_cast<int64_t>(dtype_size(p.q_type)),
                                                        "scores", p.scores, s_bytes, false));
@@ -78,6 +65,25 @@ Status validate(const IndexerScoresParams& p) {
                 SIEVE_RETURN_IF_ERROR(
                     require_same_or_disjoint(op, name, span.first, span.second, "selected", p.selected, sel_bytes, false));
     }
+    return Status::ok();
+}
+
+Status check_indices(const IndexerScoresParams& p) {
+    constexpr std::string_view op = "indexer_scores";
+    if (p.n_tokens == 0) return Status::ok();  // nothing is read, the lists may be absent
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+        if (p.token_list[t] < 0 || p.token_list[t] >= p.n_lists)
+            return invalid_argument_error("{}: token_list[{}] = {}, expected in [0, n_lists = {})", op, t,
+                                          p.token_list[t], p.n_lists);
+        if (p.n_keys[t] < 0 || p.n_keys[t] > p.max_keys)
+            return invalid_argument_error("{}: n_keys[{}] = {}, expected in [0, max_keys = {}]", op, t, p.n_keys[t],
+                                          p.max_keys);
+    }
+    for (int64_t l = 0; l < p.n_lists; ++l)
+        for (int64_t j = 0; j < p.max_keys; ++j)
+            if (p.key_slots[l * p.key_slots_stride + j] < -1)
+                return invalid_argument_error("{}: key_slots[{}, {}] = {}, expected ≥ −1", op, l, j,
+                                              p.key_slots[l * p.key_slots_stride + j]);
     return Status::ok();
 }
 

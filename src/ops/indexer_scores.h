@@ -52,8 +52,11 @@ struct IndexerScoresParams {
     KvRecordLayout key_layout() const { return {key_format, head_dim, 0}; }
 };
 
-// Shapes, dtypes, strides, key cache geometry, token_list / n_keys ranges, slots ≥ −1 (reads the
-// lists), scores disjoint from every input.
+// Shapes, dtypes, strides, key cache geometry, scores and selected disjoint from every input.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const IndexerScoresParams& p);
+// token_list / n_keys ranges and every key slot ≥ −1 (reads token_list, n_keys and the key lists).
+Status check_indices(const IndexerScoresParams& p);
 
 }  // namespace sieve

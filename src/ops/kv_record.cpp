@@ -81,6 +81,11 @@ Status validate(const KvStoreParams& p) {
     if (p.n_rows == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "x", p.x));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "slots", p.slots));
+    return Status::ok();
+}
+
+Status check_indices(const KvStoreParams& p) {
+    constexpr std::string_view op = "kv_store";
     for (int64_t r = 0; r < p.n_rows; ++r)
         if (p.slots[r] < -1) return invalid_argument_error("{}: slots[{}] = {}, expected ≥ −1", op, r, p.slots[r]);
     return Status::ok();
@@ -98,6 +103,11 @@ Status validate(const KvLoadParams& p) {
     if (p.n_rows == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "y", p.y));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "slots", p.slots));
+    return Status::ok();
+}
+
+Status check_indices(const KvLoadParams& p) {
+    constexpr std::string_view op = "kv_load";
     for (int64_t r = 0; r < p.n_rows; ++r)
         if (p.slots[r] < -1) return invalid_argument_error("{}: slots[{}] = {}, expected ≥ −1", op, r, p.slots[r]);
     return Status::ok();

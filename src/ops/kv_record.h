@@ -82,7 +82,11 @@ struct KvStoreParams {
     int64_t x_row_stride = 0;        // elements, ≥ 0
     DType x_type = DType::f32;       // f32 | bf16
 };
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const KvStoreParams& p);
+// Every slot ≥ −1 (reads the n_rows slots).
+Status check_indices(const KvStoreParams& p);
 
 struct KvLoadParams {
     CacheView cache;
@@ -93,7 +97,11 @@ struct KvLoadParams {
     int64_t y_row_stride = 0;        // elements, ≥ dim when n_rows > 1
     DType y_type = DType::f32;       // f32 | bf16
 };
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const KvLoadParams& p);
+// Every slot ≥ −1 (reads the n_rows slots).
+Status check_indices(const KvLoadParams& p);
 
 // Address helpers every backend uses (the layout rule above, in one place).
 inline uint8_t* kv_record_data(const CacheView& v, const KvRecordLayout& l, int64_t slot) {

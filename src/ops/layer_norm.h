@@ -31,6 +31,10 @@ struct LayerNormParams {
     DType y_type = DType::f32;      // f32 | bf16
 };
 
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const LayerNormParams& p);
+// Nothing to read: no index arrays.
+inline Status check_indices(const LayerNormParams&) { return Status::ok(); }
 
 }  // namespace sieve

@@ -48,7 +48,11 @@ struct LinearWeights {
     LinearMath math = LinearMath::f32;
 };
 
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const LinearWeights& w);
+// Nothing to read: weights, no index arrays.
+inline Status check_indices(const LinearWeights&) { return Status::ok(); }
 
 struct LinearParams {
     const void* x = nullptr;  // [n_tokens, in_features], x_type; row t at x + t·x_row_stride
@@ -61,7 +65,10 @@ struct LinearParams {
 };
 
 // Against the prepared weights' in_features/out_features. With check_pointers = false only the
-// shapes, strides and dtypes are checked (what a plan needs); x and y must not overlap.
+// shapes, strides and dtypes are checked (what a plan needs); x and y must not overlap. validate never
+// reads memory behind the pointers.
 Status validate(const LinearParams& p, int64_t in_features, int64_t out_features, bool check_pointers = true);
+// Nothing to read: no index arrays.
+inline Status check_indices(const LinearParams&) { return Status::ok(); }
 
 }  // namespace sieve

@@ -34,6 +34,10 @@ struct MlaHeadProjParams {
 };
 
 // Shapes, strides (y rows disjoint), dtypes, y disjoint from x and w.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const MlaHeadProjParams& p);
+// Nothing to read: no index arrays.
+inline Status check_indices(const MlaHeadProjParams&) { return Status::ok(); }
 
 }  // namespace sieve

@@ -2,6 +2,18 @@
 // sets, strided row layouts (with int64 overflow checks), and output overlap. Every message
 // starts with the op name and names the field and the values involved.
 //
+// Every op params struct P has two checks:
+//   validate(p)       shapes, strides, dtypes, pointer presence, sizes and overflow, overlap. It never
+//                     reads memory behind a pointer of p, so it runs on params whose arrays live in
+//                     device memory.
+//   check_indices(p)  the contents of p's index arrays (block tables, slot lists, top-k rows, lengths,
+//                     positions): ranges, padding rules, residency of the blocks an op reads, and the
+//                     checks that only apply when some entry is read. It reads those arrays, so it may
+//                     only be called on host-readable memory: the ref and cpu backends call it on the
+//                     op's params, a device backend on the host copies a step plan keeps before upload.
+//                     It assumes validate(p) passed (it relies on the sizes and pointers validate checked).
+// validate_and_check_indices(p) (below) runs both, in that order.
+//
 // Row layout convention used by the row-wise ops (norms, RoPE, quantization, Hadamard): a
 // tensor [n_tokens, n_heads, dim] whose element (t, h, i) lives at
 //   base[t · token_stride + h · head_stride + i]          (strides in elements, ≥ 0)
@@ -63,3 +75,15 @@ Expected<ScoreOutputsExtent> score_outputs_extent(std::string_view op, std::stri
                                                   const int32_t* selected, int64_t k, int64_t selected_row_stride);
 
 }  // namespace sieve::op_check
+
+namespace sieve {
+
+// validate(p), then check_indices(p): the full check of an op's params for a backend whose index
+// arrays are host memory (ref, cpu). Extra arguments go to validate (linear's feature counts).
+template <class P, class... Shape>
+Status validate_and_check_indices(const P& p, const Shape&... shape) {
+    SIEVE_RETURN_IF_ERROR(validate(p, shape...));
+    return check_indices(p);
+}
+
+}  // namespace sieve

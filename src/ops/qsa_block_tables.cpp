@@ -2,7 +2,7 @@
 
 namespace sieve {
 
-// Messages are formatted only on failure: validate() runs on every op call and must not allocate.
+// Messages are formatted only on failure: these checks run on every op call and must not allocate.
 Status validate_qsa_block_tables(const char* op, const char* name, const QsaBlockTables& t, int64_t n_tokens) {
     if (t.n_requests < 0) return invalid_argument_error("{}: {}.n_requests = {}, expected ≥ 0", op, name, t.n_requests);
     if (n_tokens == 0) return Status::ok();
@@ -17,6 +17,10 @@ Status validate_qsa_block_tables(const char* op, const char* name, const QsaBloc
                                       t.block_table_stride);
     if (t.block_table == nullptr) return invalid_argument_error("{}: {}.block_table is null", op, name);
     if (t.token_request == nullptr) return invalid_argument_error("{}: {}.token_request is null", op, name);
+    return Status::ok();
+}
+
+Status check_qsa_token_requests(const char* op, const char* name, const QsaBlockTables& t, int64_t n_tokens) {
     for (int64_t i = 0; i < n_tokens; ++i) {
         const int32_t q = t.token_request[i];
         if (q < 0 || q >= t.n_requests)
@@ -40,8 +44,8 @@ Status validate_qsa_cache_view(const char* op, const char* name, const CacheView
     return Status::ok();
 }
 
-Status validate_qsa_entries_resident(const char* op, const char* name, const QsaBlockTables& t,
-                                     const CacheView& view, int64_t q, int64_t begin, int64_t end) {
+Status check_qsa_entries_resident(const char* op, const char* name, const QsaBlockTables& t,
+                                  const CacheView& view, int64_t q, int64_t begin, int64_t end) {
     if (end <= begin) return Status::ok();
     const int64_t blocks = (end + view.block_size - 1) / view.block_size;
     if (blocks > t.block_table_stride)

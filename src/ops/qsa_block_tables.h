@@ -5,7 +5,9 @@
 // the request in row q of the table lives at
 //   slot = block_table[q · block_table_stride + e / view.block_size] · view.block_size + e % view.block_size
 // and its bytes at view.row(slot) (ops/cache_view.h). The ops say which entries they read; those
-// must be resident (block id ≥ 0); validate() checks the blocks of every entry an op reads.
+// must be resident (block id ≥ 0); check_indices() checks the blocks of every entry an op reads.
+// The validate_* helpers below never read the tables (an op's validate() uses them); the check_*
+// helpers read token_request and block_table (an op's check_indices() uses them, on host memory).
 #pragma once
 
 #include <cstdint>
@@ -22,31 +24,32 @@ struct QsaBlockTables {
     int64_t block_table_stride = 0;          // ≥ 1: blocks per row (the longest request's table)
 };
 
-// The table's shape and pointers, and every token_request[t] ∈ [0, n_requests). `op` and `name`
-// start the messages.
+// The table's shape and pointers. `op` and `name` start the messages.
 Status validate_qsa_block_tables(const char* op, const char* name, const QsaBlockTables& t, int64_t n_tokens);
+// Every token_request[t] ∈ [0, n_requests) (reads token_request).
+Status check_qsa_token_requests(const char* op, const char* name, const QsaBlockTables& t, int64_t n_tokens);
 
 // The view's geometry: a base, block_size ≥ 1, entry_bytes ≥ min_entry_bytes and
 // block_bytes ≥ block_size · entry_bytes.
 Status validate_qsa_cache_view(const char* op, const char* name, const CacheView& view, int64_t min_entry_bytes);
 
 // Checks that entries [begin, end) of request row q are resident in `view`'s geometry: their blocks
-// exist in the row (end ≤ block_table_stride · block_size) and hold block ids ≥ 0.
-Status validate_qsa_entries_resident(const char* op, const char* name, const QsaBlockTables& t,
-                                     const CacheView& view, int64_t q, int64_t begin, int64_t end);
+// exist in the row (end ≤ block_table_stride · block_size) and hold block ids ≥ 0 (reads the row).
+Status check_qsa_entries_resident(const char* op, const char* name, const QsaBlockTables& t,
+                                  const CacheView& view, int64_t q, int64_t begin, int64_t end);
 
 // Checks, without allocating, that every token t reads only resident entries [0, need(t)) of its
 // request row (consecutive tokens of one request are checked incrementally).
 template <typename Need>
-Status validate_qsa_tokens_resident(const char* op, const char* name, const QsaBlockTables& t, const CacheView& view,
-                                    int64_t n_tokens, Need&& need) {
+Status check_qsa_tokens_resident(const char* op, const char* name, const QsaBlockTables& t, const CacheView& view,
+                                 int64_t n_tokens, Need&& need) {
     int64_t last_q = -1, checked = 0;
     for (int64_t i = 0; i < n_tokens; ++i) {
         const int64_t q = t.token_request[i];
         if (q != last_q) last_q = q, checked = 0;
         const int64_t n = need(i);
         if (n <= checked) continue;
-        SIEVE_RETURN_IF_ERROR(validate_qsa_entries_resident(op, name, t, view, q, checked, n));
+        SIEVE_RETURN_IF_ERROR(check_qsa_entries_resident(op, name, t, view, q, checked, n));
         checked = n;
     }
     return Status::ok();

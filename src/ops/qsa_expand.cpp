@@ -28,7 +28,17 @@ Status validate(const QsaExpandParams& p) {
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "positions", p.positions));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "seq_lens", p.seq_lens));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "out", p.out));
-    bool reads_sel = false;
+    const int64_t o_bytes = o_extent * 4;
+    // sel is read only by the tokens that select (check_indices), but aliasing is a property of the
+    // pointers: checked here, where a device backend sees its own buffers (a null sel passes).
+    SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "sel", p.sel, s_extent * 4, "out", p.out, o_bytes, false));
+    SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "positions", p.positions, p.n_tokens * 8, "out", p.out, o_bytes, false));
+    SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "seq_lens", p.seq_lens, p.n_tokens * 8, "out", p.out, o_bytes, false));
+    return require_same_or_disjoint(op, "out", p.out, o_bytes, "out_count", p.out_count, p.n_tokens * 4, false);
+}
+
+Status check_indices(const QsaExpandParams& p) {
+    constexpr const char* op = "qsa_expand";
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         const int64_t pos = p.positions[t], len = p.seq_lens[t];
         if (pos < 0 || pos >= len || len > std::numeric_limits<int32_t>::max())
@@ -36,7 +46,6 @@ Status validate(const QsaExpandParams& p) {
                                           t, pos, len);
         const int64_t visible = std::min((pos + 1) / p.ratio, len / p.ratio);
         if (visible <= p.block_topk) continue;
-        reads_sel = true;
         if (p.sel == nullptr) return invalid_argument_error("{}: sel is null but token {} selects ({} groups visible > "
                                                             "block_topk {})", op, t, visible, p.block_topk);
         const int32_t* row = p.sel + t * p.sel_row_stride;
@@ -52,12 +61,7 @@ Status validate(const QsaExpandParams& p) {
                                               op, t, j, g, visible);
         }
     }
-    const int64_t o_bytes = o_extent * 4;
-    if (reads_sel)
-        SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "sel", p.sel, s_extent * 4, "out", p.out, o_bytes, false));
-    SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "positions", p.positions, p.n_tokens * 8, "out", p.out, o_bytes, false));
-    SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "seq_lens", p.seq_lens, p.n_tokens * 8, "out", p.out, o_bytes, false));
-    return require_same_or_disjoint(op, "out", p.out, o_bytes, "out_count", p.out_count, p.n_tokens * 4, false);
+    return Status::ok();
 }
 
 }  // namespace sieve

@@ -40,8 +40,12 @@ struct QsaExpandParams {
     int64_t out_row_stride = 0;          // elements, ≥ out_width when n_tokens > 1
 };
 
-// Shapes, strides, 0 ≤ p < L ≤ INT32_MAX, each read sel row well formed (see above), outputs
-// disjoint from the inputs and from each other.
+// Shapes, strides, outputs disjoint from the inputs and from each other.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const QsaExpandParams& p);
+// 0 ≤ p < L ≤ INT32_MAX for every token, sel present when some token selects and each read sel row well
+// formed (see above); reads positions, seq_lens and the sel rows of the selecting tokens.
+Status check_indices(const QsaExpandParams& p);
 
 }  // namespace sieve

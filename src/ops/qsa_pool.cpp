@@ -24,12 +24,18 @@ Status validate(const QsaPoolParams& p) {
     int64_t n_slots = 0;
     if (__builtin_mul_overflow(p.n_groups, p.ratio, &n_slots))
         return invalid_argument_error("{}: member_slots [{}, {}] overflows int64", op, p.n_groups, p.ratio);
+    return require_same_or_disjoint(op, "member_slots", p.member_slots, n_slots * 8, "out", p.out,
+                                    out_extent * static_cast<int64_t>(dtype_size(p.out_type)), false);
+}
+
+Status check_indices(const QsaPoolParams& p) {
+    constexpr const char* op = "qsa_pool";
+    const int64_t n_slots = p.n_groups * p.ratio;  // validate checked that it fits int64
     for (int64_t i = 0; i < n_slots; ++i)
         if (p.member_slots[i] < 0)
             return invalid_argument_error("{}: member_slots[{}, {}] = {}: a group member is not resident", op,
                                           i / p.ratio, i % p.ratio, p.member_slots[i]);
-    return require_same_or_disjoint(op, "member_slots", p.member_slots, n_slots * 8, "out", p.out,
-                                    out_extent * static_cast<int64_t>(dtype_size(p.out_type)), false);
+    return Status::ok();
 }
 
 }  // namespace sieve

@@ -31,8 +31,11 @@ struct QsaPoolParams {
     DType out_type = DType::f32;          // f32 | bf16
 };
 
-// Shapes, dtypes, the cache entry holding head_dim keys, every member slot ≥ 0 (reads them all),
-// the output disjoint from the slot list.
+// Shapes, dtypes, the cache entry holding head_dim keys, the output disjoint from the slot list.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const QsaPoolParams& p);
+// Every member slot ≥ 0 (reads them all).
+Status check_indices(const QsaPoolParams& p);
 
 }  // namespace sieve

@@ -49,8 +49,14 @@ struct QsaScoreParams {
     int64_t selected_row_stride = 0;    // elements, ≥ k when n_tokens > 1
 };
 
-// Shapes, dtypes, strides, every n_groups[t] ∈ [0, n_cols], every scored entry resident, the
-// outputs (scores, selected) disjoint from the inputs and from each other.
+// Shapes, dtypes, strides, the tables' shape, the outputs (scores, selected) disjoint from the inputs
+// and from each other.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const QsaScoreParams& p);
+// Every token_request[t] ∈ [0, n_requests), every n_groups[t] ∈ [0, n_cols] and, when some row has a
+// group, q and scores present, the key cache view consistent and every scored entry resident (reads
+// token_request, n_groups and the block table rows the tokens use).
+Status check_indices(const QsaScoreParams& p);
 
 }  // namespace sieve

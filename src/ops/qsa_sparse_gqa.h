@@ -73,8 +73,13 @@ struct QsaSparseGqaParams {
 };
 
 // Shapes (n_heads a multiple of n_kv_heads, the kv entry holding [n_kv_heads, 2, head_dim]), dtypes,
-// strides (int64 overflow, output rows disjoint), every index row's entries < 2^31 with every listed
-// position resident, the output disjoint from every input.
+// strides (int64 overflow, output rows disjoint), the tables' shape, the output disjoint from every input.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const QsaSparseGqaParams& p);
+// Every token_request[t] ∈ [0, n_requests), every index ≥ −1 and, when some index is valid, the kv
+// cache view consistent and every listed position resident (reads token_request, the index rows and the
+// block table rows the tokens use).
+Status check_indices(const QsaSparseGqaParams& p);
 
 }  // namespace sieve

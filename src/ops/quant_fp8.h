@@ -44,6 +44,10 @@ struct QuantFp8Params {
 
 // group_size ≥ 1 dividing dim; at least one output; output layouts disjoint from each other and
 // from x (dequant may be x itself).
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const QuantFp8Params& p);
+// Nothing to read: no index arrays.
+inline Status check_indices(const QuantFp8Params&) { return Status::ok(); }
 
 }  // namespace sieve

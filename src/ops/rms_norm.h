@@ -38,6 +38,10 @@ struct RmsNormParams {
 
 // Shapes, dtypes, strides (int64 overflow, output rows disjoint), weight presence, eps finite ≥ 0,
 // x/y either the same view or disjoint.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const RmsNormParams& p);
+// Nothing to read: no index arrays.
+inline Status check_indices(const RmsNormParams&) { return Status::ok(); }
 
 }  // namespace sieve

@@ -90,7 +90,11 @@ struct RopeParams {
     DType positions_type = DType::i64;  // i64 | i32
 };
 
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const RopeParams& p);
+// Nothing to read: no index array to check (positions are not range-checked: every value is a position).
+inline Status check_indices(const RopeParams&) { return Status::ok(); }
 
 // c_i and s_i of one position (the angle rule above): the single definition every backend calls.
 void rope_cos_sin(int64_t position, const float* inv_freq, int64_t n_freq, float attention_factor,

@@ -54,6 +54,11 @@ Status validate(const SparseMlaCacheWriteParams& p) {
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "slots", p.slots));
     SIEVE_RETURN_IF_ERROR(dsa_check::cache_view(op, p.cache, sparse_mla_entry_bytes(p.format, p.kv_lora_rank, p.rope_dim),
                                                 p.n_slots));
+    return Status::ok();
+}
+
+Status check_indices(const SparseMlaCacheWriteParams& p) {
+    constexpr std::string_view op = "sparse_mla_cache_write";
     for (int64_t t = 0; t < p.n_tokens; ++t)
         if (p.slots[t] < -1 || p.slots[t] >= p.n_slots)
             return invalid_argument_error("{}: slots[{}] = {}, expected −1 or a slot in [0, {})", op, t, p.slots[t],
@@ -91,6 +96,11 @@ Status validate(const SparseMlaAttentionParams& p) {
                                                    "out", p.out, o_bytes, false));
     SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "slots", p.slots, s_extent * 4, "out", p.out, o_bytes, false));
     if (p.sink) SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "sink", p.sink, p.n_heads * 4, "out", p.out, o_bytes, false));
+    return Status::ok();
+}
+
+Status check_indices(const SparseMlaAttentionParams& p) {
+    constexpr std::string_view op = "sparse_mla_attention";
     bool any_slot = false;
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         const int32_t* row = p.slots + t * p.slots_row_stride;
@@ -101,6 +111,8 @@ Status validate(const SparseMlaAttentionParams& p) {
             any_slot |= row[j] >= 0;
         }
     }
+    // The cache is read only when some slot is listed (which depends on the slots, hence this check
+    // lives here).
     if (any_slot)
         SIEVE_RETURN_IF_ERROR(dsa_check::cache_view(op, p.cache, sparse_mla_entry_bytes(p.format, p.kv_lora_rank, p.rope_dim),
                                                     p.n_slots));

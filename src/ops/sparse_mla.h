@@ -66,9 +66,13 @@ struct SparseMlaCacheWriteParams {
     DType rope_type = DType::f32;    // f32 | bf16
 };
 
-// Geometry, strides, dtypes, cache view consistent with the format, every slot in [−1, n_slots). Slots
-// of one call must be distinct (the caller's invariant; not checked: it would need memory).
+// Geometry, strides, dtypes, cache view consistent with the format. Slots of one call must be distinct
+// (the caller's invariant; not checked: it would need memory).
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const SparseMlaCacheWriteParams& p);
+// Every slot in [−1, n_slots) (reads the slots).
+Status check_indices(const SparseMlaCacheWriteParams& p);
 
 struct SparseMlaAttentionParams {
     const void* q = nullptr;        // [n_tokens, n_heads, kv_lora_rank + rope_dim], q_type; (t, h, i) at
@@ -90,7 +94,12 @@ struct SparseMlaAttentionParams {
     DType out_type = DType::f32;  // f32 | bf16
 };
 
-// Geometry, strides (out rows disjoint, out disjoint from q), dtypes, scale, every slot in [−1, n_slots).
+// Geometry, strides (out rows disjoint, out disjoint from q, the slots and the sink), dtypes, scale.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const SparseMlaAttentionParams& p);
+// Every slot in [−1, n_slots) and, when some slot is listed, the cache view consistent with the format
+// (reads the slot rows).
+Status check_indices(const SparseMlaAttentionParams& p);
 
 }  // namespace sieve

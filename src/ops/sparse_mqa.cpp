@@ -8,6 +8,7 @@ namespace sieve {
 
 namespace {
 
+// The list's width, pointer and layout (does not read it).
 Status check_slot_list(std::string_view op, std::string_view name, const int32_t* slots, int64_t n_tokens,
                        int64_t width, int64_t stride) {
     using namespace op_check;
@@ -18,6 +19,12 @@ Status check_slot_list(std::string_view op, std::string_view name, const int32_t
         return invalid_argument_error("{}: {}_slots_stride = {} < n_{} = {}", op, name, stride, name, width);
     SIEVE_ASSIGN_OR_RETURN(int64_t extent, rows_extent(op, fmt::format("{}_slots", name), {n_tokens, 1, width, stride, 0}, 4));
     (void)extent;
+    return Status::ok();
+}
+
+// Every slot of the list ≥ −1 (reads it).
+Status check_slot_values(std::string_view op, std::string_view name, const int32_t* slots, int64_t n_tokens,
+                         int64_t width, int64_t stride) {
     for (int64_t t = 0; t < n_tokens; ++t)
         for (int64_t j = 0; j < width; ++j)
             if (slots[t * stride + j] < -1)
@@ -69,6 +76,12 @@ Status validate(const SparseMqaParams& p) {
             op, "compressed_slots", p.compressed_slots, ((p.n_tokens - 1) * p.compressed_slots_stride + p.n_compressed) * 4,
             "out", p.out, o_bytes, false));
     return Status::ok();
+}
+
+Status check_indices(const SparseMqaParams& p) {
+    constexpr std::string_view op = "sparse_mqa";
+    SIEVE_RETURN_IF_ERROR(check_slot_values(op, "window", p.window_slots, p.n_tokens, p.n_window, p.window_slots_stride));
+    return check_slot_values(op, "compressed", p.compressed_slots, p.n_tokens, p.n_compressed, p.compressed_slots_stride);
 }
 
 }  // namespace sieve

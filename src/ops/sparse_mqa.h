@@ -58,8 +58,12 @@ struct SparseMqaParams {
     KvRecordLayout compressed_layout() const { return {compressed_format, head_dim, rope_dim}; }
 };
 
-// Shapes, dtypes, strides, cache geometry (entry bytes of the format), list strides ≥ widths, slots
-// ≥ −1 (reads every slot), out disjoint from q and the slot lists, finite scale.
+// Shapes, dtypes, strides, cache geometry (entry bytes of the format), list strides ≥ widths, out
+// disjoint from q and the slot lists, finite scale.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const SparseMqaParams& p);
+// Every window and compressed slot ≥ −1 (reads both lists).
+Status check_indices(const SparseMqaParams& p);
 
 }  // namespace sieve

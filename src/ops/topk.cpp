@@ -33,6 +33,11 @@ Status validate(const TopkParams& p) {
         require_same_or_disjoint(op, "valid_len", p.valid_len, c_bytes, "out", p.out, o_bytes, false));
     SIEVE_RETURN_IF_ERROR(
         require_same_or_disjoint(op, "valid_len", p.valid_len, c_bytes, "out_count", p.out_count, c_bytes, false));
+    return Status::ok();
+}
+
+Status check_indices(const TopkParams& p) {
+    constexpr std::string_view op = "topk";
     if (p.valid_len != nullptr) {
         for (int64_t r = 0; r < p.n_rows; ++r) {
             const int32_t v = p.valid_len[r];

@@ -29,8 +29,12 @@ struct TopkParams {
     int64_t out_row_stride = 0;          // elements, ≥ k when n_rows > 1
 };
 
-// Shapes, strides, n_cols ≤ INT32_MAX (indices are int32), every valid_len[r] in [0, n_cols] (reads
-// the n_rows values), outputs disjoint from the inputs and from each other.
+// Shapes, strides, n_cols ≤ INT32_MAX (indices are int32), outputs disjoint from the inputs and from
+// each other.
+// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
+// called on host-readable memory (ops/op_common.h).
 Status validate(const TopkParams& p);
+// Every valid_len[r] in [0, n_cols] (reads the n_rows values).
+Status check_indices(const TopkParams& p);
 
 }  // namespace sieve

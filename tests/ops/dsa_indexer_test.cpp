@@ -10,6 +10,7 @@
 
 #include "dsa_test_util.h"
 #include "ops/dsa_indexer.h"
+#include "ops/op_common.h"
 #include "ops/topk.h"
 
 namespace sieve::test {
@@ -409,6 +410,14 @@ TEST(DsaIndexerValidate, RejectsMalformedCalls) {
         EXPECT_EQ(s.code(), code) << s.to_string();
         EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
     };
+    // A content error: validate (which reads no array) accepts, check_indices and the host check refuse.
+    auto expect_bad_indices = [&](const DsaIndexerScoresParams& p, StatusCode code, const char* needle) {
+        EXPECT_TRUE(validate(p).is_ok()) << validate(p).to_string();
+        for (const Status& s : {check_indices(p), validate_and_check_indices(p)}) {
+            EXPECT_EQ(s.code(), code) << s.to_string();
+            EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
+        }
+    };
     auto p = base();
     p.q_type = DType::f8_e4m3;  // with f32 keys
     expect_bad(p, StatusCode::invalid_argument, "q_type");
@@ -416,15 +425,15 @@ TEST(DsaIndexerValidate, RejectsMalformedCalls) {
     p.format = DsaIndexerKeyFormat::fp8_blocked;  // f32 q with fp8 keys
     expect_bad(p, StatusCode::invalid_argument, "q_type");
     n_keys[1] = 9;
-    expect_bad(base(), StatusCode::invalid_argument, "n_keys[1] = 9");
+    expect_bad_indices(base(), StatusCode::invalid_argument, "n_keys[1] = 9");
     n_keys[1] = 8;
     table[0] = -1;  // a candidate block not resident
-    expect_bad(base(), StatusCode::invalid_argument, "physical block -1");
+    expect_bad_indices(base(), StatusCode::invalid_argument, "physical block -1");
     table[0] = 2;  // past the cache
-    expect_bad(base(), StatusCode::invalid_argument, "physical block 2");
+    expect_bad_indices(base(), StatusCode::invalid_argument, "physical block 2");
     table[0] = 1;
     seq[1] = 1;
-    expect_bad(base(), StatusCode::invalid_argument, "token_seq[1] = 1");
+    expect_bad_indices(base(), StatusCode::invalid_argument, "token_seq[1] = 1");
     seq[1] = 0;
     p = base();
     p.head_dim = 256;

@@ -6,6 +6,7 @@
 
 #include "dsv4_cache_util.h"
 #include "ops/compressor.h"
+#include "ops/op_common.h"
 
 namespace sieve::test {
 namespace {
@@ -199,7 +200,8 @@ TEST(CompressorValidate, RejectsBadInputs) {
     EXPECT_NE(validate(q).message().find("entry_bytes = 64"), std::string::npos) << validate(q).message();
     q = p;
     gather[5] = -4;
-    EXPECT_NE(validate(q).message().find("gather_slots[0, 5] = -4"), std::string::npos) << validate(q).message();
+    EXPECT_TRUE(validate(q).is_ok());
+    EXPECT_NE(check_indices(q).message().find("gather_slots[0, 5] = -4"), std::string::npos) << check_indices(q).message();
     gather[5] = -1;
     CompressorStateStoreParams s;
     float kv[8] = {}, gate[8] = {}, ape[32] = {};
@@ -214,7 +216,13 @@ TEST(CompressorValidate, RejectsBadInputs) {
     s.n_tokens = 1;
     s.width = 8;
     s.ratio = 4;
-    EXPECT_NE(validate(s).message().find("positions[0] = -1"), std::string::npos) << validate(s).message();
+    EXPECT_TRUE(validate(s).is_ok());
+    EXPECT_NE(check_indices(s).message().find("positions[0] = -1"), std::string::npos) << check_indices(s).message();
+    pos = 3;
+    slot = -2;
+    EXPECT_NE(check_indices(s).message().find("slots[0] = -2"), std::string::npos) << check_indices(s).message();
+    slot = 0;
+    EXPECT_TRUE(validate_and_check_indices(s).is_ok());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "dsv4_cache_util.h"
 #include "ops/indexer_scores.h"
+#include "ops/op_common.h"
 #include "ops/topk.h"
 
 namespace sieve::test {
@@ -277,11 +278,17 @@ TEST(IndexerScoresValidate, RejectsBadInputs) {
     b.key_format = KvRecordFormat::fp8_ds_mla;
     EXPECT_NE(validate(b).message().find("key_format = fp8_ds_mla"), std::string::npos);
     n_keys[0] = 3;
-    EXPECT_NE(validate(p).message().find("n_keys[0] = 3"), std::string::npos) << validate(p).message();
+    EXPECT_TRUE(validate(p).is_ok());
+    EXPECT_NE(check_indices(p).message().find("n_keys[0] = 3"), std::string::npos) << check_indices(p).message();
     n_keys[0] = 2;
     token_list[0] = 1;
-    EXPECT_NE(validate(p).message().find("token_list[0] = 1"), std::string::npos) << validate(p).message();
+    EXPECT_TRUE(validate(p).is_ok());
+    EXPECT_NE(check_indices(p).message().find("token_list[0] = 1"), std::string::npos) << check_indices(p).message();
     token_list[0] = 0;
+    key_slots[1] = -2;
+    EXPECT_NE(check_indices(p).message().find("key_slots[0, 1] = -2"), std::string::npos) << check_indices(p).message();
+    key_slots[1] = 1;
+    EXPECT_TRUE(validate_and_check_indices(p).is_ok());
     b = p;
     b.scores = reinterpret_cast<float*>(key_slots);  // scores over an input
     EXPECT_EQ(validate(b).code(), StatusCode::invalid_argument);

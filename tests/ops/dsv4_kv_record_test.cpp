@@ -293,7 +293,17 @@ TEST(KvRecordValidate, RejectsBadGeometry) {
     EXPECT_EQ(validate(q).code(), StatusCode::invalid_argument);
     q = p;
     slot = -2;
-    EXPECT_NE(validate(q).message().find("slots[0] = -2"), std::string::npos) << validate(q).message();
+    EXPECT_TRUE(validate(q).is_ok());
+    EXPECT_NE(check_indices(q).message().find("slots[0] = -2"), std::string::npos) << check_indices(q).message();
+    KvLoadParams lp;
+    float y[512];
+    lp.cache = p.cache;
+    lp.layout = l;
+    lp.slots = &slot;
+    lp.y = y;
+    lp.n_rows = 1;
+    EXPECT_TRUE(validate(lp).is_ok());
+    EXPECT_NE(check_indices(lp).message().find("kv_load: slots[0] = -2"), std::string::npos) << check_indices(lp).message();
     slot = 0;
     q = p;
     q.cache.block_bytes = 100;

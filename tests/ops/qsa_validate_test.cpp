@@ -1,6 +1,7 @@
 // validate() of the QSA op contracts: malformed params are refused with a message naming the field
 // and the values, by the contract and therefore by every backend.
 #include "qsa_paged.h"
+#include "ops/op_common.h"
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
 #include "ops/qsa_score.h"
@@ -12,6 +13,15 @@ namespace {
 void expect_invalid(const Status& s, const std::string& needle) {
     EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message() << "\n  lacks: " << needle;
+}
+
+// A content error: validate (which reads no array) accepts; check_indices, and so the host check
+// the ref and cpu backends run, refuse.
+template <class P>
+void expect_invalid_indices(const P& p, const std::string& needle) {
+    EXPECT_TRUE(validate(p).is_ok()) << validate(p).to_string();
+    expect_invalid(check_indices(p), needle);
+    expect_invalid(validate_and_check_indices(p), needle);
 }
 
 TEST(QsaValidate, Pool) {
@@ -27,7 +37,7 @@ TEST(QsaValidate, Pool) {
     p.ratio = 4;
     p.head_dim = 16;
     p.out_row_stride = 16;
-    expect_invalid(validate(p), "member_slots[0, 2] = -1");
+    expect_invalid_indices(p, "member_slots[0, 2] = -1");
     slots[2] = cache.slot(0, 2);
     EXPECT_TRUE(validate(p).is_ok());
     p.head_dim = 17;  // a key row longer than the cache entry
@@ -52,19 +62,19 @@ TEST(QsaValidate, Expand) {
     p.out_width = 11;
     p.sel_row_stride = 2;
     p.out_row_stride = 11;
-    expect_invalid(validate(p), "sel[0, 0] = 5");  // visible = 5: groups 0..4
+    expect_invalid_indices(p, "sel[0, 0] = 5");  // visible = 5: groups 0..4
     sel = {4, -1};
     p.sel = sel.data();
     EXPECT_TRUE(validate(p).is_ok());
     sel = {-1, 3};  // a group after the padding
     p.sel = sel.data();
-    expect_invalid(validate(p), "sel[0, 1] = 3");
+    expect_invalid_indices(p, "sel[0, 1] = 3");
     p.out_width = 10;
     expect_invalid(validate(p), "out_width = 10 < block_topk·ratio + ratio − 1");
     p.out_width = 11;
     pos = {20};
     p.positions = pos.data();
-    expect_invalid(validate(p), "position 20 with seq_len 20");
+    expect_invalid_indices(p, "position 20 with seq_len 20");
 }
 
 TEST(QsaValidate, ScoreAndAttentionNeedResidentEntries) {
@@ -88,12 +98,12 @@ TEST(QsaValidate, ScoreAndAttentionNeedResidentEntries) {
     s.scores_row_stride = 64;
     EXPECT_TRUE(validate(s).is_ok());
     keys.table[1] = -1;  // entries 16..31 released
-    expect_invalid(validate(s), "block 1 (entries [16, 32)) is not resident");
+    expect_invalid_indices(s, "block 1 (entries [16, 32)) is not resident");
     n_groups[0] = 65;
-    expect_invalid(validate(s), "n_groups[0] = 65");
+    expect_invalid_indices(s, "n_groups[0] = 65");
     n_groups[0] = 10;
     token_request[0] = 1;
-    expect_invalid(validate(s), "token_request[0] = 1");
+    expect_invalid_indices(s, "token_request[0] = 1");
 
     QsaPagedCache kv(rng, {10}, 4, 2 * 2 * 8 * 4);
     std::vector<int32_t> tr = {0};
@@ -121,9 +131,9 @@ TEST(QsaValidate, ScoreAndAttentionNeedResidentEntries) {
     a.q_token_stride = a.out_token_stride = 32;
     EXPECT_TRUE(validate(a).is_ok());
     idx[1] = 12;  // past the request's 10 entries (3 blocks of 4)
-    expect_invalid(validate(a), "reads entries [0, 13) = 4 blocks of 4");
+    expect_invalid_indices(a, "reads entries [0, 13) = 4 blocks of 4");
     idx[1] = -2;
-    expect_invalid(validate(a), "indices[0, 1] = -2");
+    expect_invalid_indices(a, "indices[0, 1] = -2");
     idx[1] = 9;
     a.out = qb.data();  // out aliasing q
     expect_invalid(validate(a), "overlap");

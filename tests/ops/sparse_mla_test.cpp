@@ -7,6 +7,7 @@
 
 #include "dsa_test_util.h"
 #include "rows.h"
+#include "ops/op_common.h"
 #include "ops/sparse_mla.h"
 
 namespace sieve::test {
@@ -511,18 +512,27 @@ TEST(SparseMlaValidate, RejectsMalformedCalls) {
         EXPECT_EQ(s.code(), code) << s.to_string();
         EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
     };
+    // Found by check_indices (the slots, and the cache view only checked when a slot is listed):
+    // validate (which reads no array) accepts.
+    auto expect_bad_indices = [&](SparseMlaAttentionParams p, StatusCode code, const char* needle) {
+        EXPECT_TRUE(validate(p).is_ok()) << validate(p).to_string();
+        for (const Status& s : {check_indices(p), validate_and_check_indices(p)}) {
+            EXPECT_EQ(s.code(), code) << s.to_string();
+            EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
+        }
+    };
     auto p = base();
     slots[1] = 8;
-    expect_bad(p, StatusCode::invalid_argument, "slots[0, 1] = 8");
+    expect_bad_indices(p, StatusCode::invalid_argument, "slots[0, 1] = 8");
     slots[1] = -2;
-    expect_bad(p, StatusCode::invalid_argument, "slots[0, 1] = -2");
+    expect_bad_indices(p, StatusCode::invalid_argument, "slots[0, 1] = -2");
     slots[1] = 7;
     p = base();
     p.scale = 0.0f;
     expect_bad(p, StatusCode::invalid_argument, "scale");
     p = base();
     p.cache.entry_bytes = 36;
-    expect_bad(p, StatusCode::invalid_argument, "entry_bytes = 36");
+    expect_bad_indices(p, StatusCode::invalid_argument, "entry_bytes = 36");
     p = base();
     p.format = SparseMlaCacheFormat::fp8_ds_mla;
     p.kv_lora_rank = 192;  // not a multiple of its 128-value scale group
@@ -539,7 +549,7 @@ TEST(SparseMlaValidate, RejectsMalformedCalls) {
     p = base();
     p.n_slots = 6;  // not whole blocks
     slots[1] = 3;
-    expect_bad(p, StatusCode::invalid_argument, "n_slots = 6");
+    expect_bad_indices(p, StatusCode::invalid_argument, "n_slots = 6");
 
     std::vector<float> lat(8), rope(2);
     int64_t wslot = 8;
@@ -554,11 +564,13 @@ TEST(SparseMlaValidate, RejectsMalformedCalls) {
     w.rope_dim = 2;
     w.latent_row_stride = 8;
     w.rope_row_stride = 2;
-    Status s = validate(w);
+    EXPECT_TRUE(validate(w).is_ok());
+    Status s = check_indices(w);
     EXPECT_EQ(s.code(), StatusCode::invalid_argument);
     EXPECT_NE(s.message().find("slots[0] = 8"), std::string::npos) << s.to_string();
+    EXPECT_EQ(validate_and_check_indices(w).message(), s.message());
     wslot = 7;
-    EXPECT_TRUE(validate(w).is_ok());
+    EXPECT_TRUE(validate_and_check_indices(w).is_ok());
     w.format = SparseMlaCacheFormat::fp8_ds_mla;  // the view still has f32 entries
     s = validate(w);
     EXPECT_NE(s.message().find("entry_bytes"), std::string::npos) << s.to_string();

@@ -1,6 +1,7 @@
 // validate(): each malformed params struct is rejected with invalid_argument and a message naming
 // the field and the values; backends return that Status unchanged.
 #include "harness.h"
+#include "ops/op_common.h"
 
 namespace sieve::test {
 namespace {
@@ -204,9 +205,17 @@ TEST(Validate, Topk) {
     EXPECT_TRUE(rejected(validate(bad), kInvalid, "out_row_stride = 5 < k 6"));
     bad = p;
     valid[1] = 21;
-    EXPECT_TRUE(rejected(validate(bad), kInvalid, "valid_len[1] = 21"));
+    EXPECT_TRUE(validate(bad).is_ok());  // validate reads no array: the lengths are check_indices'
+    EXPECT_TRUE(rejected(check_indices(bad), kInvalid, "valid_len[1] = 21"));
+    EXPECT_TRUE(rejected(validate_and_check_indices(bad), kInvalid, "valid_len[1] = 21"));
     valid[1] = -1;
-    EXPECT_TRUE(rejected(validate(bad), kInvalid, "valid_len[1] = -1"));
+    EXPECT_TRUE(rejected(check_indices(bad), kInvalid, "valid_len[1] = -1"));
+    for (auto& nb : backends_under_test()) {  // the host backends run check_indices
+        const size_t need = nb.backend->topk_workspace_size(p);
+        GuardedBuffer ws(std::max<size_t>(need, 1));
+        EXPECT_TRUE(rejected(nb.backend->topk(p, {ws.data(), need}), kInvalid, "valid_len[1] = -1")) << nb.spec;
+    }
+    EXPECT_TRUE(rejected(ref_backend()->topk(p, {}), kInvalid, "valid_len[1] = -1"));
     valid[1] = 11;
     bad = p;
     bad.n_cols = int64_t{1} << 31;

@@ -13,6 +13,7 @@
 #include "backends/cpu/qsa_cpu.h"
 #include "backends/host/host_memory.h"
 #include "core/assert.h"
+#include "ops/op_common.h"
 #ifdef SIEVE_HAS_DNNL
 #include "backends/cpu/dnnl_gemm.h"
 #endif
@@ -77,21 +78,21 @@ public:
     }
 
     Status rms_norm(const RmsNormParams& p) override {
-        SIEVE_RETURN_IF_ERROR(validate(p));
+        SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
         const CpuKernels& k = *kernels_;
         parallel_chunks(*pool_, p.n_tokens * p.n_heads, min_chunk_for(p.dim),
                         [&](int64_t b, int64_t e) { k.rms_norm_rows(p, b, e); });
         return Status::ok();
     }
     Status layer_norm(const LayerNormParams& p) override {
-        SIEVE_RETURN_IF_ERROR(validate(p));
+        SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
         const CpuKernels& k = *kernels_;
         parallel_chunks(*pool_, p.n_tokens * p.n_heads, min_chunk_for(2 * p.dim),
                         [&](int64_t b, int64_t e) { k.layer_norm_rows(p, b, e); });
         return Status::ok();
     }
     Status rope(const RopeParams& p) override {
-        SIEVE_RETURN_IF_ERROR(validate(p));
+        SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
         const CpuKernels& k = *kernels_;
         if (p.n_tokens == 1) {  // decode: split the heads (each chunk recomputes the token's cos/sin)
             parallel_chunks(*pool_, p.n_heads, min_chunk_for(p.head_dim),
@@ -103,14 +104,14 @@ public:
         return Status::ok();
     }
     Status quant_fp8(const QuantFp8Params& p) override {
-        SIEVE_RETURN_IF_ERROR(validate(p));
+        SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
         const CpuKernels& k = *kernels_;
         parallel_chunks(*pool_, p.n_tokens * p.n_heads, min_chunk_for(2 * p.dim),
                         [&](int64_t b, int64_t e) { k.quant_fp8_rows(p, b, e); });
         return Status::ok();
     }
     Status hadamard(const HadamardParams& p) override {
-        SIEVE_RETURN_IF_ERROR(validate(p));
+        SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
         const CpuKernels& k = *kernels_;
         int64_t log_dim = 0;
         while ((int64_t{1} << log_dim) < p.dim) ++log_dim;
@@ -138,7 +139,7 @@ public:
         return cpu::qsa_sparse_gqa_run(*qsa_, *pool_, p, ws);
     }
     Status topk(const TopkParams& p, Workspace ws) override {
-        SIEVE_RETURN_IF_ERROR(validate(p));
+        SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
         SIEVE_RETURN_IF_ERROR(check_workspace("cpu topk", ws, topk_workspace_size(p)));
         if (p.n_rows == 0) return Status::ok();
         const CpuKernels& k = *kernels_;

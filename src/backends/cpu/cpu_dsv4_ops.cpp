@@ -13,6 +13,7 @@
 #include "backends/cpu/key_tile_units.h"
 #include "backends/cpu/parallel.h"
 #include "core/assert.h"
+#include "ops/op_common.h"
 
 namespace sieve::cpu {
 
@@ -192,7 +193,7 @@ const CpuDsv4Kernels& dsv4_kernels_for(Isa isa) {
 }
 
 Status dsv4_kv_store(ThreadPool& pool, const KvStoreParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t dim = p.layout.dim;
     parallel_chunks(pool, p.n_rows, min_chunk_for(4 * dim), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r)
@@ -202,7 +203,7 @@ Status dsv4_kv_store(ThreadPool& pool, const KvStoreParams& p) {
 }
 
 Status dsv4_kv_load(ThreadPool& pool, const KvLoadParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     parallel_chunks(pool, p.n_rows, min_chunk_for(4 * p.layout.dim), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) load_row(p, r);
     });
@@ -210,7 +211,7 @@ Status dsv4_kv_load(ThreadPool& pool, const KvLoadParams& p) {
 }
 
 Status dsv4_compressor_state_store(ThreadPool& pool, const CompressorStateStoreParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     parallel_chunks(pool, p.n_tokens, min_chunk_for(2 * p.width), [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
             if (p.slots[t] < 0) continue;
@@ -226,7 +227,7 @@ Status dsv4_compressor_state_store(ThreadPool& pool, const CompressorStateStoreP
 }
 
 Status dsv4_compressor_pool(ThreadPool& pool, const CompressorPoolParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t chunks = (p.head_dim + kPoolChunk - 1) / kPoolChunk;
     parallel_chunks(pool, p.n_entries * chunks, min_chunk_for(p.n_rows() * kPoolChunk * 8), [&](int64_t b, int64_t e) {
         for (int64_t item = b; item < e; ++item) {
@@ -299,7 +300,7 @@ size_t dsv4_sparse_mqa_workspace_size(const ThreadPool& pool, const SparseMqaPar
 }
 
 Status dsv4_sparse_mqa(const CpuDsv4Kernels& k, ThreadPool& pool, const SparseMqaParams& p, Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu sparse_mqa", ws, dsv4_sparse_mqa_workspace_size(pool, p)));
     if (p.n_tokens == 0 || p.n_heads == 0) return Status::ok();
     const MqaPlan m = mqa_plan(pool, p);
@@ -423,7 +424,7 @@ size_t dsv4_indexer_scores_workspace_size(const ThreadPool& pool, const IndexerS
 
 Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, ThreadPool& pool,
                            const IndexerScoresParams& p, Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu indexer_scores", ws, dsv4_indexer_scores_workspace_size(pool, p)));
     const bool fused = p.selected != nullptr;
     if (fused && (p.n_tokens == 0 || p.max_keys == 0))  // no candidate anywhere: every row is −1

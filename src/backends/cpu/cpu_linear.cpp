@@ -7,6 +7,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "core/cpu_features.h"
+#include "ops/op_common.h"
 #ifdef SIEVE_HAS_DNNL
 #include "backends/cpu/dnnl_gemm.h"
 #endif
@@ -190,7 +191,7 @@ std::string CpuPreparedLinear::describe() const {
 }
 
 Expected<std::unique_ptr<PreparedLinear>> cpu_linear_prepare(const CpuLinearContext& c, const LinearWeights& w) {
-    SIEVE_RETURN_IF_ERROR(validate(w));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(w));
     auto out = std::make_unique<CpuPreparedLinear>(w);
     const int64_t n = w.out_features;
     if (w.bias != nullptr) {
@@ -299,7 +300,7 @@ Expected<LinearPlan> cpu_linear_plan(const CpuLinearContext& c, const CpuPrepare
 
 Status cpu_linear_run(const CpuLinearContext& c, const CpuPreparedLinear& w, const LinearPlan& plan,
                       const LinearParams& p, Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate(p, w.in_features(), w.out_features()));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p, w.in_features(), w.out_features()));
     SIEVE_RETURN_IF_ERROR(check_linear_plan(plan, p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu linear", ws, plan.workspace_bytes));
     const auto* state = static_cast<const PlanState*>(plan.state.get());

@@ -11,6 +11,7 @@
 #include "backends/cpu/key_tile_units.h"
 #include "backends/cpu/parallel.h"
 #include "core/assert.h"
+#include "ops/op_common.h"
 
 namespace sieve::cpu {
 
@@ -120,7 +121,7 @@ const DsaCpuKernels& dsa_kernels_for(Isa isa) {
 }
 
 Status dsa_sparse_mla_cache_write(const DsaCpuContext& c, const SparseMlaCacheWriteParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t r = p.kv_lora_rank, dr = p.rope_dim;
     parallel_chunks(*c.pool, p.n_tokens, min_chunk_for(4 * (r + dr)), [&](int64_t b, int64_t e) {
         float lat[128];  // one quantization group (g ≤ 128)
@@ -158,7 +159,7 @@ size_t dsa_sparse_mla_attention_workspace_size(const DsaCpuContext& c, const Spa
 }
 
 Status dsa_sparse_mla_attention(const DsaCpuContext& c, const SparseMlaAttentionParams& p, Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu sparse_mla_attention", ws, dsa_sparse_mla_attention_workspace_size(c, p)));
     if (p.n_tokens == 0) return Status::ok();
     const MlaSplit s = mla_split(c, p);
@@ -176,7 +177,7 @@ Status dsa_sparse_mla_attention(const DsaCpuContext& c, const SparseMlaAttention
 }
 
 Status dsa_indexer_key_write(const DsaCpuContext& c, const DsaIndexerKeyWriteParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t d = p.head_dim;
     parallel_chunks(*c.pool, p.n_tokens, min_chunk_for(4 * d), [&](int64_t b, int64_t e) {
         float k[128];
@@ -205,7 +206,7 @@ size_t dsa_indexer_scores_workspace_size(const DsaCpuContext& c, const DsaIndexe
 }
 
 Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& p, Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu dsa_indexer_scores", ws, dsa_indexer_scores_workspace_size(c, p)));
     if (p.n_tokens == 0) return Status::ok();
     const IndexerPlan s = indexer_plan(c, p);
@@ -253,7 +254,7 @@ Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& 
 }
 
 Status dsa_output_gate(const DsaCpuContext& c, const DsaOutputGateParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const bool elementwise = p.mode == DsaGateMode::elementwise;
     parallel_chunks(*c.pool, p.n_tokens, min_chunk_for(8 * p.n_heads * p.head_dim), [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t)
@@ -287,7 +288,7 @@ size_t dsa_mla_head_proj_workspace_size(const DsaCpuContext& c, const MlaHeadPro
 }
 
 Status dsa_mla_head_proj(const DsaCpuContext& c, const MlaHeadProjParams& p, Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu mla_head_proj", ws, dsa_mla_head_proj_workspace_size(c, p)));
     if (p.n_tokens == 0) return Status::ok();
     const int64_t blocks = (p.n_tokens + kHeadProjTokens - 1) / kHeadProjTokens;

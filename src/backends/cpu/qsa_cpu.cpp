@@ -10,6 +10,7 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/qsa_kernels.h"
 #include "core/assert.h"
+#include "ops/op_common.h"
 
 namespace sieve::cpu {
 
@@ -24,7 +25,7 @@ const QsaKernels& qsa_kernels_for(Isa isa) {
 }
 
 Status qsa_pool_run(const QsaKernels& k, ThreadPool& pool, const QsaPoolParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     parallel_chunks(pool, p.n_groups, min_chunk_for(p.ratio * p.head_dim),
                     [&](int64_t b, int64_t e) { k.pool_groups(p, b, e); });
     return Status::ok();
@@ -77,7 +78,7 @@ size_t qsa_score_workspace_size(const ThreadPool& pool, const QsaScoreParams& p)
 
 Status qsa_score_run(const QsaKernels& k, const CpuKernels& base, ThreadPool& pool, const QsaScoreParams& p,
                      Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu qsa_score", ws, qsa_score_workspace_size(pool, p)));
     const bool fused = p.selected != nullptr;
     if (fused)  // rows without groups select nothing; the others are overwritten by the merge
@@ -117,7 +118,7 @@ Status qsa_score_run(const QsaKernels& k, const CpuKernels& base, ThreadPool& po
 }
 
 Status qsa_expand_run(ThreadPool& pool, const QsaExpandParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t r = p.ratio;
     parallel_chunks(pool, p.n_tokens, min_chunk_for(p.out_width), [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
@@ -173,7 +174,7 @@ size_t qsa_sparse_gqa_workspace_size(const ThreadPool& pool, const QsaSparseGqaP
 }
 
 Status qsa_sparse_gqa_run(const QsaKernels& k, ThreadPool& pool, const QsaSparseGqaParams& p, Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu qsa_sparse_gqa", ws, qsa_sparse_gqa_workspace_size(pool, p)));
     if (p.n_tokens == 0) return Status::ok();
     const GqaSlotLayout layout = gqa_slot_layout(p);

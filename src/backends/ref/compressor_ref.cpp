@@ -4,11 +4,12 @@
 #include <vector>
 
 #include "backends/ref/ref_ops_dsv4.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status compressor_state_store(const CompressorStateStoreParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         if (p.slots[t] < 0) continue;
         float* row = compressor_state_row(p.state, p.slots[t]);
@@ -22,7 +23,7 @@ Status compressor_state_store(const CompressorStateStoreParams& p) {
 }
 
 Status compressor_pool(const CompressorPoolParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t c = p.head_dim, m = p.ratio, width = p.width(), n_rows = p.n_rows();
     std::vector<double> a(static_cast<size_t>(n_rows)), b(static_cast<size_t>(n_rows));
     for (int64_t k = 0; k < p.n_entries; ++k) {

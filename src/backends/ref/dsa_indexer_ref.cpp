@@ -7,11 +7,12 @@
 
 #include "backends/ref/dsa_ref_ops.h"
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t d = p.head_dim;
     std::vector<float> k(static_cast<size_t>(d));
     std::vector<uint8_t> q(static_cast<size_t>(d));
@@ -31,7 +32,7 @@ Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) {
 }
 
 Status dsa_indexer_scores(const DsaIndexerScoresParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t d = p.head_dim;
     const bool fp8 = p.format == DsaIndexerKeyFormat::fp8_blocked;
     std::vector<double> key(static_cast<size_t>(d)), q(static_cast<size_t>(p.n_heads * d)), w(static_cast<size_t>(p.n_heads));

@@ -3,11 +3,12 @@
 
 #include "backends/ref/dsa_ref_ops.h"
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status dsa_output_gate(const DsaOutputGateParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     for (int64_t t = 0; t < p.n_tokens; ++t)
         for (int64_t h = 0; h < p.n_heads; ++h)
             for (int64_t i = 0; i < p.head_dim; ++i) {

@@ -1,10 +1,11 @@
 // ref Walsh–Hadamard: the butterfly order of ops/hadamard.h on an fp32 copy of the row.
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status hadamard(const HadamardParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     std::vector<float> v(static_cast<size_t>(p.dim));
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         for (int64_t hd = 0; hd < p.n_heads; ++hd) {

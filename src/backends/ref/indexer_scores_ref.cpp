@@ -5,11 +5,12 @@
 
 #include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_ops_dsv4.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status indexer_scores(const IndexerScoresParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t d = p.head_dim;
     std::vector<float> key(static_cast<size_t>(d));
     // The fused selection is the plain top-k over this backend's scores (a full row: ref is the oracle).

@@ -8,6 +8,7 @@
 
 #include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_ops_dsv4.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
@@ -84,7 +85,7 @@ void load_record(const CacheView& cv, const KvRecordLayout& l, int64_t slot, flo
 }
 
 Status kv_store(const KvStoreParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     std::vector<float> row(static_cast<size_t>(p.layout.dim));
     for (int64_t r = 0; r < p.n_rows; ++r) {
         if (p.slots[r] < 0) continue;
@@ -95,7 +96,7 @@ Status kv_store(const KvStoreParams& p) {
 }
 
 Status kv_load(const KvLoadParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     std::vector<float> row(static_cast<size_t>(p.layout.dim));
     for (int64_t r = 0; r < p.n_rows; ++r) {
         if (p.slots[r] < 0)

@@ -1,10 +1,11 @@
 // ref linear: dequantize once at prepare, then a double-accumulated dot product per output.
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) {
-    SIEVE_RETURN_IF_ERROR(validate(w));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(w));
     const int64_t n_out = w.out_features, n_in = w.in_features;
     std::vector<float> weight(static_cast<size_t>(n_out * n_in));
     for (int64_t o = 0; o < n_out; ++o) {
@@ -36,7 +37,7 @@ Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w)
 }
 
 Status linear(const RefPreparedLinear& w, const LinearParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p, w.in_features(), w.out_features()));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p, w.in_features(), w.out_features()));
     const int64_t n_in = w.in_features(), n_out = w.out_features();
     const float* weight = w.weight().data();
     for (int64_t t = 0; t < p.n_tokens; ++t) {

@@ -1,11 +1,12 @@
 // ref per-head projection (ops/mla_head_proj.h): one dot product per output, in double.
 #include "backends/ref/dsa_ref_ops.h"
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status mla_head_proj(const MlaHeadProjParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const bool round_x = p.math == LinearMath::bf16;
     std::vector<double> x(static_cast<size_t>(p.in_features));
     for (int64_t t = 0; t < p.n_tokens; ++t)

@@ -3,11 +3,12 @@
 #include <cmath>
 
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status rms_norm(const RmsNormParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         for (int64_t h = 0; h < p.n_heads; ++h) {
             const int64_t xo = t * p.x_token_stride + h * p.x_head_stride;
@@ -31,7 +32,7 @@ Status rms_norm(const RmsNormParams& p) {
 }
 
 Status layer_norm(const LayerNormParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         for (int64_t h = 0; h < p.n_heads; ++h) {
             const int64_t xo = t * p.x_token_stride + h * p.x_head_stride;

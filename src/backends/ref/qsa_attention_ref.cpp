@@ -6,11 +6,12 @@
 
 #include "backends/ref/qsa_ref.h"
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status qsa_sparse_gqa(const QsaSparseGqaParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t group = p.n_heads / p.n_kv_heads, D = p.head_dim;
     const bool bf16_math = p.math == QsaAttentionMath::bf16;
     std::vector<const uint8_t*> rows;

@@ -6,6 +6,7 @@
 
 #include "backends/ref/qsa_ref.h"
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
@@ -20,7 +21,7 @@ const uint8_t* entry_row(const CacheView& v, const QsaBlockTables& t, int64_t q,
 }  // namespace
 
 Status qsa_pool(const QsaPoolParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     for (int64_t g = 0; g < p.n_groups; ++g) {
         for (int64_t i = 0; i < p.head_dim; ++i) {
             float sum = 0.0f;  // fp32, member order (the contract fixes it: bit-identical everywhere)
@@ -33,7 +34,7 @@ Status qsa_pool(const QsaPoolParams& p) {
 }
 
 Status qsa_score(const QsaScoreParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     // The fused selection is the plain top-k over this backend's scores (a full row: ref is the oracle).
     std::vector<float> own_scores;
     int64_t scores_row_stride = p.scores_row_stride;
@@ -59,7 +60,7 @@ Status qsa_score(const QsaScoreParams& p) {
 }
 
 Status qsa_expand(const QsaExpandParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t r = p.ratio;
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         const int64_t pos = p.positions[t], len = p.seq_lens[t];

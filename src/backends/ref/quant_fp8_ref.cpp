@@ -4,11 +4,12 @@
 #include <limits>
 
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status quant_fp8(const QuantFp8Params& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t n_groups = p.dim / p.group_size;
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (int64_t t = 0; t < p.n_tokens; ++t) {

@@ -1,10 +1,11 @@
 // ref RoPE: the pair rule of ops/rope.h, one pair at a time.
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status rope(const RopeParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t half = p.rot_dim / 2;
     const int64_t start = p.slice == RopeSlice::first ? 0 : p.head_dim - p.rot_dim;
     std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));

@@ -8,6 +8,7 @@
 
 #include "backends/ref/dsa_ref_ops.h"
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
@@ -53,7 +54,7 @@ void read_entry(const SparseMlaAttentionParams& p, int64_t slot, float* out) {
 }  // namespace
 
 Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t r = p.kv_lora_rank, dr = p.rope_dim;
     std::vector<float> lat(static_cast<size_t>(r)), rope(static_cast<size_t>(dr));
     std::vector<uint8_t> q(static_cast<size_t>(r));
@@ -82,7 +83,7 @@ Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) {
 }
 
 Status sparse_mla_attention(const SparseMlaAttentionParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t r = p.kv_lora_rank, dqk = r + p.rope_dim;
     std::vector<float> entries;                       // [n_valid, dqk] of the current row
     std::vector<double> logits, acc(static_cast<size_t>(r));

@@ -6,11 +6,12 @@
 
 #include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_ops_dsv4.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
 Status sparse_mqa(const SparseMqaParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t d = p.head_dim;
     std::vector<float> rows;  // [n_rows, d] the token's listed rows, dequantized
     std::vector<double> logits, acc(static_cast<size_t>(d));

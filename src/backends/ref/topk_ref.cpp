@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backends/ref/ref_ops.h"
+#include "ops/op_common.h"
 
 namespace sieve::ref {
 
@@ -19,7 +20,7 @@ bool ranks_before(float a, int32_t ia, float b, int32_t ib) {
 }  // namespace
 
 Status topk(const TopkParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate(p));
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     std::vector<int32_t> order;
     for (int64_t r = 0; r < p.n_rows; ++r) {
         const float* s = p.scores + r * p.scores_row_stride;
