@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "core/assert.h"
-#include "ops/op_pointers.h"
+#include "backends/forwarding_backend.h"
 
 namespace sieve {
 
@@ -63,13 +63,13 @@ private:
     std::shared_ptr<Mappings> maps_;
 };
 
-class HostCopyBackend final : public Backend {
+class HostCopyBackend final : public ForwardingBackend {
 public:
     explicit HostCopyBackend(std::unique_ptr<Backend> inner)
-        : inner_(std::move(inner)), name_("host-copy:" + inner_->name()), maps_(std::make_shared<Mappings>()) {}
+        : ForwardingBackend(std::move(inner)), name_("host-copy:" + this->inner().name()),
+          maps_(std::make_shared<Mappings>()) {}
 
     const std::string& name() const override { return name_; }
-    size_t prepared_weight_bytes() const override { return inner_->prepared_weight_bytes(); }
 
     const Device& device() const override { return host_copy_device(); }
     Expected<std::unique_ptr<DeviceBuffer>> buffer_alloc(size_t bytes, BufferUsage usage,
@@ -88,108 +88,7 @@ public:
         maps_->used[reinterpret_cast<uintptr_t>(p)] = bytes;
         return std::unique_ptr<DeviceBuffer>(new HostCopyBuffer(p, bytes, mapped, usage, maps_));
     }
-    Status synchronize() override { return inner_->synchronize(); }
-
-    // linear_prepare reads host weights by contract (backend.h); the prepared weights are the inner
-    // backend's, which linear() hands back to it.
-    Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) override {
-        return inner_->linear_prepare(w);
-    }
-    Expected<LinearPlan> linear_plan(const PreparedLinear& w, const LinearParams& shape) override {
-        return inner_->linear_plan(w, shape);
-    }
-    Status linear(const PreparedLinear& w, const LinearPlan& plan, const LinearParams& p, Workspace ws) override {
-        return on_device("linear", p, &ws, [&] { return inner_->linear(w, plan, p, ws); });
-    }
-
-    Status rms_norm(const RmsNormParams& p) override {
-        return on_device("rms_norm", p, nullptr, [&] { return inner_->rms_norm(p); });
-    }
-    Status layer_norm(const LayerNormParams& p) override {
-        return on_device("layer_norm", p, nullptr, [&] { return inner_->layer_norm(p); });
-    }
-    Status rope(const RopeParams& p) override {
-        return on_device("rope", p, nullptr, [&] { return inner_->rope(p); });
-    }
-    Status quant_fp8(const QuantFp8Params& p) override {
-        return on_device("quant_fp8", p, nullptr, [&] { return inner_->quant_fp8(p); });
-    }
-    Status hadamard(const HadamardParams& p) override {
-        return on_device("hadamard", p, nullptr, [&] { return inner_->hadamard(p); });
-    }
-    size_t topk_workspace_size(const TopkParams& p) const override { return inner_->topk_workspace_size(p); }
-    Status topk(const TopkParams& p, Workspace ws) override {
-        return on_device("topk", p, &ws, [&] { return inner_->topk(p, ws); });
-    }
-    Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) override {
-        return on_device("sparse_mla_cache_write", p, nullptr, [&] { return inner_->sparse_mla_cache_write(p); });
-    }
-    size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const override {
-        return inner_->sparse_mla_attention_workspace_size(p);
-    }
-    Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) override {
-        return on_device("sparse_mla_attention", p, &ws, [&] { return inner_->sparse_mla_attention(p, ws); });
-    }
-    Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) override {
-        return on_device("dsa_indexer_key_write", p, nullptr, [&] { return inner_->dsa_indexer_key_write(p); });
-    }
-    size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const override {
-        return inner_->dsa_indexer_scores_workspace_size(p);
-    }
-    Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace ws) override {
-        return on_device("dsa_indexer_scores", p, &ws, [&] { return inner_->dsa_indexer_scores(p, ws); });
-    }
-    Status dsa_output_gate(const DsaOutputGateParams& p) override {
-        return on_device("dsa_output_gate", p, nullptr, [&] { return inner_->dsa_output_gate(p); });
-    }
-    size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const override {
-        return inner_->mla_head_proj_workspace_size(p);
-    }
-    Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) override {
-        return on_device("mla_head_proj", p, &ws, [&] { return inner_->mla_head_proj(p, ws); });
-    }
-    Status kv_store(const KvStoreParams& p) override {
-        return on_device("kv_store", p, nullptr, [&] { return inner_->kv_store(p); });
-    }
-    Status kv_load(const KvLoadParams& p) override {
-        return on_device("kv_load", p, nullptr, [&] { return inner_->kv_load(p); });
-    }
-    Status compressor_state_store(const CompressorStateStoreParams& p) override {
-        return on_device("compressor_state_store", p, nullptr, [&] { return inner_->compressor_state_store(p); });
-    }
-    Status compressor_pool(const CompressorPoolParams& p) override {
-        return on_device("compressor_pool", p, nullptr, [&] { return inner_->compressor_pool(p); });
-    }
-    size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const override {
-        return inner_->indexer_scores_workspace_size(p);
-    }
-    Status indexer_scores(const IndexerScoresParams& p, Workspace ws) override {
-        return on_device("indexer_scores", p, &ws, [&] { return inner_->indexer_scores(p, ws); });
-    }
-    size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const override {
-        return inner_->sparse_mqa_workspace_size(p);
-    }
-    Status sparse_mqa(const SparseMqaParams& p, Workspace ws) override {
-        return on_device("sparse_mqa", p, &ws, [&] { return inner_->sparse_mqa(p, ws); });
-    }
-    Status qsa_pool(const QsaPoolParams& p) override {
-        return on_device("qsa_pool", p, nullptr, [&] { return inner_->qsa_pool(p); });
-    }
-    size_t qsa_score_workspace_size(const QsaScoreParams& p) const override {
-        return inner_->qsa_score_workspace_size(p);
-    }
-    Status qsa_score(const QsaScoreParams& p, Workspace ws) override {
-        return on_device("qsa_score", p, &ws, [&] { return inner_->qsa_score(p, ws); });
-    }
-    Status qsa_expand(const QsaExpandParams& p) override {
-        return on_device("qsa_expand", p, nullptr, [&] { return inner_->qsa_expand(p); });
-    }
-    size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const override {
-        return inner_->qsa_sparse_gqa_workspace_size(p);
-    }
-    Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws) override {
-        return on_device("qsa_sparse_gqa", p, &ws, [&] { return inner_->qsa_sparse_gqa(p, ws); });
-    }
+    Status synchronize() override { return inner().synchronize(); }
 
 protected:
     Status transfer_bytes(Transfer, void* dst, const void* src, size_t n) override {
@@ -205,6 +104,20 @@ protected:
         return Status::ok();
     }
 
+    // Every pointer of the op (and its workspace) null or inside a live buffer of this device; then the
+    // inner op runs with every buffer open.
+    Status around_op(std::string_view op, std::span<PointerField> fields,
+                     const std::function<Status()>& run) override {
+        std::lock_guard lock(maps_->mutex);
+        for (const PointerField& f : fields)
+            if (f.value != nullptr && maps_->find(f.value, 0) == maps_->live.end())
+                return invalid_argument_error("{}: {}: {} = {} is not memory of device '{}' (a host address given "
+                                              "to a device op)",
+                                              name_, op, f.name, f.value, host_copy_device().name);
+        Unprotected open(*maps_);
+        return run();
+    }
+
 private:
     // Every buffer readable and writable for the lifetime of the object (one op or transfer).
     struct Unprotected {
@@ -213,26 +126,6 @@ private:
         Mappings& maps;
     };
 
-    // Runs `op` on the inner backend after checking that every pointer of `p` (and the workspace) is
-    // null or inside a live buffer of this device.
-    template <typename Params, typename Op>
-    Status on_device(std::string_view op_name, const Params& p, const Workspace* ws, Op&& op) {
-        std::lock_guard lock(maps_->mutex);
-        Status bad;
-        auto check = [&](std::string_view field, const void* ptr) {
-            if (ptr == nullptr || !bad.is_ok() || maps_->find(ptr, 0) != maps_->live.end()) return;
-            bad = invalid_argument_error("{}: {}: {} = {} is not memory of device '{}' (a host address given to a "
-                                         "device op)",
-                                         name_, op_name, field, ptr, host_copy_device().name);
-        };
-        for_each_pointer(p, [&](std::string_view field, const auto& ptr) { check(field, ptr); });
-        if (ws != nullptr) check("workspace", ws->data);
-        if (!bad.is_ok()) return bad;
-        Unprotected open(*maps_);
-        return op();
-    }
-
-    std::unique_ptr<Backend> inner_;
     std::string name_;
     std::shared_ptr<Mappings> maps_;
 };
