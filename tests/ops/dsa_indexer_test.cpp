@@ -74,7 +74,7 @@ TEST(DsaIndexerKeyWrite, EveryBackendMatchesRefBitForBit) {
 TEST(DsaIndexerKeyWrite, DeepGemmBlockLayoutByteByByte) {
     ASSERT_EQ(dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::fp8_blocked, 128), 132);
     ASSERT_EQ(dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::fp8_blocked, 16), 20);  // the fixtures' Di
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     backends.push_back({"ref", ref_backend()});
     Rng rng(7202);
     const int64_t d = 128, B = 64;
@@ -320,7 +320,7 @@ TEST(DsaIndexerScores, EveryBackendAgreesWithRef) {
 //   I[u] = 2·(1·relu(q_0·k_u) − 0.5·relu(q_1·k_u)) → I[0] = 2·(1 − 1) = 0, I[1] = 2·(2 − 0) = 4, I[2] = 0,
 //   and −inf past n_keys = 3. The fp8 form of the same keys: one scale per key, q scale folded in.
 TEST(DsaIndexerScores, KnownValues) {
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     backends.push_back({"ref", ref_backend()});
     const float keys[3][2] = {{1, 0}, {0, 2}, {-1, -1}};
     const float q[4] = {1, 1, 2, -1};

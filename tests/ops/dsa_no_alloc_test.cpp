@@ -128,7 +128,7 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         hp.math = LinearMath::bf16;
         hp.w_type = DType::bf16;
 
-        for (auto& nb : backends_under_test()) {
+        for (auto& nb : host_backends_under_test()) {
             SCOPED_TRACE(fmt::format("{} fp8 {}", nb.spec, fp8));
             Backend& b = *nb.backend;
             std::vector<uint8_t> ws_a(b.sparse_mla_attention_workspace_size(ap) + 64);

@@ -68,7 +68,7 @@ TEST(DsaOutputGate, EveryBackendAgreesWithRef) {
 }
 
 TEST(DsaOutputGate, KnownValues) {
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     backends.push_back({"ref", ref_backend()});
     // 2 heads × 2 dims; elementwise gates (0, ln 3, −ln 3, 100) → sigmoid (1/2, 3/4, 1/4, 1).
     const float x[4] = {2, 4, 8, -3};

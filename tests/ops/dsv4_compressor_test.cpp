@@ -148,7 +148,7 @@ TEST(CompressorKnownValues, EqualScoresAverageAndAbsentRowsDoNotCount) {
     // Two valid rows with equal scores: the mean of their a's. Overlap: row 0 contributes its column e
     // (Ca), row 2 its column c + e (Cb); rows 1 and 3 absent.
     auto ref = ref_backend();
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     std::vector<Backend*> all = {ref.get()};
     for (auto& nb : backends) all.push_back(nb.backend.get());
     for (Backend* b : all) {

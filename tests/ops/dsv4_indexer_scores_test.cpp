@@ -213,7 +213,7 @@ TEST(IndexerScoresKnownValues, ReluWeightedHeadSum) {
     // Two heads, key k = (1, −1): head 0 q = (2, 0) → dot 2; head 1 q = (0, 3) → dot −3 → ReLU 0.
     // Weights (0.5, 10): score = 0.5·2 + 10·0 = 1. A key −k: dots −2, 3 → 10·3 = 30.
     auto ref = ref_backend();
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     std::vector<Backend*> all = {ref.get()};
     for (auto& nb : backends) all.push_back(nb.backend.get());
     const KvRecordLayout kl{KvRecordFormat::f32, 2, 0};

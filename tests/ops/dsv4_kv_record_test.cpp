@@ -228,7 +228,7 @@ TEST(KvRecordKnownValues, OnesAndPoison) {
     std::vector<float> x(72, 1.0f);
     for (int i = 64; i < 72; ++i) x[static_cast<size_t>(i)] = 0.5f;
     std::vector<Backend*> all = {ref.get()};
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     for (auto& nb : backends) all.push_back(nb.backend.get());
     for (Backend* b : all) {
         SCOPED_TRACE(b->name());

@@ -28,7 +28,7 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
     std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5};
     std::vector<int32_t> gather = {-1, -1, -1, -1, 0, 1, 2, 3};
 
-    for (auto& nb : backends_under_test()) {
+    for (auto& nb : host_backends_under_test()) {
         SCOPED_TRACE(nb.spec);
         Backend& b = *nb.backend;
         KvStoreParams st;

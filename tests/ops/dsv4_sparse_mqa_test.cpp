@@ -225,7 +225,7 @@ void check_cases(const std::vector<MqaCase>& cases, Rng& rng) {
 // The sink semantics by hand: one row v with logit l, sink s: o = v·e^l / (e^l + e^s).
 TEST(SparseMqaKnownValues, SinkDuplicatesAndEmptyLists) {
     auto ref = ref_backend();
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     std::vector<Backend*> all = {ref.get()};
     for (auto& nb : backends) all.push_back(nb.backend.get());
     const KvRecordLayout l{KvRecordFormat::f32, 4, 0};

@@ -1,8 +1,12 @@
 // The conformance harness shared by every op test (DESIGN.md "Every op exists first as contract +
 // ref implementation + conformance cases"):
-//   * backends_under_test(): the cpu backend at every ISA in supported_isas() without oneDNN, and
-//     with oneDNN (forced, and the automatic policy) where the build has it; each test compares
-//     them with the ref backend;
+//   * backends_under_test(): every variant of every registered backend kind but ref (backend.h
+//     backend_kinds()): the cpu backend at every ISA in supported_isas() without oneDNN, and with oneDNN
+//     (forced, and the automatic policy) where the build has it, and every device backend (host-copy);
+//     each test compares them with the ref backend. A device whose memory the host cannot touch runs
+//     behind a mirror that uploads every GuardedBuffer an op's params point into, runs the op on the
+//     device copies and downloads them back (canaries included), so the same host-side tests check it;
+//     a params pointer outside every GuardedBuffer fails the op loudly;
 //   * GuardedBuffer: every output (and workspace) lives between two 64-byte canaries, and the payload
 //     starts poisoned, so writes outside the view and missing writes are both caught;
 //   * Rng: seeded inputs; awkward sizes come from the case lists of each test;
@@ -31,15 +35,25 @@ struct NamedBackend {
     std::unique_ptr<Backend> backend;
 };
 
-// The cpu backends to compare with ref: "cpu:<isa>:nodnnl" for every supported ISA, plus
-// "cpu:<active>:dnnl" and "cpu:<active>:auto" when oneDNN is built. They run on a 3-thread pool so
-// that work splits into uneven chunks.
+// The backends to compare with ref: every registered variant but ref itself. The cpu variants
+// ("cpu:<isa>:nodnnl" for every supported ISA, plus "cpu:<active>:dnnl" and "cpu:<active>:auto" when
+// oneDNN is built) run on a 3-thread pool so that work splits into uneven chunks; a device that is
+// not host_accessible runs behind the uploading mirror (see the file comment).
 std::vector<NamedBackend> backends_under_test();
 // The one documented case where a backend under test may answer unsupported instead of running:
 // oneDNN 2.x has no bf16 matmul below AVX-512, so "cpu:<isa>:dnnl" refuses LinearMath::bf16 there
 // (the automatic policy falls back to the own kernels instead).
 bool linear_unsupported_is_expected(const std::string& spec, LinearMath math, const Status& st);
 std::unique_ptr<Backend> ref_backend();
+// The variants of backends_under_test() whose memory is the host's: what "run allocates nothing" and
+// the cpu backend's own refusals are checked on (a device behind the uploading mirror allocates its
+// copies), and the hand-computed known-value and byte-layout tests, which keep their few inputs in
+// stack arrays the mirror cannot upload. Every op's conformance cases run on every variant, devices too.
+std::vector<NamedBackend> host_backends_under_test();
+// Where the mirror finds the heap block (start, bytes) holding a pointer that lies in no GuardedBuffer
+// (set by heap_registry.cpp in the binaries that link it; without it such a pointer fails the op).
+using HeapBlockLookup = bool (*)(const void* p, const void** start, size_t* bytes);
+void set_heap_block_lookup(HeapBlockLookup lookup);
 ThreadPool& test_pool();
 
 // ---- guarded memory -----------------------------------------------------------------------------
@@ -66,8 +80,8 @@ public:
     testing::AssertionResult guards_intact(const std::string& what) const;
 
 private:
-    struct Free {
-        void operator()(uint8_t* p) const { std::free(p); }
+    struct Free {  // also forgets the storage in the registry the device mirror looks pointers up in
+        void operator()(uint8_t* p) const;
     };
     std::unique_ptr<uint8_t, Free> storage_;
     size_t bytes_;

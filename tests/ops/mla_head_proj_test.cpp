@@ -81,7 +81,7 @@ TEST(MlaHeadProj, EveryBackendAgreesWithRef) {
 // Two heads, in 2, out 3: head 0 maps (1, 2) with W₀ᵀ = [[1, 0, −1], [0, 1, 1]] to (1, 2, 1); head 1 maps
 // (3, −1) with W₁ᵀ = [[2, 2, 2], [1, −1, 0]] to (5, 7, 6). bf16 math rounds x = 1 + 2^-9 to 1.
 TEST(MlaHeadProj, KnownValues) {
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     backends.push_back({"ref", ref_backend()});
     const float w[12] = {1, 0, -1, 0, 1, 1, 2, 2, 2, 1, -1, 0};
     uint16_t w16[12];

@@ -23,7 +23,7 @@ TEST(NoAllocation, EveryCpuOpRunsWithoutAllocating) {
     fc.rot_dim = 64;
     ASSERT_TRUE(rope_inv_freq(fc, f.data()).is_ok());
 
-    for (auto& nb : backends_under_test()) {
+    for (auto& nb : host_backends_under_test()) {
         SCOPED_TRACE(nb.spec);
         Backend& b = *nb.backend;
         RmsNormParams rn;

@@ -81,7 +81,7 @@ TEST(QsaNoAllocation, EveryCpuQsaOpRunsWithoutAllocating) {
     gp.q_head_stride = gp.gate_head_stride = gp.out_head_stride = D;
     gp.scale = 0.125f;
 
-    for (auto& nb : backends_under_test()) {
+    for (auto& nb : host_backends_under_test()) {
         SCOPED_TRACE(nb.spec);
         Backend& b = *nb.backend;
         ASSERT_TRUE(b.qsa_expand(ep).is_ok());  // the attention below reads these rows

@@ -71,7 +71,7 @@ TEST(QsaPoolConformance, EveryBackendMatchesRefBitExactly) {
 // ref against the mean written out by hand (qsa.md §4.3, §10 "Compression": groups {0..3}, {4..7}).
 TEST(QsaPoolKnownValues, MeanOfMembersInFp32ThenOneRounding) {
     auto ref = ref_backend();
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     Rng rng(7);
     QsaPagedCache cache(rng, {8}, 4, 2 * 4);
     const float keys[8][2] = {{1, -2}, {2, 4}, {3, 8}, {4, 16}, {0.5f, 1e-3f}, {0.25f, 3}, {0.125f, 5}, {1, 7}};

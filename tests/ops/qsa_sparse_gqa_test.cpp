@@ -177,7 +177,7 @@ TEST(QsaSparseGqaConformance, EveryBackendMatchesRef) {
 // gate; an empty row gives 0 (×σ(gate) = 0).
 TEST(QsaSparseGqaKnownValues, SoftmaxOverListedPositionsThenGate) {
     auto ref = ref_backend();
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     Rng rng(3);
     QsaPagedCache kv(rng, {3}, 2, 2 * 2 * 4);  // D = 2, one KV head: [K0 K1 V0 V1]
     const float rows[3][4] = {{1, 0, 10, -2}, {0, 1, 20, 4}, {1, 1, 1000, 1000}};

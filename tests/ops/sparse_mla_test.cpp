@@ -125,7 +125,7 @@ TEST(SparseMlaCacheWrite, FlashMlaRecordLayoutByteByByte) {
     ASSERT_EQ(sparse_mla_entry_bytes(SparseMlaCacheFormat::fp8_ds_mla, 512, 64), 656);
     ASSERT_EQ(sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 512, 64), 576 * 4);
     ASSERT_EQ(sparse_mla_entry_bytes(SparseMlaCacheFormat::fp8_ds_mla, 32, 8), 32 + 4 + 16);  // the fixtures' geometry
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     backends.push_back({"ref", ref_backend()});
     Rng rng(7102);
     std::vector<float> latent(512), rope(64);
@@ -324,7 +324,7 @@ TEST(SparseMlaAttention, EveryBackendAgreesWithRef) {
 
 // Hand-computed values (ops/sparse_mla.h semantics), R = 2, Dr = 1, f32 cache, on every backend and ref.
 TEST(SparseMlaAttention, KnownValues) {
-    auto backends = backends_under_test();
+    auto backends = host_backends_under_test();
     backends.push_back({"ref", ref_backend()});
     GuardedCache cache(1, 4, sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 2, 1));
     // Entries: c = (1, 0), (0, 1), (2, 2); rope dim 1 holds the logit driver.

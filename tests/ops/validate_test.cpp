@@ -210,7 +210,7 @@ TEST(Validate, Topk) {
     EXPECT_TRUE(rejected(validate_and_check_indices(bad), kInvalid, "valid_len[1] = 21"));
     valid[1] = -1;
     EXPECT_TRUE(rejected(check_indices(bad), kInvalid, "valid_len[1] = -1"));
-    for (auto& nb : backends_under_test()) {  // the host backends run check_indices
+    for (auto& nb : host_backends_under_test()) {  // the host backends run check_indices
         const size_t need = nb.backend->topk_workspace_size(p);
         GuardedBuffer ws(std::max<size_t>(need, 1));
         EXPECT_TRUE(rejected(nb.backend->topk(p, {ws.data(), need}), kInvalid, "valid_len[1] = -1")) << nb.spec;
@@ -224,7 +224,7 @@ TEST(Validate, Topk) {
     bad.out = reinterpret_cast<int32_t*>(s.data()) + 3;
     EXPECT_TRUE(rejected(validate(bad), kInvalid, "overlap"));
     // a cpu backend refuses a workspace that is too small
-    for (auto& nb : backends_under_test()) {
+    for (auto& nb : host_backends_under_test()) {
         const size_t need = nb.backend->topk_workspace_size(p);
         ASSERT_GT(need, 0u) << nb.spec;
         GuardedBuffer ws(need);
@@ -278,7 +278,7 @@ TEST(Validate, Linear) {
     auto ref = ref_backend();
     auto ref_prepared = ref->linear_prepare(lw);
     ASSERT_TRUE(ref_prepared.has_value());
-    for (auto& nb : backends_under_test()) {
+    for (auto& nb : host_backends_under_test()) {
         SCOPED_TRACE(nb.spec);
         Backend& b = *nb.backend;
         EXPECT_TRUE(rejected(b.linear_prepare(bad).status(), kInvalid, "out_features = 0"));

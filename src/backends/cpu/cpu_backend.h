@@ -50,6 +50,8 @@ inline constexpr std::string_view kCpuBackendSpecs =
     "cpu, cpu:<isa>, cpu:<isa>:<gemm> or cpu:<gemm> with <isa> in scalar|avx2|avx512|avx512_bf16 and <gemm> in "
     "auto|dnnl|nodnnl";
 Expected<std::unique_ptr<Backend>> make_cpu_backend_from_spec(std::string_view spec);
+// The options such a spec stands for (pool: the global one), e.g. for a caller that sets its own pool.
+Expected<CpuBackendOptions> cpu_backend_options_from_spec(std::string_view spec);
 // Every variant this machine runs: "cpu:<isa>:nodnnl" for each supported ISA, and "cpu:<active>:dnnl",
 // "cpu:<active>:auto" when oneDNN is built.
 std::vector<std::string> cpu_backend_variants();

@@ -6,7 +6,7 @@
 
 namespace sieve {
 
-Expected<std::unique_ptr<Backend>> make_cpu_backend_from_spec(std::string_view spec) {
+Expected<CpuBackendOptions> cpu_backend_options_from_spec(std::string_view spec) {
     std::vector<std::string_view> parts;
     for (size_t start = 0;;) {
         const size_t colon = spec.find(':', start);
@@ -33,6 +33,11 @@ Expected<std::unique_ptr<Backend>> make_cpu_backend_from_spec(std::string_view s
     // Without oneDNN the default GEMM is nodnnl; an explicit ISA below active_isa() with the
     // automatic default cannot use oneDNN either, so it means nodnnl.
     if (!gemm_set && options.isa != active_isa()) options.gemm = CpuGemm::own;
+    return options;
+}
+
+Expected<std::unique_ptr<Backend>> make_cpu_backend_from_spec(std::string_view spec) {
+    SIEVE_ASSIGN_OR_RETURN(const CpuBackendOptions options, cpu_backend_options_from_spec(spec));
     return make_cpu_backend(options);
 }
 
