@@ -1,18 +1,12 @@
 #include "models/attention_layout.h"
 
-#include <type_traits>
+#include "models/registry.h"
 
 namespace sieve {
 
 Expected<AttentionLayout> attention_layout(const ModelConfig& config, NumericsProfile profile) {
-    return std::visit(
-        [&](const auto& family) -> AttentionLayout {
-            using T = std::decay_t<decltype(family)>;
-            if constexpr (std::is_same_v<T, DeepseekV4Config>) return deepseek_v4_attention_layout(family, profile);
-            else if constexpr (std::is_same_v<T, DsaMlaConfig>) return dsa_mla_attention_layout(family, profile);
-            else return qsa_attention_layout(family, profile);
-        },
-        config.family);
+    SIEVE_ASSIGN_OR_RETURN(const ModelFamily* family, model_family(config.model_type));
+    return family->layout(config, profile);
 }
 
 }  // namespace sieve

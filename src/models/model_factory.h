@@ -22,7 +22,7 @@ struct ModelOptions {
     std::vector<int64_t> layers;
 };
 
-// Dispatches on the config's family to models/<family>/model.h.
+// Loads through the family registered for config.model_type (models/registry.h).
 Expected<std::unique_ptr<AttentionModel>> load_attention_model(const ModelConfig& config, const Checkpoint& checkpoint,
                                                                const ModelOptions& options);
 

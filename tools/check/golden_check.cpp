@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/config.h"
 #include "models/model_factory.h"
+#include "models/registry.h"
 #include "runtime/engine.h"
 
 namespace sieve {
@@ -183,10 +184,11 @@ void judge_layer(LayerCheck& c, bool has_reference_topk, const CheckOptions& opt
 }
 
 CheckTolerances default_check_tolerances(NumericsProfile profile, const std::string& model_type) {
-    if (profile == NumericsProfile::exact) return {};
-    if (model_type == "deepseek_v4") return {0.12, 0.85};
-    if (model_type == "deepseek_v32" || model_type == "hy_v4") return {0.35, 0.0};
-    return {0.15, 0.97};  // qwen4_exp, qwen4_exp_text
+    auto family = model_family(model_type);
+    // A model_type sieve does not run fails at load; until then it is held to the exact defaults.
+    if (profile == NumericsProfile::exact || !family.has_value()) return {};
+    const DeployedCheckDefaults& d = (*family)->deployed_check;
+    return {d.max_relative_error, d.min_topk_agreement};
 }
 
 Expected<CheckReport> run_golden_check(const std::filesystem::path& fixture_dir, const CheckOptions& options) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "io/safetensors.h"
+#include "models/registry.h"
 
 namespace sieve {
 
@@ -116,16 +117,9 @@ Expected<int64_t> request_count(const SafetensorsFile& golden) {
 }  // namespace
 
 Expected<TopkIndexSpace> topk_index_space(const ModelConfig& config, int64_t layer) {
-    if (const DeepseekV4Config* v4 = config.deepseek_v4()) {
-        if (layer < 0 || layer >= static_cast<int64_t>(v4->layers.size()))
-            return corrupt_error("layer {} is not a layer of the {}-layer model", layer, v4->layers.size());
-        const DeepseekV4Layer& l = v4->layers[static_cast<size_t>(layer)];
-        if (!l.has_indexer)
-            return corrupt_error("layer {} is a {} layer, which selects nothing (deepseek_v4.md §3)", layer,
-                                 deepseek_v4_layer_kind_name(l.kind));
-        return TopkIndexSpace{l.compress_ratio};
-    }
-    return TopkIndexSpace{1};  // DSA and QSA: token positions
+    SIEVE_ASSIGN_OR_RETURN(const ModelFamily* family, model_family(config.model_type));
+    SIEVE_ASSIGN_OR_RETURN(const int64_t tokens_per_index, family->topk_tokens_per_index(config, layer));
+    return TopkIndexSpace{tokens_per_index};
 }
 
 Expected<GoldenFixture> read_golden_fixture(const std::filesystem::path& golden_path, const ModelConfig& config,

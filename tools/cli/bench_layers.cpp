@@ -16,6 +16,7 @@
 #include "kv/step_batch.h"
 #include "models/attention_layout.h"
 #include "models/model_factory.h"
+#include "models/registry.h"
 #include "presets.h"
 
 namespace sieve::cli {
@@ -27,47 +28,12 @@ constexpr RequestId kSeedRequest = 0;  // bench requests are 1 .. batch
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// The layers one preset is benchmarked on, and the config change that makes its dense variant: a
-// top-k (or budget) at least as wide as every candidate set, so that each layer takes every
-// candidate through the same kernels, with no indexer (the families' short-context paths).
-struct FamilyPlan {
-    std::vector<int64_t> layers;
-    nlohmann::json dense_overrides;
-};
-
-Expected<FamilyPlan> family_plan(const std::string& preset, const ModelConfig& config, int64_t max_tokens) {
-    FamilyPlan plan;
-    if (const DeepseekV4Config* c = config.deepseek_v4()) {
-        // The first SWA-only, CSA and HCA layers.
-        for (DeepseekV4LayerKind kind : {DeepseekV4LayerKind::swa, DeepseekV4LayerKind::csa, DeepseekV4LayerKind::hca})
-            for (size_t l = 0; l < c->layers.size(); ++l)
-                if (c->layers[l].kind == kind) {
-                    plan.layers.push_back(static_cast<int64_t>(l));
-                    break;
-                }
-        std::sort(plan.layers.begin(), plan.layers.end());
-        // As many entries as a token can see, within what the config may hold (index_topk ≤
-        // max_position_embeddings, config validation).
-        plan.dense_overrides = {{"index_topk", std::min(max_tokens / 4 + 1, c->max_position_embeddings)}};
-    } else if (const DsaMlaConfig* c = config.dsa_mla()) {
-        // A shared layer with its source layer (which must run first in the step), else the first layer.
-        for (size_t l = 0; l < c->layers.size() && plan.layers.empty(); ++l)
-            if (c->layers[l].kind == DsaLayerKind::shared)
-                plan.layers = {c->layers[l].topk_source_layer, static_cast<int64_t>(l)};
-        if (plan.layers.empty()) plan.layers = {0};
-        plan.dense_overrides = {{"index_topk", std::min(max_tokens + 1, c->max_position_embeddings)}};
-    } else if (const QsaConfig* c = config.qsa()) {
-        for (size_t l = 0; l < c->layers.size(); ++l)
-            if (c->layers[l] == QsaLayerKind::qsa) {
-                plan.layers = {static_cast<int64_t>(l)};
-                break;
-            }
-        const int64_t ratio = c->indexer_compress_ratio;
-        plan.dense_overrides = {
-            {"indexer_budget", std::min(round_up(max_tokens + 1, ratio), c->max_position_embeddings / ratio * ratio)}};
-    }
+// The layers one preset is benchmarked on and the config change that makes its dense variant (the
+// model family's BenchPlan, models/family.h).
+Expected<BenchPlan> family_plan(const std::string& preset, const ModelConfig& config, int64_t max_tokens) {
+    SIEVE_ASSIGN_OR_RETURN(const ModelFamily* family, model_family(config.model_type));
+    SIEVE_ASSIGN_OR_RETURN(BenchPlan plan, family->bench_plan(config, max_tokens));
     if (plan.layers.empty()) return invalid_argument_error("preset {}: no attention layer to benchmark", preset);
     return plan;
 }
@@ -265,8 +231,9 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
     std::vector<LayerPoint> points;
     for (const std::string& preset : o.presets) {
         SIEVE_ASSIGN_OR_RETURN(ModelConfig config, preset_config(preset));
-        SIEVE_ASSIGN_OR_RETURN(FamilyPlan plan, family_plan(preset, config, max_tokens));
-        SIEVE_ASSIGN_OR_RETURN(ModelConfig dense_config, preset_config(preset, plan.dense_overrides));
+        SIEVE_ASSIGN_OR_RETURN(BenchPlan plan, family_plan(preset, config, max_tokens));
+        SIEVE_ASSIGN_OR_RETURN(ModelConfig dense_config,
+                               preset_config(preset, nlohmann::json{{plan.dense_field, plan.dense_value}}));
         SIEVE_ASSIGN_OR_RETURN(auto checkpoint, preset_checkpoint(preset, config, plan.layers, o.seed));
         SIEVE_ASSIGN_OR_RETURN(AttentionLayout layout, attention_layout(config, NumericsProfile::deployed));
         auto layer_layout = [&](int64_t layer) -> const AttentionLayerLayout& {

@@ -1,6 +1,7 @@
 // The sieve command line: one subcommand per job.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "core/assert.h"
 #include "flag_checks.h"
 #include "inspect.h"
+#include "models/registry.h"
 #include "presets.h"
 #include "run.h"
 
@@ -199,14 +201,23 @@ int main(int argc, char** argv) {
     add_text_flag(check_cmd, "--backend", check.check.backend, sieve::cli::check_backend_flag, sieve::backend_specs_help());
     // A relative error of 1 is already an output unrelated to the reference; 10 leaves room for
     // looking at broken layers without letting NaN or a negative tolerance through.
+    // The deployed defaults of every registered family (models/family.h), e.g. "0.12 deepseek_v4, ...".
+    auto deployed_defaults = [](double sieve::DeployedCheckDefaults::*field) {
+        std::string out;
+        for (const sieve::ModelFamily* f : sieve::model_families())
+            out += fmt::format("{}{:g} {}", out.empty() ? "" : ", ", f->deployed_check.*field,
+                               fmt::join(f->model_types, "/"));
+        return out;
+    };
     CLI::Option* tolerance_opt = add_real_flag(
         check_cmd, "--tolerance", check.check.rel_tolerance, RealRange{0, 10},
-        "largest relative error per layer (default: 1e-4 exact; deployed: 0.12 deepseek_v4, 0.35 deepseek_v32/hy_v4, "
-        "0.15 qwen4_exp)");
+        fmt::format("largest relative error per layer (default: 1e-4 exact; deployed: {})",
+                    deployed_defaults(&sieve::DeployedCheckDefaults::max_relative_error)));
     CLI::Option* agreement_opt = add_real_flag(
         check_cmd, "--min-topk-agreement", check.check.min_topk_agreement, RealRange{0, 1},
-        "smallest fraction of tokens whose top-k set equals the reference's (default: 1 exact; deployed: 0.85 "
-        "deepseek_v4, 0 deepseek_v32/hy_v4, 0.97 qwen4_exp)");
+        fmt::format("smallest fraction of tokens whose top-k set equals the reference's (default: 1 exact; "
+                    "deployed: {})",
+                    deployed_defaults(&sieve::DeployedCheckDefaults::min_topk_agreement)));
     add_int_flag(check_cmd, "--seed", check.check.seed, sieve::cli::kSeedRange, "seed of the mixed schedule");
     check_cmd->add_flag("--json", check.json, "write the report as JSON");
 
