@@ -143,44 +143,27 @@ Expected<bool> Engine::step() {
     StepCaches caches;
     for (auto& g : groups_) caches.groups.push_back(g.get());
     const StepBatch batch = make_step_batch(admitted, std::move(caches));
-    const int64_t hidden = model_.hidden_size();
-    const size_t bytes = static_cast<size_t>(batch.n_tokens() * hidden) * sizeof(float);
-    Backend& backend = model_.backend();
-    for (auto& buffer : activations_) {
-        if (buffer && buffer->bytes() >= bytes) continue;
-        auto grown = backend.buffer_alloc(bytes, BufferUsage::workspace, "the step's activations");
-        if (!grown) {
-            for (const StepRequest& r : admitted) fail(r.id, grown.status());
-            return grown.status();
-        }
-        buffer = std::move(*grown);
-    }
-    host_rows_.resize(static_cast<size_t>(batch.n_tokens() * hidden));
-
-    const auto start = std::chrono::steady_clock::now();
-    const std::vector<int64_t> layers = model_.layers();
-    DeviceBuffer* in = activations_[0].get();
-    DeviceBuffer* out = activations_[1].get();
-    for (size_t l = 0; l < layers.size(); ++l) {
-        Status s;
-        if (l == 0 || !options_.chain_layers) {
+    // RequestIo is per token; the runner moves the step's rows in one piece.
+    struct TokenRows final : StepIo {
+        Engine& engine;
+        const StepBatch& batch;
+        int64_t hidden;
+        TokenRows(Engine& e, const StepBatch& b, int64_t h) : engine(e), batch(b), hidden(h) {}
+        void input(int64_t layer_pos, std::span<float> rows) override {
             for (int64_t t = 0; t < batch.n_tokens(); ++t)
-                requests_.at(batch.request_of_token(t))
-                    .io->input(static_cast<int64_t>(l), batch.positions[t], host_rows_.data() + t * hidden);
-            s = backend.buffer_upload(*in, 0, host_rows_.data(), bytes);
+                engine.requests_.at(batch.request_of_token(t))
+                    .io->input(layer_pos, batch.positions[static_cast<size_t>(t)], rows.data() + t * hidden);
         }
-        if (s.is_ok())
-            s = model_.forward(static_cast<int64_t>(l), batch, in->as<float>(), out->as<float>(), &stats_.stages);
-        if (s.is_ok()) s = backend.buffer_download(*out, 0, host_rows_.data(), bytes);
-        if (!s.is_ok()) {
-            s = s.with_context(fmt::format("layer {}", layers[l]));
-            for (const StepRequest& r : admitted) fail(r.id, s);
-            return s;
+        void output(int64_t layer_pos, std::span<const float> rows) override {
+            for (int64_t t = 0; t < batch.n_tokens(); ++t)
+                engine.requests_.at(batch.request_of_token(t))
+                    .io->output(layer_pos, batch.positions[static_cast<size_t>(t)], rows.data() + t * hidden);
         }
-        for (int64_t t = 0; t < batch.n_tokens(); ++t)
-            requests_.at(batch.request_of_token(t))
-                .io->output(static_cast<int64_t>(l), batch.positions[t], host_rows_.data() + t * hidden);
-        std::swap(in, out);
+    } io(*this, batch, model_.hidden_size());
+    const auto start = std::chrono::steady_clock::now();
+    if (Status s = runner_.run(batch, io, options_.chain_layers, &stats_.stages); !s.is_ok()) {
+        for (const StepRequest& r : admitted) fail(r.id, s);
+        return s;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -18,6 +18,7 @@
 #include "kv/paged_cache.h"
 #include "models/attention_model.h"
 #include "runtime/scheduler.h"
+#include "runtime/step_runner.h"
 
 namespace sieve {
 
@@ -78,7 +79,8 @@ public:
     int64_t tokens_done(RequestId id) const;
 
 private:
-    Engine(AttentionModel& model, EngineOptions options) : model_(model), options_(std::move(options)), scheduler_(options_.scheduler) {}
+    Engine(AttentionModel& model, EngineOptions options)
+        : model_(model), options_(std::move(options)), scheduler_(options_.scheduler), runner_(model) {}
     void fail(RequestId id, Status why);
     Status reserve(const StepRequest& r);
 
@@ -95,10 +97,7 @@ private:
     std::vector<std::unique_ptr<CacheGroup>> groups_;
     std::map<RequestId, Entry> requests_;
     EngineStats stats_;
-    // A layer's input and output rows [n_tokens, hidden] f32 on the model's backend (swapped when
-    // layers chain), and their host side for RequestIo.
-    std::unique_ptr<DeviceBuffer> activations_[2];
-    std::vector<float> host_rows_;
+    StepRunner runner_;
 };
 
 }  // namespace sieve

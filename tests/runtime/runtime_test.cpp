@@ -15,6 +15,7 @@
 #include "kv/paged_cache.h"
 #include "runtime/engine.h"
 #include "runtime/scheduler.h"
+#include "runtime/step_runner.h"
 
 namespace sieve {
 namespace {
@@ -235,6 +236,47 @@ std::map<RequestId, std::vector<std::vector<float>>> run_toy(const std::vector<i
     }
     for (const auto& g : (*engine)->cache_groups()) EXPECT_EQ(g->allocator().used_blocks(), 0) << g->name();
     return out;
+}
+
+// The bench runs the model through StepRunner directly; the Engine runs it through the same runner, so a
+// one-step request gives the same outputs either way, layer by layer, and the runner's hook sees every
+// layer once, in order.
+TEST(StepRunner, GivesTheEnginesOutputsAndHooksEveryLayer) {
+    constexpr int64_t n = 9;
+    EngineOptions o;
+    o.scheduler.max_tokens_per_step = 64;
+    const auto want = run_toy({n}, o, {}, {77});
+
+    ToyModel model;
+    std::vector<std::unique_ptr<CacheGroup>> groups;
+    StepCaches caches;
+    for (const CacheGroupDesc& d : model.cache_groups()) {
+        groups.push_back(std::move(CacheGroup::create(host_backend(), d.name, d.spec, d.block_size, 8, d.n_layers)).value());
+        ASSERT_TRUE(groups.back()->reserve(0, groups.back()->entries_for_tokens(n)).is_ok());
+        caches.groups.push_back(groups.back().get());
+    }
+    const StepBatch batch = make_step_batch({{0, 0, n, false}}, caches);
+    RecordingIo rows_of(n, 77);
+    struct Io final : StepIo {
+        RecordingIo& r;
+        explicit Io(RecordingIo& x) : r(x) {}
+        void input(int64_t layer, std::span<float> rows) override {
+            for (int64_t p = 0; p < n; ++p) r.input(layer, p, rows.data() + p * ToyModel::kHidden);
+        }
+        void output(int64_t layer, std::span<const float> rows) override {
+            for (int64_t p = 0; p < n; ++p) r.output(layer, p, rows.data() + p * ToyModel::kHidden);
+        }
+    } io(rows_of);
+    struct Hook final : LayerHook {
+        std::vector<std::string> seen;
+        void before_layer(int64_t l) override { seen.push_back(fmt::format("before {}", l)); }
+        void after_layer(int64_t l) override { seen.push_back(fmt::format("after {}", l)); }
+    } hook;
+    StepRunner runner(model);
+    ASSERT_TRUE(runner.run(batch, io, /*chain=*/false, nullptr, &hook).is_ok());
+    EXPECT_EQ(rows_of.out_, want.at(0));
+    EXPECT_EQ(hook.seen, (std::vector<std::string>{"before 0", "after 0", "before 1", "after 1"}));
+    EXPECT_GE(runner.activation_bytes(), 2 * n * ToyModel::kHidden * 4);
 }
 
 TEST(Engine, OutputsDoNotDependOnTheSchedule) {

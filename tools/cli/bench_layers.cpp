@@ -18,6 +18,7 @@
 #include "models/model_factory.h"
 #include "models/registry.h"
 #include "presets.h"
+#include "runtime/step_runner.h"
 
 namespace sieve::cli {
 
@@ -172,35 +173,65 @@ double median_of(std::vector<double> v) {
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// The benchmark's rows: every layer gets the same inputs; the outputs are dropped.
+class SameRows final : public StepIo {
+public:
+    explicit SameRows(const std::vector<float>& x) : x_(x) {}
+    void input(int64_t, std::span<float> rows) override { std::copy(x_.begin(), x_.end(), rows.begin()); }
+    void output(int64_t, std::span<const float>) override {}
+
+private:
+    const std::vector<float>& x_;
+};
+
+// Each layer's wall time and stage times, its input evicted from the caches first.
+class LayerTimer final : public LayerHook {
+public:
+    explicit LayerTimer(size_t n_layers) : wall(n_layers), stages(n_layers) {}
+    void before_layer(int64_t) override {
+        evict_caches();
+        times = StageTimes{};
+        t0_ = Clock::now();
+    }
+    void after_layer(int64_t layer_pos) override {
+        const double seconds = seconds_since(t0_);
+        if (!recording) return;
+        wall[static_cast<size_t>(layer_pos)].push_back(seconds);
+        stages[static_cast<size_t>(layer_pos)].push_back(times);
+    }
+
+    bool recording = false;
+    StageTimes times;  // the runner's stage times of the layer running
+    std::vector<std::vector<double>> wall;
+    std::vector<std::vector<StageTimes>> stages;
+
+private:
+    Clock::time_point t0_;
+};
+
 // Times every layer of `model` over one step (the layers in order, each on the same inputs, each after
 // evict_caches), `reps` times after `warmups` untimed steps; one LayerPoint per layer with the medians.
-Expected<std::vector<LayerPoint>> time_step(AttentionModel& model, const StepBatch& batch, const std::vector<float>& x,
-                                            int warmups, int reps, const LayerPoint& proto) {
+Expected<std::vector<LayerPoint>> time_step(StepRunner& runner, AttentionModel& model, const StepBatch& batch,
+                                            const std::vector<float>& x, int warmups, int reps,
+                                            const LayerPoint& proto) {
     const std::vector<int64_t> layers = model.layers();
-    std::vector<float> y(x.size());
-    std::vector<std::vector<double>> wall(layers.size());
-    std::vector<std::vector<StageTimes>> stages(layers.size());
-    for (int rep = -warmups; rep < reps; ++rep)
-        for (size_t l = 0; l < layers.size(); ++l) {
-            StageTimes t;
-            evict_caches();
-            const auto t0 = Clock::now();
-            SIEVE_RETURN_IF_ERROR(model.forward(static_cast<int64_t>(l), batch, x.data(), y.data(), &t));
-            if (rep < 0) continue;
-            wall[l].push_back(seconds_since(t0));
-            stages[l].push_back(t);
-        }
+    SameRows io(x);
+    LayerTimer timer(layers.size());
+    for (int rep = -warmups; rep < reps; ++rep) {
+        timer.recording = rep >= 0;
+        SIEVE_RETURN_IF_ERROR(runner.run(batch, io, /*chain=*/false, &timer.times, &timer));
+    }
     std::vector<LayerPoint> out;
     for (size_t l = 0; l < layers.size(); ++l) {
         LayerPoint p = proto;
         p.layer = layers[l];
-        std::vector<double> w = wall[l];
+        std::vector<double> w = timer.wall[l];
         std::sort(w.begin(), w.end());
         p.seconds = median_of(w);
         p.spread = p.seconds > 0 ? (w.back() - w.front()) / p.seconds : 0;
         for (size_t s = 0; s < p.stage_seconds.size(); ++s) {
             std::vector<double> v;
-            for (const StageTimes& t : stages[l]) v.push_back(t.seconds[s]);
+            for (const StageTimes& t : timer.stages[l]) v.push_back(t.seconds[s]);
             p.stage_seconds[s] = median_of(v);
         }
         out.push_back(std::move(p));
@@ -259,9 +290,8 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
             SIEVE_RETURN_IF_ERROR(caches.reserve(kSeedRequest, 0, o.seed_tokens));
             const StepBatch seed = make_step_batch({{kSeedRequest, 0, o.seed_tokens, false}}, caches.step_caches());
             const std::vector<float> x = random_rows(o.seed_tokens, hidden, o.seed);
-            std::vector<float> y(x.size());
-            for (size_t l = 0; l < plan.layers.size(); ++l)
-                SIEVE_RETURN_IF_ERROR(model.forward(static_cast<int64_t>(l), seed, x.data(), y.data(), nullptr));
+            SameRows io(x);
+            SIEVE_RETURN_IF_ERROR(StepRunner(model).run(seed, io, /*chain=*/false, nullptr));
         }
 
         // One step: `batch` requests of `context` tokens each running `n_tokens` tokens; a point per layer.
@@ -292,7 +322,9 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
             // neighbours (first-touch of workspaces and of the freshly filled cache blocks). A prefill
             // chunk's one warm-up step already takes longer than that settling.
             const bool decode = phase == "decode";
-            auto timed = time_step(m, step, x, decode ? 3 : 1, decode ? o.reps : std::max(1, o.reps / 2), proto);
+            StepRunner runner(m);
+            auto timed =
+                time_step(runner, m, step, x, decode ? 3 : 1, decode ? o.reps : std::max(1, o.reps / 2), proto);
             set_compute_threads(0);
             for (int64_t r = 1; r <= batch; ++r) caches.free(r);
             if (!timed.has_value()) return timed.status();
