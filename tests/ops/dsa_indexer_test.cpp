@@ -449,6 +449,39 @@ TEST(DsaIndexerValidate, RejectsMalformedCalls) {
     p = base();
     p.q_scale = w.data();  // q_scale with f32 q
     expect_bad(p, StatusCode::invalid_argument, "q_scale");
+    // Every backend returns check_indices' Status.
+    auto ref = ref_backend();
+    n_keys[1] = 9;
+    auto backends = backends_under_test();
+    std::vector<Backend*> all = {ref.get()};
+    for (auto& nb : backends) all.push_back(nb.backend.get());
+    for (Backend* b : all) {
+        const size_t ws_bytes = b->dsa_indexer_scores_workspace_size(base());
+        GuardedBuffer ws(std::max<size_t>(ws_bytes, 1));
+        const Status s = b->dsa_indexer_scores(base(), {ws.data(), ws_bytes});
+        EXPECT_NE(s.message().find("n_keys[1] = 9"), std::string::npos) << b->name() << ": " << s.to_string();
+    }
+    n_keys[1] = 8;
+
+    std::vector<float> k(2 * 4);
+    std::vector<int64_t> slots = {0, 8};  // the cache has 8 slots
+    DsaIndexerKeyWriteParams kw;
+    kw.k = k.data();
+    kw.slots = slots.data();
+    kw.cache = cache.view;
+    kw.n_slots = cache.n_slots();
+    kw.n_tokens = 2;
+    kw.head_dim = 4;
+    kw.k_row_stride = 4;
+    EXPECT_TRUE(validate(kw).is_ok()) << validate(kw).to_string();
+    for (const Status& s : {check_indices(kw), validate_and_check_indices(kw), ref->dsa_indexer_key_write(kw)})
+        EXPECT_NE(s.message().find("slots[1] = 8, expected −1 or a slot in [0, 8)"), std::string::npos) << s.to_string();
+    for (auto& nb : backends_under_test())
+        EXPECT_NE(nb.backend->dsa_indexer_key_write(kw).message().find("slots[1] = 8"), std::string::npos) << nb.spec;
+    slots[1] = -2;
+    EXPECT_NE(check_indices(kw).message().find("slots[1] = -2"), std::string::npos) << check_indices(kw).to_string();
+    slots[1] = 7;
+    EXPECT_TRUE(validate_and_check_indices(kw).is_ok());
 }
 
 }  // namespace

@@ -396,7 +396,26 @@ TEST(SparseMqaValidate, RejectsBadInputs) {
     slots[1] = -3;
     EXPECT_TRUE(validate(b).is_ok());
     EXPECT_NE(check_indices(b).message().find("window_slots[0, 1] = -3"), std::string::npos) << check_indices(b).message();
+    for (auto& nb : backends_under_test()) {  // the host backends run check_indices
+        const size_t ws_bytes = nb.backend->sparse_mqa_workspace_size(b);
+        GuardedBuffer ws(std::max<size_t>(ws_bytes, 1));
+        EXPECT_NE(nb.backend->sparse_mqa(b, {ws.data(), ws_bytes}).message().find("window_slots[0, 1] = -3"),
+                  std::string::npos)
+            << nb.spec;
+    }
     slots[1] = -1;
+    b = p;
+    int32_t compressed_slots[2] = {-1, -5};
+    b.compressed = cache.view();
+    b.compressed_format = KvRecordFormat::fp8_ds_mla;
+    b.compressed_slots = compressed_slots;
+    b.n_compressed = 2;
+    b.compressed_slots_stride = 2;
+    EXPECT_TRUE(validate(b).is_ok()) << validate(b).message();
+    EXPECT_NE(check_indices(b).message().find("compressed_slots[0, 1] = -5"), std::string::npos)
+        << check_indices(b).message();
+    compressed_slots[1] = 1;
+    EXPECT_TRUE(check_indices(b).is_ok()) << check_indices(b).message();
     b = p;
     b.out = q;  // out overlaps q
     EXPECT_EQ(validate(b).code(), StatusCode::invalid_argument);

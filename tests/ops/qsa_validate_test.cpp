@@ -63,6 +63,8 @@ TEST(QsaValidate, Expand) {
     p.sel_row_stride = 2;
     p.out_row_stride = 11;
     expect_invalid_indices(p, "sel[0, 0] = 5");  // visible = 5: groups 0..4
+    expect_invalid(ref_backend()->qsa_expand(p), "sel[0, 0] = 5");  // the host backends run check_indices
+    for (auto& nb : backends_under_test()) expect_invalid(nb.backend->qsa_expand(p), "sel[0, 0] = 5");
     sel = {4, -1};
     p.sel = sel.data();
     EXPECT_TRUE(validate(p).is_ok());
@@ -135,6 +137,9 @@ TEST(QsaValidate, ScoreAndAttentionNeedResidentEntries) {
     idx[1] = -2;
     expect_invalid_indices(a, "indices[0, 1] = -2");
     idx[1] = 9;
+    tr[0] = 1;
+    expect_invalid_indices(a, "tables.token_request[0] = 1");
+    tr[0] = 0;
     a.out = qb.data();  // out aliasing q
     expect_invalid(validate(a), "overlap");
 }
