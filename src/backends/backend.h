@@ -1,8 +1,11 @@
-// The backend interface: one method per op (ggml style), implemented by ref/ (the scalar oracle)
-// and cpu/ (per-ISA kernels, threads, oneDNN). Models and tests call ops only through this.
+// The backend interface: one method per op (ggml style), implemented by ref/ (the scalar oracle),
+// cpu/ (per-ISA kernels, threads, oneDNN) and host_copy/ (a checking device over either). Models and
+// tests call ops only through this; backend.cpp registers every kind.
 //
 // Rules every implementation follows (DESIGN.md "Layers of the code"):
-//   * Each method validates its params with the op contract's validate() and returns that Status.
+//   * Each method validates its params with the op contract's validate() (shapes only, never reading
+//     memory) and returns that Status; a backend whose memory the host reads also runs check_indices()
+//     (the index arrays' contents: ops/op_common.h validate_and_check_indices).
 //   * A combination the backend does not implement (op, dtype, ISA) returns unsupported_error naming
 //     it ("cpu:avx2: linear with ..."), never a silent fallback that changes numerics.
 //   * Run methods allocate nothing. Scratch memory comes from the caller as a Workspace sized by the
