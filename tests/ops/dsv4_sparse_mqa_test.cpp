@@ -396,7 +396,7 @@ TEST(SparseMqaValidate, RejectsBadInputs) {
     slots[1] = -3;
     EXPECT_TRUE(validate(b).is_ok());
     EXPECT_NE(check_indices(b).message().find("window_slots[0, 1] = -3"), std::string::npos) << check_indices(b).message();
-    for (auto& nb : backends_under_test()) {  // the host backends run check_indices
+    for (auto& nb : host_backends_under_test()) {  // the host backends run check_indices
         const size_t ws_bytes = nb.backend->sparse_mqa_workspace_size(b);
         GuardedBuffer ws(std::max<size_t>(ws_bytes, 1));
         EXPECT_NE(nb.backend->sparse_mqa(b, {ws.data(), ws_bytes}).message().find("window_slots[0, 1] = -3"),
