@@ -4,7 +4,7 @@
 // outside int32, vf_exp_nonpositive keeps NaN, vf_store_bf16 quiets NaN with its sign. Every pair of a
 // list of special and ordinary values goes through each ISA the machine has (simd_probe.h); the scalar
 // results must equal the vector ones bit for bit (exp: within the two roundings of the scalar FMA) and
-// the stated values.
+// the stated values. Every e4m3 byte decodes exactly, NaN bytes to a NaN of their sign, on every ISA.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -21,15 +22,34 @@
 namespace sieve::test {
 namespace {
 
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+
 struct ProbeResults {
     std::vector<float> max, min, exp;
     std::vector<int32_t> cvt;
     std::vector<uint16_t> bf16;
-    explicit ProbeResults(size_t n) : max(n), min(n), exp(n), cvt(n), bf16(n) {}
-    SimdProbeOut out() { return {max.data(), min.data(), cvt.data(), exp.data(), bf16.data()}; }
+    std::vector<float> e4m3_vector, e4m3_scalar;
+    explicit ProbeResults(size_t n) : max(n), min(n), exp(n), cvt(n), bf16(n), e4m3_vector(256), e4m3_scalar(256) {}
+    SimdProbeOut out() {
+        return {max.data(), min.data(), cvt.data(), exp.data(), bf16.data(), e4m3_vector.data(), e4m3_scalar.data()};
+    }
 };
 
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+// Every e4m3 byte decodes to core/dtype.h's value, the NaN bytes to a NaN of their sign, in both the
+// scalar and the vector decoder of an ISA.
+void expect_e4m3_exact(const ProbeResults& r, std::string_view isa) {
+    for (int b = 0; b < 256; ++b) {
+        const float want = fp8_e4m3_to_f32(static_cast<uint8_t>(b));
+        for (const float got : {r.e4m3_vector[static_cast<size_t>(b)], r.e4m3_scalar[static_cast<size_t>(b)]}) {
+            if (std::isnan(want)) {
+                EXPECT_TRUE(std::isnan(got)) << isa << " byte " << b;
+                EXPECT_EQ(std::signbit(got), (b & 0x80) != 0) << isa << " byte " << b;
+            } else {
+                EXPECT_EQ(bits(got), bits(want)) << isa << " byte " << b << ": " << got << " vs " << want;
+            }
+        }
+    }
+}
 
 TEST(SimdNan, ScalarLayerModelsTheVectorIsas) {
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
@@ -54,6 +74,7 @@ TEST(SimdNan, ScalarLayerModelsTheVectorIsas) {
     ProbeResults scalar(n);
     simd_probe_scalar(a.data(), b.data(), static_cast<int64_t>(n), scalar.out());
 
+    expect_e4m3_exact(scalar, "scalar");
     // The stated rules, on the scalar layer itself.
     for (size_t i = 0; i < n; ++i) {
         SCOPED_TRACE(testing::Message() << "a " << a[i] << " (0x" << std::hex << bits(a[i]) << ") b " << b[i]
@@ -86,6 +107,7 @@ TEST(SimdNan, ScalarLayerModelsTheVectorIsas) {
         ++compared;
         ProbeResults v(n);
         level.probe(a.data(), b.data(), static_cast<int64_t>(n), v.out());
+        expect_e4m3_exact(v, isa_name(level.isa));
         for (size_t i = 0; i < n; ++i) {
             SCOPED_TRACE(testing::Message() << isa_name(level.isa) << ": a " << a[i] << " (0x" << std::hex << bits(a[i])
                                             << ") b " << b[i] << " (0x" << bits(b[i]) << ")");

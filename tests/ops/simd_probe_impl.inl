@@ -20,6 +20,10 @@ void SIEVE_SIMD_PROBE(const float* a, const float* b, int64_t n, const SimdProbe
         vf_store(out.exp + i, vf_exp_nonpositive(x));
         vf_store_bf16(out.bf16 + i, x);
     }
+    uint8_t bytes[256];
+    for (int b = 0; b < 256; ++b) bytes[b] = static_cast<uint8_t>(b);
+    for (int b = 0; b < 256; b += kLanes) vf_store(out.e4m3_vector + b, vf_e4m3_values(bytes + b));
+    for (int b = 0; b < 256; ++b) out.e4m3_scalar[b] = s_e4m3_value(static_cast<uint8_t>(b));
 }
 
 }  // namespace sieve::test

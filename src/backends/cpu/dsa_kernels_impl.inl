@@ -18,25 +18,8 @@ namespace {
 
 inline int64_t pad16(int64_t n) { return SIEVE_DSA_PAD16(n); }
 inline float f_inf() { return float_of(0x7f800000u); }
-inline float f_two120() { return float_of(0x7b800000u); }  // 2^120
 
-// ---- e4m3 decoding (exact; the byte NaNs 0x7F / 0xFF decode to NaN) ---------------------------------
-
-inline float s_e4m3_value(uint8_t b) {
-    if ((b & 0x7fu) == 0x7fu) return float_of(0x7fc00000u | (static_cast<uint32_t>(b & 0x80u) << 24));
-    return s_e4m3_scaled(b) * f_two120();  // value · 2^-120, then · 2^120: both exact
-}
-
-// kLanes e4m3 bytes → their values.
-inline VF vf_e4m3_values(const uint8_t* p) {
-    const VI code = vi_load_i8(p);  // sign-extended: bit 31 = the byte's sign
-    const VF scaled = vf_from_bits(vi_and(vi_shl<20>(code), vi_set1(static_cast<int32_t>(0x87f00000u))));
-    const VF v = vf_mul(scaled, vf_set1(f_two120()));
-    const uint32_t nan = vi_eq_mask(vi_and(code, vi_set1(0x7f)), vi_set1(0x7f));
-    if (nan == 0) return v;
-    return vf_from_bits(vi_select(nan, vi_or(vi_and(code, vi_set1(static_cast<int32_t>(0x80000000u))), vi_set1(0x7fc00000)),
-                                  vi_bits(v)));
-}
+// e4m3 decoding: s_e4m3_value / vf_e4m3_values (simd.h).
 
 // n values of a f32 or bf16 row → out (f32).
 inline void load_row_f32(const void* x, bool bf16, int64_t n, float* out) {

@@ -22,27 +22,13 @@ inline float d4_ue8m0_value(uint8_t e) {
     if (e == 0) return float_of(0x00400000u);
     return float_of(static_cast<uint32_t>(e) << 23);
 }
-// The e4m3 value of a byte (core fp8_e4m3_to_f32), exact.
-inline float d4_e4m3_value(uint8_t b) {
-    if ((b & 0x7f) == 0x7f) return float_of((b & 0x80) ? 0xffc00000u : 0x7fc00000u);
-    return s_e4m3_scaled(b) * 0x1p120f;
-}
-
-// dst[i] = e4m3(src[i]) · s for i < n: vector lanes decode the byte into fp32 bits (value · 2^-120, exact,
-// see simd.h), restore 2^120 (exact) and apply the scale (one rounding: ref's `fp8_e4m3_to_f32(b) * s`).
+// dst[i] = e4m3(src[i]) · s for i < n: the exact value (simd.h s_e4m3_value / vf_e4m3_values), then one
+// rounding by the scale (ref's `fp8_e4m3_to_f32(b) * s`).
 inline void d4_decode_e4m3(const uint8_t* src, float s, float* dst, int64_t n) {
-    const VF two120 = vf_set1(0x1p120f), vs = vf_set1(s);
-    const VI field_mask = vi_set1(static_cast<int32_t>(0x87f00000u)), low7 = vi_set1(0x7f);
-    const VI qnan = vi_set1(0x7fc00000), sign = vi_set1(static_cast<int32_t>(0x80000000u));
+    const VF vs = vf_set1(s);
     int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-        const VI b = vi_load_i8(src + i);  // sign-extended: bit 7 lands in bit 31 after the shift
-        const VI bits = vi_and(vi_shl<20>(b), field_mask);
-        const VF v = vf_mul(vf_mul(vf_from_bits(bits), two120), vs);
-        const uint32_t nan = vi_eq_mask(vi_and(b, low7), low7);  // 0x7F / 0xFF: NaN codes
-        vf_store(dst + i, vf_from_bits(vi_select(nan, vi_or(qnan, vi_and(b, sign)), vi_bits(v))));
-    }
-    for (; i < n; ++i) dst[i] = d4_e4m3_value(src[i]) * s;
+    for (; i + kLanes <= n; i += kLanes) vf_store(dst + i, vf_mul(vf_e4m3_values(src + i), vs));
+    for (; i < n; ++i) dst[i] = s_e4m3_value(src[i]) * s;
 }
 
 // The fp32 row of `slot`: a pointer into the cache for f32 rows, else decoded into dst [dim].
@@ -269,7 +255,7 @@ inline const uint8_t* idx_fp8_row(const RecordCache& c, int32_t slot, float* sca
 
 inline bool idx_scale_plain(float s) { return s > 0.0f && s < float_of(0x7f800000u); }
 
-// dst[i] = e4m3(src[i]) unscaled (exact, d4_decode_e4m3's lanes without the scale); true when a byte is
+// dst[i] = e4m3(src[i]) unscaled (exact, vf_e4m3_values without its NaN mapping); true when a byte is
 // one of the NaN codes 0x7F / 0xFF (the key then takes the exact path, which decodes it again).
 inline bool idx_decode_f32(const uint8_t* src, float* dst, int64_t n) {
     const VF two120 = vf_set1(0x1p120f);

@@ -398,6 +398,23 @@ inline VF vf_e4m3_decode(VI code) { return {s_e4m3_decode(static_cast<uint8_t>(c
 
 // ---- helpers built on the layer ----------------------------------------------------------------
 
+// e4m3 byte → its exact value, the NaN bytes 0x7F / 0xFF → a quiet NaN of their sign (core/dtype.h
+// fp8_e4m3_to_f32): the byte's fields give value · 2^-120 (s_e4m3_scaled), then · 2^120; both exact.
+inline float s_e4m3_value(uint8_t b) {
+    if ((b & 0x7fu) == 0x7fu) return float_of(0x7fc00000u | (static_cast<uint32_t>(b & 0x80u) << 24));
+    return s_e4m3_scaled(b) * float_of(0x7b800000u);  // 2^120
+}
+// kLanes e4m3 bytes → their values, as s_e4m3_value.
+inline VF vf_e4m3_values(const uint8_t* p) {
+    const VI code = vi_load_i8(p);  // sign-extended: bit 31 = the byte's sign
+    const VF scaled = vf_from_bits(vi_and(vi_shl<20>(code), vi_set1(static_cast<int32_t>(0x87f00000u))));
+    const VF v = vf_mul(scaled, vf_set1(float_of(0x7b800000u)));
+    const uint32_t nan = vi_eq_mask(vi_and(code, vi_set1(0x7f)), vi_set1(0x7f));
+    if (nan == 0) return v;
+    return vf_from_bits(
+        vi_select(nan, vi_or(vi_and(code, vi_set1(static_cast<int32_t>(0x80000000u))), vi_set1(0x7fc00000)), vi_bits(v)));
+}
+
 inline VF vf_load_row(const void* base, bool bf16, int64_t i) {
     return bf16 ? vf_load_bf16(static_cast<const uint16_t*>(base) + i) : vf_load(static_cast<const float*>(base) + i);
 }
