@@ -1,3 +1,4 @@
 // simd_probe.h at the avx512 level: compiled with that level's flags (tests/ops/CMakeLists.txt).
 #define SIEVE_SIMD_PROBE simd_probe_avx512
+#define SIEVE_CPU_ISA_NS avx512
 #include "simd_probe_impl.inl"

@@ -11,7 +11,7 @@
 namespace sieve::test {
 
 void SIEVE_SIMD_PROBE(const float* a, const float* b, int64_t n, const SimdProbeOut& out) {
-    using namespace sieve::cpu;
+    using namespace sieve::cpu::SIEVE_CPU_ISA_NS;
     for (int64_t i = 0; i < n; i += kLanes) {
         const VF x = vf_load(a + i), y = vf_load(b + i);
         vf_store(out.max + i, vf_max(x, y));

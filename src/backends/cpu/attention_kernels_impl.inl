@@ -14,7 +14,7 @@
 
 #include "backends/cpu/simd.h"
 
-namespace sieve::cpu {
+namespace sieve::cpu::SIEVE_CPU_ISA_NS {
 namespace {
 
 // Heads per register tile of the logits and P·V (the chunk loops walk the heads in blocks of this): with
@@ -214,4 +214,4 @@ inline void attn_chunk_pv_heads(int nb, const float* lg, int64_t C, const float*
 }
 
 }  // namespace
-}  // namespace sieve::cpu
+}  // namespace sieve::cpu::SIEVE_CPU_ISA_NS

@@ -2,4 +2,5 @@
 // src/backends/CMakeLists.txt. Bodies: dsa_kernels_impl.inl.
 #define SIEVE_DSA_CPU_TABLE kDsaCpuKernelsAvx512
 #define SIEVE_CPU_ISA_NAME "avx512"
+#define SIEVE_CPU_ISA_NS avx512
 #include "backends/cpu/dsa_kernels_impl.inl"

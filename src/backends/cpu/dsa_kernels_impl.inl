@@ -13,7 +13,13 @@
 #error "define SIEVE_DSA_CPU_TABLE before including dsa_kernels_impl.inl"
 #endif
 
-namespace sieve::cpu {
+#ifndef SIEVE_CPU_ISA_NS
+#error "define SIEVE_CPU_ISA_NS (the ISA namespace of the kernels: scalar, avx2, ...) first"
+#endif
+
+// The kernels live in namespace sieve::cpu::<isa>, so that a profile names the ISA of every kernel,
+// and inside an anonymous namespace (simd.h, "ODR safety").
+namespace sieve::cpu::SIEVE_CPU_ISA_NS {
 namespace {
 
 inline int64_t pad16(int64_t n) { return SIEVE_DSA_PAD16(n); }
@@ -553,13 +559,16 @@ void head_proj_tokens(const MlaHeadProjParams& p, int64_t h, int64_t t0, int64_t
 }
 
 }  // namespace
+}  // namespace sieve::cpu::SIEVE_CPU_ISA_NS
+
+namespace sieve::cpu {
 
 extern const DsaCpuKernels SIEVE_DSA_CPU_TABLE;
 const DsaCpuKernels SIEVE_DSA_CPU_TABLE = {
     SIEVE_CPU_ISA_NAME,
-    sparse_mla_heads,
-    indexer_scores_tile,
-    head_proj_tokens,
+    SIEVE_CPU_ISA_NS::sparse_mla_heads,
+    SIEVE_CPU_ISA_NS::indexer_scores_tile,
+    SIEVE_CPU_ISA_NS::head_proj_tokens,
 };
 
 }  // namespace sieve::cpu

@@ -2,4 +2,5 @@
 // src/backends/CMakeLists.txt. Bodies: dsa_kernels_impl.inl.
 #define SIEVE_DSA_CPU_TABLE kDsaCpuKernelsScalar
 #define SIEVE_CPU_ISA_NAME "scalar"
+#define SIEVE_CPU_ISA_NS scalar
 #include "backends/cpu/dsa_kernels_impl.inl"

@@ -5,4 +5,5 @@
 #define SIEVE_CPU_DSV4_TABLE kCpuDsv4KernelsAvx512
 #define SIEVE_CPU_DSV4_BF16_TABLE kCpuDsv4KernelsAvx512Bf16
 #define SIEVE_CPU_ISA_NAME "avx512"
+#define SIEVE_CPU_ISA_NS avx512
 #include "backends/cpu/dsv4_kernels_impl.inl"

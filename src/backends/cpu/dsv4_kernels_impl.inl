@@ -11,7 +11,13 @@
 #error "define SIEVE_CPU_DSV4_TABLE before including dsv4_kernels_impl.inl"
 #endif
 
-namespace sieve::cpu {
+#ifndef SIEVE_CPU_ISA_NS
+#error "define SIEVE_CPU_ISA_NS (the ISA namespace of the kernels: scalar, avx2, ...) first"
+#endif
+
+// The kernels live in namespace sieve::cpu::<isa>, so that a profile names the ISA of every kernel,
+// and inside an anonymous namespace (simd.h, "ODR safety").
+namespace sieve::cpu::SIEVE_CPU_ISA_NS {
 namespace {
 
 // ---- record decoding (ops/kv_record.h "Load semantics"; core/dtype.h values) ----------------------
@@ -582,18 +588,21 @@ SIEVE_D4_BF16 void indexer_scores_tile_bf16(const IndexerScoresKernelArgs& a, in
 #endif
 
 }  // namespace
+}  // namespace sieve::cpu::SIEVE_CPU_ISA_NS
+
+namespace sieve::cpu {
 
 extern const CpuDsv4Kernels SIEVE_CPU_DSV4_TABLE = {
     .isa_name = SIEVE_CPU_ISA_NAME,
-    .sparse_mqa_block = sparse_mqa_block,
-    .indexer_scores_tile = indexer_scores_tile,
+    .sparse_mqa_block = SIEVE_CPU_ISA_NS::sparse_mqa_block,
+    .indexer_scores_tile = SIEVE_CPU_ISA_NS::indexer_scores_tile,
     .bf16_dot = false,
 };
 #if defined(SIEVE_CPU_DSV4_BF16_TABLE)
 extern const CpuDsv4Kernels SIEVE_CPU_DSV4_BF16_TABLE = {
     .isa_name = "avx512_bf16",
-    .sparse_mqa_block = sparse_mqa_block,
-    .indexer_scores_tile = indexer_scores_tile_bf16,
+    .sparse_mqa_block = SIEVE_CPU_ISA_NS::sparse_mqa_block,
+    .indexer_scores_tile = SIEVE_CPU_ISA_NS::indexer_scores_tile_bf16,
     .bf16_dot = true,
 };
 #endif

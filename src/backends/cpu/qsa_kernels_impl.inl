@@ -12,7 +12,13 @@
 #error "define SIEVE_QSA_TABLE before including qsa_kernels_impl.inl"
 #endif
 
-namespace sieve::cpu {
+#ifndef SIEVE_CPU_ISA_NS
+#error "define SIEVE_CPU_ISA_NS (the ISA namespace of the kernels: scalar, avx2, ...) first"
+#endif
+
+// The kernels live in namespace sieve::cpu::<isa>, so that a profile names the ISA of every kernel,
+// and inside an anonymous namespace (simd.h, "ODR safety").
+namespace sieve::cpu::SIEVE_CPU_ISA_NS {
 namespace {
 
 // Byte offset from view.base of entry `e` of request row `q` (ops/qsa_block_tables.h).
@@ -755,12 +761,15 @@ void sparse_gqa_items(const QsaSparseGqaParams& p, int64_t i0, int64_t i1, const
 }
 
 }  // namespace
+}  // namespace sieve::cpu::SIEVE_CPU_ISA_NS
+
+namespace sieve::cpu {
 
 extern const QsaKernels SIEVE_QSA_TABLE = {
     .isa_name = SIEVE_QSA_ISA_NAME,
-    .pool_groups = pool_groups,
-    .score_row = score_row,
-    .sparse_gqa_items = sparse_gqa_items,
+    .pool_groups = SIEVE_CPU_ISA_NS::pool_groups,
+    .score_row = SIEVE_CPU_ISA_NS::score_row,
+    .sparse_gqa_items = SIEVE_CPU_ISA_NS::sparse_gqa_items,
 };
 
 }  // namespace sieve::cpu

@@ -27,7 +27,13 @@
 #endif
 #endif
 
-namespace sieve::cpu {
+#ifndef SIEVE_CPU_ISA_NS
+#error "define SIEVE_CPU_ISA_NS (the ISA of the unit: scalar, avx2, avx512, avx512_bf16) before including simd.h"
+#endif
+
+// In namespace sieve::cpu::<isa> like the kernels built on it, so that a profile names the ISA of every
+// function that was not inlined.
+namespace sieve::cpu::SIEVE_CPU_ISA_NS {
 namespace {
 
 // ---- scalar helpers, bit-identical to core/dtype.h (checked by the conformance tests) ------------
@@ -426,4 +432,4 @@ inline void vf_store_row(void* base, bool bf16, int64_t i, VF a) {
 }
 
 }  // namespace
-}  // namespace sieve::cpu
+}  // namespace sieve::cpu::SIEVE_CPU_ISA_NS
