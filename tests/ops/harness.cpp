@@ -81,7 +81,9 @@ protected:
         std::vector<Copy> copies;
         for (PointerField& f : fields) {
             if (f.value == nullptr) continue;
-            const auto [host, bytes] = host_block_of(f.value);
+            const std::pair<uint8_t*, size_t> block = host_block_of(f.value);
+            uint8_t* const host = block.first;
+            const size_t bytes = block.second;
             if (host == nullptr)
                 return internal_error("test harness: {}: {} = {} lies in no GuardedBuffer or heap block, so it "
                                       "cannot be uploaded to {}",
