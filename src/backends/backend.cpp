@@ -42,6 +42,4 @@ Expected<std::unique_ptr<Backend>> make_backend(std::string_view spec) {
     return invalid_argument_error("unknown backend '{}' (expected {})", spec, backend_specs_help());
 }
 
-void set_compute_threads(int n) { cpu_set_compute_threads(n); }
-
 }  // namespace sieve

@@ -222,8 +222,4 @@ std::string backend_specs_help();
 // unsupported for a variant this machine or build cannot run.
 Expected<std::unique_ptr<Backend>> make_backend(std::string_view spec);
 
-// Caps the threads every backend uses from now on (the global ThreadPool and oneDNN's threads):
-// 1 ≤ n ≤ the pool's size, 0 = all. For measuring thread scaling in one process (`sieve bench`).
-void set_compute_threads(int n);
-
 }  // namespace sieve

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"  // the thread sweep is a CPU measurement
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "kv/paged_cache.h"
@@ -317,7 +318,7 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
             proto.batch = batch;
             proto.context = context;
             proto.tokens = step.n_tokens();
-            set_compute_threads(threads);
+            cpu_set_compute_threads(threads);
             // Decode: three warm-up steps, as the first point of a model, after one, read up to 1.6× its
             // neighbours (first-touch of workspaces and of the freshly filled cache blocks). A prefill
             // chunk's one warm-up step already takes longer than that settling.
@@ -325,7 +326,7 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
             StepRunner runner(m);
             auto timed =
                 time_step(runner, m, step, x, decode ? 3 : 1, decode ? o.reps : std::max(1, o.reps / 2), proto);
-            set_compute_threads(0);
+            cpu_set_compute_threads(0);
             for (int64_t r = 1; r <= batch; ++r) caches.free(r);
             if (!timed.has_value()) return timed.status();
             for (LayerPoint& p : *timed) {

@@ -34,7 +34,9 @@ struct CpuBackendOptions {
 // The options make_backend("cpu") uses: active_isa(), automatic when oneDNN is built, else own.
 CpuBackendOptions cpu_backend_default_options();
 bool cpu_backend_has_dnnl();
-// Caps the threads of the global pool and of oneDNN's GEMMs (1 ≤ n; 0 = all); see set_compute_threads.
+// Caps the threads the cpu backends use from now on, the global ThreadPool's and oneDNN's (1 ≤ n ≤ the
+// pool's size; 0 = all): for measuring thread scaling in one process (`sieve bench`). A CPU knob, so
+// not part of the device-generic Backend interface.
 void cpu_set_compute_threads(int n);
 // unsupported when isa > active_isa(), or oneDNN is asked for without being built, or oneDNN is asked
 // for at an ISA other than active_isa() (oneDNN's ISA is process-wide).
