@@ -26,6 +26,7 @@
 
 #include "backends/device_buffer.h"
 #include "core/status.h"
+#include "ops/cache_store.h"
 #include "ops/compressor.h"
 #include "ops/dsa_indexer.h"
 #include "ops/dsa_output_gate.h"
@@ -158,6 +159,9 @@ public:
     virtual Status rope(const RopeParams& p) = 0;            // ops/rope.h
     virtual Status quant_fp8(const QuantFp8Params& p) = 0;   // ops/quant_fp8.h
     virtual Status hadamard(const HadamardParams& p) = 0;    // ops/hadamard.h
+
+    // ---- caches: every family's cache writes (ops/cache_store.h) ----
+    virtual Status cache_store(const CacheStoreParams& p) = 0;
 
     // ---- selection ----
     virtual size_t topk_workspace_size(const TopkParams& p) const = 0;  // ops/topk.h

@@ -9,6 +9,7 @@
 
 #include <string_view>
 
+#include "ops/cache_store.h"
 #include "ops/compressor.h"
 #include "ops/dsa_indexer.h"
 #include "ops/dsa_output_gate.h"
@@ -61,6 +62,7 @@ SIEVE_OP_POINTERS(RopeParams, 112, f("x", p.x); f("y", p.y); f("positions", p.po
 SIEVE_OP_POINTERS(QuantFp8Params, 144, f("x", p.x); f("q", p.q); f("scale_ue8m0", p.scale_ue8m0);
                   f("scale_f32", p.scale_f32); f("dequant", p.dequant))
 SIEVE_OP_POINTERS(HadamardParams, 80, f("x", p.x); f("y", p.y))
+SIEVE_OP_POINTERS(CacheStoreParams, 120, f("x", p.x); f("slots", p.slots); view("cache.base", p.cache, f))
 SIEVE_OP_POINTERS(TopkParams, 72, f("scores", p.scores); f("valid_len", p.valid_len); f("out", p.out);
                   f("out_count", p.out_count))
 SIEVE_OP_POINTERS(SparseMlaCacheWriteParams, 112, f("latent", p.latent); f("rope", p.rope); f("slots", p.slots);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "backends/cpu/cpu_cache_ops.h"
 #include "backends/cpu/cpu_dsv4_ops.h"
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/dsa_cpu_ops.h"
@@ -169,6 +170,9 @@ public:
         });
         return Status::ok();
     }
+
+    // ---- caches (cpu_cache_ops.cpp) ----
+    Status cache_store(const CacheStoreParams& p) override { return cpu::cache_store(*kernels_, *pool_, p); }
 
     // ---- DeepSeek-V4 (cpu_dsv4_ops.cpp) ----
     Status kv_store(const KvStoreParams& p) override { return cpu::dsv4_kv_store(*pool_, p); }

@@ -117,6 +117,9 @@ public:
     Status hadamard(const HadamardParams& p) override {
         return on_device("hadamard", p, nullptr, [&] { return inner_->hadamard(p); });
     }
+    Status cache_store(const CacheStoreParams& p) override {
+        return on_device("cache_store", p, nullptr, [&] { return inner_->cache_store(p); });
+    }
     size_t topk_workspace_size(const TopkParams& p) const override { return inner_->topk_workspace_size(p); }
     Status topk(const TopkParams& p, Workspace ws) override {
         return on_device("topk", p, &ws, [&] { return inner_->topk(p, ws); });

@@ -40,6 +40,7 @@ public:
     Status rope(const RopeParams& p) override { return ref::rope(p); }
     Status quant_fp8(const QuantFp8Params& p) override { return ref::quant_fp8(p); }
     Status hadamard(const HadamardParams& p) override { return ref::hadamard(p); }
+    Status cache_store(const CacheStoreParams& p) override { return ref::cache_store(p); }
     size_t topk_workspace_size(const TopkParams&) const override { return 0; }
     Status topk(const TopkParams& p, Workspace) override { return ref::topk(p); }
     Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) override { return ref::sparse_mla_cache_write(p); }
