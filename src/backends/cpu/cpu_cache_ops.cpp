@@ -62,6 +62,53 @@ void store_row(const CpuKernels& k, const CacheStoreParams& p, int64_t r) {
     put_bf16_values(cache_record_bf16_tail(p.cache, l, slot), x + static_cast<size_t>(nq) * es, xb, l.bf16_tail());
 }
 
+void load_row(const KvLoadParams& p, int64_t r) {
+    const CacheRecordLayout& l = p.layout;
+    const bool yb = p.y_type == DType::bf16;
+    char* y = static_cast<char*>(p.y) + r * p.y_row_stride * (yb ? 2 : 4);
+    auto put = [&](int64_t i, float v) {
+        if (yb)
+            reinterpret_cast<uint16_t*>(y)[i] = f32_to_bf16(v);
+        else
+            reinterpret_cast<float*>(y)[i] = v;
+    };
+    auto bf16_at = [](const uint8_t* b) {
+        uint16_t h;
+        std::memcpy(&h, b, 2);
+        return bf16_to_f32(h);
+    };
+    auto f32_at = [](const uint8_t* b) {
+        float v;
+        std::memcpy(&v, b, 4);
+        return v;
+    };
+    const int64_t slot = p.slots[r];
+    if (slot < 0) {
+        for (int64_t i = 0; i < l.dim; ++i) put(i, 0.0f);
+        return;
+    }
+    const uint8_t* data = cache_record_data(p.cache, l, slot);
+    switch (l.format) {
+        case CacheRecordFormat::f32:
+            for (int64_t i = 0; i < l.dim; ++i) put(i, f32_at(data + 4 * i));
+            return;
+        case CacheRecordFormat::bf16:
+            for (int64_t i = 0; i < l.dim; ++i) put(i, bf16_at(data + 2 * i));
+            return;
+        case CacheRecordFormat::fp8_row_scale:
+        case CacheRecordFormat::fp8_model1:
+        case CacheRecordFormat::fp8_v32: break;
+    }
+    const uint8_t* scales = cache_record_scales(p.cache, l, slot);
+    const int64_t nq = l.quant_dim(), g = l.group_size();
+    for (int64_t gi = 0; gi < l.n_groups(); ++gi) {
+        const float s = l.format == CacheRecordFormat::fp8_model1 ? ue8m0_to_f32(scales[gi]) : f32_at(scales + 4 * gi);
+        for (int64_t i = gi * g; i < std::min(nq, (gi + 1) * g); ++i) put(i, fp8_e4m3_to_f32(data[i]) * s);
+    }
+    const uint8_t* tail = cache_record_bf16_tail(p.cache, l, slot);
+    for (int64_t i = 0; i < l.bf16_tail(); ++i) put(nq + i, bf16_at(tail + 2 * i));
+}
+
 }  // namespace
 
 Status cache_store(const CpuKernels& k, ThreadPool& pool, const CacheStoreParams& p) {
@@ -69,6 +116,14 @@ Status cache_store(const CpuKernels& k, ThreadPool& pool, const CacheStoreParams
     parallel_chunks(pool, p.n_rows, min_chunk_for(4 * p.dim), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r)
             if (p.slots[r] >= 0) store_row(k, p, r);
+    });
+    return Status::ok();
+}
+
+Status kv_load(ThreadPool& pool, const KvLoadParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
+    parallel_chunks(pool, p.n_rows, min_chunk_for(4 * p.layout.dim), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) load_row(p, r);
     });
     return Status::ok();
 }

@@ -124,17 +124,11 @@ public:
     Status topk(const TopkParams& p, Workspace ws) override {
         return on_device("topk", p, &ws, [&] { return inner_->topk(p, ws); });
     }
-    Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) override {
-        return on_device("sparse_mla_cache_write", p, nullptr, [&] { return inner_->sparse_mla_cache_write(p); });
-    }
     size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const override {
         return inner_->sparse_mla_attention_workspace_size(p);
     }
     Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) override {
         return on_device("sparse_mla_attention", p, &ws, [&] { return inner_->sparse_mla_attention(p, ws); });
-    }
-    Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) override {
-        return on_device("dsa_indexer_key_write", p, nullptr, [&] { return inner_->dsa_indexer_key_write(p); });
     }
     size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const override {
         return inner_->dsa_indexer_scores_workspace_size(p);
@@ -150,9 +144,6 @@ public:
     }
     Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) override {
         return on_device("mla_head_proj", p, &ws, [&] { return inner_->mla_head_proj(p, ws); });
-    }
-    Status kv_store(const KvStoreParams& p) override {
-        return on_device("kv_store", p, nullptr, [&] { return inner_->kv_store(p); });
     }
     Status kv_load(const KvLoadParams& p) override {
         return on_device("kv_load", p, nullptr, [&] { return inner_->kv_load(p); });

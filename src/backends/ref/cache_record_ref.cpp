@@ -1,4 +1,4 @@
-// ref cache_store (and, below, the entry reader of kv_load and of every ref op that reads a cache): the
+// ref cache_store and kv_load, and the entry reader of every ref op that reads a cache (load_record): the
 // byte layouts of ops/cache_record.h written out plainly, one entry at a time, with core's scalar
 // conversions and the one ref group quantizer (quant_fp8_group).
 #include <algorithm>
@@ -16,6 +16,12 @@ void put_bf16(uint8_t* p, float v) {
     const uint16_t b = f32_to_bf16(v);
     p[0] = static_cast<uint8_t>(b & 0xff);  // little endian
     p[1] = static_cast<uint8_t>(b >> 8);
+}
+float get_bf16(const uint8_t* p) { return bf16_to_f32(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+float get_f32(const uint8_t* p) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
 }
 
 // Writes the values v [layout.dim] (already rounded as the op says) as the fp8 entry at `slot`.
@@ -39,6 +45,29 @@ void store_fp8_entry(const CacheView& cv, const CacheRecordLayout& l, int64_t sl
 
 }  // namespace
 
+void load_record(const CacheView& cv, const CacheRecordLayout& l, int64_t slot, float* out) {
+    const uint8_t* data = cache_record_data(cv, l, slot);
+    switch (l.format) {
+        case CacheRecordFormat::f32:
+            for (int64_t i = 0; i < l.dim; ++i) out[i] = get_f32(data + 4 * i);
+            return;
+        case CacheRecordFormat::bf16:
+            for (int64_t i = 0; i < l.dim; ++i) out[i] = get_bf16(data + 2 * i);
+            return;
+        case CacheRecordFormat::fp8_row_scale:
+        case CacheRecordFormat::fp8_model1:
+        case CacheRecordFormat::fp8_v32: break;
+    }
+    const uint8_t* scales = cache_record_scales(cv, l, slot);
+    const int64_t nq = l.quant_dim(), g = l.group_size();
+    for (int64_t i = 0; i < nq; ++i) {
+        const float s = l.format == CacheRecordFormat::fp8_model1 ? ue8m0_to_f32(scales[i / g]) : get_f32(scales + 4 * (i / g));
+        out[i] = fp8_e4m3_to_f32(data[i]) * s;
+    }
+    const uint8_t* tail = cache_record_bf16_tail(cv, l, slot);
+    for (int64_t i = 0; i < l.bf16_tail(); ++i) out[nq + i] = get_bf16(tail + 2 * i);
+}
+
 Status cache_store(const CacheStoreParams& p) {
     SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const CacheRecordLayout& l = p.layout;
@@ -61,6 +90,19 @@ Status cache_store(const CacheStoreParams& p) {
             case CacheRecordFormat::fp8_model1:
             case CacheRecordFormat::fp8_v32: store_fp8_entry(p.cache, l, p.slots[r], v); break;
         }
+    }
+    return Status::ok();
+}
+
+Status kv_load(const KvLoadParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
+    std::vector<float> row(static_cast<size_t>(p.layout.dim));
+    for (int64_t r = 0; r < p.n_rows; ++r) {
+        if (p.slots[r] < 0)
+            std::fill(row.begin(), row.end(), 0.0f);
+        else
+            load_record(p.cache, p.layout, p.slots[r], row.data());
+        for (int64_t i = 0; i < p.layout.dim; ++i) store(p.y, p.y_type, r * p.y_row_stride + i, row[static_cast<size_t>(i)]);
     }
     return Status::ok();
 }
