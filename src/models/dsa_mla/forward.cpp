@@ -2,7 +2,6 @@
 // projections and latent cache write, indexer and top-k (full layers) or the source layer's top-k
 // (shared layers), absorbed sparse MLA attention with the sink, W_UV, gate and o_proj.
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <span>
 
