@@ -1,11 +1,11 @@
 // Kernel lab: the sparse attention cores of the cpu backend at their real shapes, at every ISA level,
 // against the fp32 FMA ceiling measured in this process (DESIGN.md: ratios, not absolute times):
 //   * DeepSeek-V4 sparse MQA (ops/sparse_mqa.h, deepseek_v4.md §3.8), V4-Flash deployed profile: 64 heads,
-//     one shared K = V row of d = 512 (448 e4m3 dims with UE8M0 scales + 64 bf16 rope dims: fp8_ds_mla
+//     one shared K = V row of d = 512 (448 e4m3 dims with UE8M0 scales + 64 bf16 rope dims: fp8_model1
 //     records), bf16 q and out; per token 128 window rows + 512 compressed rows (CSA top-k), both caches
 //     paged in 64-row blocks placed in a random order; 1 decode token, 4 decode tokens (4 requests), a
 //     512-token prefill chunk; and the exact profile (f32 rows, q, out) for one decode token.
-//   * DSA sparse MLA (ops/sparse_mla.h): 128 heads, kv_lora 512 + rope 64, fp8_ds_mla, 2048 selected
+//   * DSA sparse MLA (ops/sparse_mla.h): 128 heads, kv_lora 512 + rope 64, fp8_v32, 2048 selected
 //     rows, 1 decode token (the tiles are shared with the V4 kernel: this shows it did not slow down).
 // Flops per row and head: 2·Dqk for the logits + 2·Dv for P·V (V4: 2·512 + 2·512; DSA: 2·576 + 2·512).
 // Ceilings: fp32 FMA throughput of one core (zmm for avx512, ymm for avx2) × the pool's threads, measured
@@ -165,7 +165,7 @@ struct Case {
 struct MqaSetup {
     int64_t heads = 64, dim = 512, rope = 64, n_window = 128, n_compressed = 512, tokens = 1;
     int64_t compressed_entries = 32768;  // a 128K context at CSA ratio 4 (§3.5)
-    KvRecordFormat fmt = KvRecordFormat::fp8_ds_mla;
+    CacheRecordFormat fmt = CacheRecordFormat::fp8_model1;
     DType io = DType::bf16;
     Buf wcache, ccache, q, out, wslots, cslots, sink, ws;
     CacheView wview, cview;
@@ -199,8 +199,8 @@ struct MqaSetup {
     }
 };
 
-// A cache of n entries filled with random rows through ref kv_store, blocks in a random order (`perm`).
-CacheView fill_cache(Backend& ref, const KvRecordLayout& l, int64_t n, const std::vector<int32_t>& perm, std::mt19937& rng,
+// A cache of n entries filled with random rows through ref cache_store, blocks in a random order (`perm`).
+CacheView fill_cache(Backend& ref, const CacheRecordLayout& l, int64_t n, const std::vector<int32_t>& perm, std::mt19937& rng,
                      Buf& mem) {
     const int64_t bs = 64, blocks = static_cast<int64_t>(perm.size());
     const int64_t block_bytes = (bs * l.entry_bytes() + 63) / 64 * 64;
@@ -211,27 +211,30 @@ CacheView fill_cache(Backend& ref, const KvRecordLayout& l, int64_t n, const std
     for (float& e : x) e = nd(rng);
     std::vector<int32_t> slots(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) slots[static_cast<size_t>(i)] = paged(perm, i, bs);
-    KvStoreParams sp;
+    CacheStoreParams sp;
     sp.x = x.data();
     sp.slots = slots.data();
     sp.cache = v;
     sp.layout = l;
+    sp.n_slots = blocks * bs;
     sp.n_rows = n;
+    sp.dim = l.dim;
     sp.x_row_stride = l.dim;
-    check(ref.kv_store(sp), "kv_store");
+    sp.round_bf16 = true;  // as DeepSeek-V4 stores its rows
+    check(ref.cache_store(sp), "cache_store");
     return v;
 }
 
 // Token t (of `tokens`, one request per token when `requests`, else consecutive positions of one request)
 // reads window entries [pos − 127, pos] and 512 distinct compressed entries picked at random.
-std::unique_ptr<MqaSetup> mqa_setup(int64_t tokens, bool requests, KvRecordFormat fmt, DType io, Backend& ref) {
+std::unique_ptr<MqaSetup> mqa_setup(int64_t tokens, bool requests, CacheRecordFormat fmt, DType io, Backend& ref) {
     auto s = std::make_unique<MqaSetup>();
     s->tokens = tokens;
     s->fmt = fmt;
     s->io = io;
     std::mt19937 rng(17);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    const KvRecordLayout l{fmt, s->dim, fmt == KvRecordFormat::fp8_ds_mla ? s->rope : 0};
+    const CacheRecordLayout l{fmt, s->dim, fmt == CacheRecordFormat::fp8_model1 ? s->rope : 0};
     const int64_t bs = 64;
     // Window entries: one window per request (requests) or one sliding window over the chunk's positions.
     const int64_t w_entries = requests ? tokens * s->n_window : tokens + s->n_window;
@@ -296,7 +299,7 @@ struct MlaSetup {
         p.kv_lora_rank = r;
         p.rope_dim = dr;
         p.topk = topk;
-        p.format = SparseMlaCacheFormat::fp8_ds_mla;
+        p.format = CacheRecordFormat::fp8_v32;
         return p;
     }
 };
@@ -306,28 +309,25 @@ std::unique_ptr<MlaSetup> mla_setup(Backend& ref) {
     std::mt19937 rng(23);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     const int64_t bs = 64, blocks = s->entries / bs;
-    const int64_t entry = sparse_mla_entry_bytes(SparseMlaCacheFormat::fp8_ds_mla, s->r, s->dr);
+    const CacheRecordLayout layout{CacheRecordFormat::fp8_v32, s->r + s->dr, s->dr};
+    const int64_t entry = layout.entry_bytes();
     const int64_t block_bytes = (bs * entry + 63) / 64 * 64;
     s->cache = Buf(static_cast<size_t>(blocks * block_bytes));
     s->view = CacheView{s->cache.as<uint8_t>(), block_bytes, bs, entry};
-    std::vector<float> lat(static_cast<size_t>(s->entries * s->r)), rope(static_cast<size_t>(s->entries * s->dr));
-    for (float& v : lat) v = nd(rng);
-    for (float& v : rope) v = nd(rng);
-    std::vector<int64_t> wslots(static_cast<size_t>(s->entries));
-    for (int64_t i = 0; i < s->entries; ++i) wslots[static_cast<size_t>(i)] = i;
-    SparseMlaCacheWriteParams wp;
-    wp.latent = lat.data();
-    wp.rope = rope.data();
+    std::vector<float> rows(static_cast<size_t>(s->entries * (s->r + s->dr)));  // [c | kr]
+    for (float& v : rows) v = nd(rng);
+    std::vector<int32_t> wslots(static_cast<size_t>(s->entries));
+    for (int64_t i = 0; i < s->entries; ++i) wslots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    CacheStoreParams wp;
+    wp.x = rows.data();
     wp.slots = wslots.data();
     wp.cache = s->view;
+    wp.layout = layout;
     wp.n_slots = s->entries;
-    wp.n_tokens = s->entries;
-    wp.kv_lora_rank = s->r;
-    wp.rope_dim = s->dr;
-    wp.latent_row_stride = s->r;
-    wp.rope_row_stride = s->dr;
-    wp.format = SparseMlaCacheFormat::fp8_ds_mla;
-    check(ref.sparse_mla_cache_write(wp), "sparse_mla_cache_write");
+    wp.n_rows = s->entries;
+    wp.dim = s->r + s->dr;
+    wp.x_row_stride = s->r + s->dr;
+    check(ref.cache_store(wp), "cache_store");
     // The selection: 2048 distinct entries of the (paged, shuffled-block) context.
     const std::vector<int32_t> perm = block_perm(blocks, rng);
     std::vector<int32_t> pick(static_cast<size_t>(s->entries));
@@ -397,15 +397,15 @@ int main(int argc, char** argv) {
         const char* name;
         int64_t tokens;
         bool requests;
-        KvRecordFormat fmt;
+        CacheRecordFormat fmt;
         DType io;
         int reps;
     };
     const MqaDef defs[] = {
-        {"v4_mqa_fp8_bf16_decode1", 1, true, KvRecordFormat::fp8_ds_mla, DType::bf16, reps},
-        {"v4_mqa_fp8_bf16_decode4x4req", 4, true, KvRecordFormat::fp8_ds_mla, DType::bf16, reps},
-        {"v4_mqa_fp8_bf16_prefill512", 512, false, KvRecordFormat::fp8_ds_mla, DType::bf16, std::max(1, reps / 2)},
-        {"v4_mqa_f32_f32_decode1", 1, true, KvRecordFormat::f32, DType::f32, reps},
+        {"v4_mqa_fp8_bf16_decode1", 1, true, CacheRecordFormat::fp8_model1, DType::bf16, reps},
+        {"v4_mqa_fp8_bf16_decode4x4req", 4, true, CacheRecordFormat::fp8_model1, DType::bf16, reps},
+        {"v4_mqa_fp8_bf16_prefill512", 512, false, CacheRecordFormat::fp8_model1, DType::bf16, std::max(1, reps / 2)},
+        {"v4_mqa_f32_f32_decode1", 1, true, CacheRecordFormat::f32, DType::f32, reps},
     };
     std::vector<std::unique_ptr<MqaSetup>> mqas;
     for (const MqaDef& d : defs) {

@@ -1,9 +1,9 @@
 // Kernel lab: the Lightning Indexer scores of the cpu backend at long context, at every ISA level,
 // against the compute ceiling measured in this process (DESIGN.md: ratios, not absolute times):
-//   * DeepSeek-V4 CSA (ops/indexer_scores.h): 64 heads × 128 dims, 32768 fp8_scaled keys (128K context
+//   * DeepSeek-V4 CSA (ops/indexer_scores.h): 64 heads × 128 dims, 32768 fp8_row_scale keys (128K context
 //     / 4), bf16 q: 1 decode token, 4 decode tokens of 4 requests, a 512-token prefill chunk;
 //     plus the exact profile (f32 q and keys) for one decode token;
-//   * DSA (ops/dsa_indexer.h): 64 heads × 128 dims, 131072 fp8_blocked keys, 1 decode token.
+//   * DSA (ops/dsa_indexer.h): 64 heads × 128 dims, 131072 fp8_row_scale keys, 1 decode token.
 // Flops = 2 · heads · dim · keys · tokens. Ceilings: vdpbf16ps (avx512_bf16) and fp32 FMA (avx512, avx2)
 // throughput of one core × the pool's threads, measured with independent accumulator chains.
 // Old vs new: `--save FILE` writes the medians, `--baseline FILE` prints them next to this run's
@@ -172,7 +172,7 @@ struct Case {
 
 struct V4Setup {
     int64_t heads = 64, dim = 128, keys = 32768, lists = 1, tokens = 1;
-    KvRecordFormat fmt = KvRecordFormat::fp8_scaled;
+    CacheRecordFormat fmt = CacheRecordFormat::fp8_row_scale;
     DType q_type = DType::bf16;
     Buf cache, q, w, slots, token_list, n_keys, scores, ws;
     CacheView view;
@@ -201,7 +201,7 @@ struct V4Setup {
     }
 };
 
-std::unique_ptr<V4Setup> v4_setup(int64_t tokens, int64_t lists, KvRecordFormat fmt, DType qt, Backend& ref) {
+std::unique_ptr<V4Setup> v4_setup(int64_t tokens, int64_t lists, CacheRecordFormat fmt, DType qt, Backend& ref) {
     auto s = std::make_unique<V4Setup>();
     s->tokens = tokens;
     s->lists = lists;
@@ -209,7 +209,7 @@ std::unique_ptr<V4Setup> v4_setup(int64_t tokens, int64_t lists, KvRecordFormat 
     s->q_type = qt;
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    const KvRecordLayout kl{fmt, s->dim, 0};
+    const CacheRecordLayout kl{fmt, s->dim, 0};
     const int64_t bs = 64, n = lists * s->keys, blocks = (n + bs - 1) / bs;
     const int64_t block_bytes = (bs * kl.entry_bytes() + 63) / 64 * 64;
     s->cache = Buf(static_cast<size_t>(blocks * block_bytes));
@@ -223,14 +223,17 @@ std::unique_ptr<V4Setup> v4_setup(int64_t tokens, int64_t lists, KvRecordFormat 
     if (g_scatter_keys) std::shuffle(perm.begin(), perm.end(), rng);
     std::vector<float> x(static_cast<size_t>(n * s->dim));
     for (float& v : x) v = nd(rng);
-    KvStoreParams sp;
+    CacheStoreParams sp;
     sp.x = x.data();
     sp.slots = perm.data();
     sp.cache = s->view;
     sp.layout = kl;
+    sp.n_slots = blocks * bs;
     sp.n_rows = n;
+    sp.dim = s->dim;
     sp.x_row_stride = s->dim;
-    check(ref.kv_store(sp), "kv_store");
+    sp.round_bf16 = true;  // as DeepSeek-V4 stores its keys
+    check(ref.cache_store(sp), "cache_store");
     s->slots = Buf(static_cast<size_t>(n) * 4);
     std::memcpy(s->slots.as<int32_t>(), perm.data(), static_cast<size_t>(n) * 4);
     const int64_t qn = tokens * s->heads * s->dim;
@@ -284,7 +287,7 @@ struct DsaSetup {
         p.head_dim = dim;
         p.n_cols = keys;
         p.scores_row_stride = keys;
-        p.format = DsaIndexerKeyFormat::fp8_blocked;
+        p.format = CacheRecordFormat::fp8_row_scale;
         return p;
     }
 };
@@ -295,7 +298,8 @@ std::unique_ptr<DsaSetup> dsa_setup(Backend& ref, int64_t heads) {
     std::mt19937 rng(11);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     const int64_t bs = 64, blocks = s->keys / bs;
-    const int64_t entry = dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::fp8_blocked, s->dim);
+    const CacheRecordLayout layout{CacheRecordFormat::fp8_row_scale, s->dim, 0};
+    const int64_t entry = layout.entry_bytes();
     const int64_t block_bytes = (bs * entry + 63) / 64 * 64;
     s->cache = Buf(static_cast<size_t>(blocks * block_bytes));
     s->view = CacheView{s->cache.as<uint8_t>(), block_bytes, bs, entry};
@@ -308,18 +312,18 @@ std::unique_ptr<DsaSetup> dsa_setup(Backend& ref, int64_t heads) {
     std::memcpy(s->table.as<int32_t>(), perm.data(), static_cast<size_t>(blocks) * 4);
     std::vector<float> k(static_cast<size_t>(s->keys * s->dim));
     for (float& v : k) v = nd(rng);
-    std::vector<int64_t> slots(static_cast<size_t>(s->keys));
-    for (int64_t i = 0; i < s->keys; ++i) slots[static_cast<size_t>(i)] = i;
-    DsaIndexerKeyWriteParams wp;
-    wp.k = k.data();
+    std::vector<int32_t> slots(static_cast<size_t>(s->keys));
+    for (int64_t i = 0; i < s->keys; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    CacheStoreParams wp;
+    wp.x = k.data();
     wp.slots = slots.data();
     wp.cache = s->view;
+    wp.layout = layout;
     wp.n_slots = s->n_slots;
-    wp.n_tokens = s->keys;
-    wp.head_dim = s->dim;
-    wp.k_row_stride = s->dim;
-    wp.format = DsaIndexerKeyFormat::fp8_blocked;
-    check(ref.dsa_indexer_key_write(wp), "dsa_indexer_key_write");
+    wp.n_rows = s->keys;
+    wp.dim = s->dim;
+    wp.x_row_stride = s->dim;
+    check(ref.cache_store(wp), "cache_store");
     const int64_t qn = s->tokens * s->heads * s->dim;
     s->q = Buf(static_cast<size_t>(qn));
     for (int64_t i = 0; i < qn; ++i) s->q.as<uint8_t>()[i] = f32_to_fp8_e4m3(std::clamp(nd(rng) * 64.0f, -448.0f, 448.0f));
@@ -377,14 +381,14 @@ int main(int argc, char** argv) {
     struct V4Def {
         const char* name;
         int64_t tokens, lists;
-        KvRecordFormat fmt;
+        CacheRecordFormat fmt;
         DType qt;
     };
     const V4Def defs[] = {
-        {"v4_fp8_bf16q_decode1", 1, 1, KvRecordFormat::fp8_scaled, DType::bf16},
-        {"v4_fp8_bf16q_decode4x4lists", 4, 4, KvRecordFormat::fp8_scaled, DType::bf16},
-        {"v4_fp8_bf16q_prefill512", 512, 1, KvRecordFormat::fp8_scaled, DType::bf16},
-        {"v4_f32_f32q_decode1", 1, 1, KvRecordFormat::f32, DType::f32},
+        {"v4_fp8_bf16q_decode1", 1, 1, CacheRecordFormat::fp8_row_scale, DType::bf16},
+        {"v4_fp8_bf16q_decode4x4lists", 4, 4, CacheRecordFormat::fp8_row_scale, DType::bf16},
+        {"v4_fp8_bf16q_prefill512", 512, 1, CacheRecordFormat::fp8_row_scale, DType::bf16},
+        {"v4_f32_f32q_decode1", 1, 1, CacheRecordFormat::f32, DType::f32},
     };
     std::vector<std::unique_ptr<V4Setup>> v4s;
     for (const V4Def& d : defs) {

@@ -29,12 +29,13 @@
 
 #include "backends/device_buffer.h"
 #include "core/status.h"
+#include "ops/cache_store.h"
 #include "ops/compressor.h"
 #include "ops/dsa_indexer.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/hadamard.h"
 #include "ops/indexer_scores.h"
-#include "ops/kv_record.h"
+#include "ops/kv_load.h"
 #include "ops/layer_norm.h"
 #include "ops/linear.h"
 #include "ops/mla_head_proj.h"
@@ -162,24 +163,24 @@ public:
     virtual Status quant_fp8(const QuantFp8Params& p) = 0;   // ops/quant_fp8.h
     virtual Status hadamard(const HadamardParams& p) = 0;    // ops/hadamard.h
 
+    // ---- caches: every family's cache writes (ops/cache_store.h) ----
+    virtual Status cache_store(const CacheStoreParams& p) = 0;
+
     // ---- selection ----
     virtual size_t topk_workspace_size(const TopkParams& p) const = 0;  // ops/topk.h
     virtual Status topk(const TopkParams& p, Workspace ws) = 0;
 
-    // ---- DSA on MLA: latent cache, sparse MLA attention, indexer, output gate ----
-    virtual Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) = 0;  // ops/sparse_mla.h
+    // ---- DSA on MLA: sparse MLA attention, indexer scores, output gate ----
     virtual size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const = 0;
-    virtual Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) = 0;
-    virtual Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) = 0;  // ops/dsa_indexer.h
-    virtual size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const = 0;
+    virtual Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) = 0;  // ops/sparse_mla.h
+    virtual size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const = 0;  // ops/dsa_indexer.h
     virtual Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace ws) = 0;
     virtual Status dsa_output_gate(const DsaOutputGateParams& p) = 0;  // ops/dsa_output_gate.h
     virtual size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const = 0;  // ops/mla_head_proj.h
     virtual Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) = 0;
 
-    // ---- DeepSeek-V4: caches, compressor, indexer scores, sparse attention ----
-    virtual Status kv_store(const KvStoreParams& p) = 0;  // ops/kv_record.h
-    virtual Status kv_load(const KvLoadParams& p) = 0;    // ops/kv_record.h
+    // ---- DeepSeek-V4: cache reads, compressor, indexer scores, sparse attention ----
+    virtual Status kv_load(const KvLoadParams& p) = 0;  // ops/kv_load.h (every cache format)
     virtual Status compressor_state_store(const CompressorStateStoreParams& p) = 0;  // ops/compressor.h
     virtual Status compressor_pool(const CompressorPoolParams& p) = 0;               // ops/compressor.h
     virtual size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const = 0;  // ops/indexer_scores.h

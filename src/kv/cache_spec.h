@@ -15,7 +15,8 @@ std::string_view numerics_profile_name(NumericsProfile profile);  // "exact" / "
 
 struct CacheSpec {
     std::string name;    // "swa_kv", "compressed_kv", "indexer_keys", ...
-    std::string format;  // what one entry holds, e.g. "fp8_ds_mla record" or "f32 [512]"
+    std::string format;  // what one entry holds: the entry format (ops/cache_record.h) and its values, e.g.
+                         // "fp8_model1 [448 + 64 rope]" or "f32 [512]"
     int64_t entry_bytes = 0;       // bytes of one entry
     int64_t tokens_per_entry = 1;  // 1, or the compress ratio m (one entry per m tokens)
     // 0: the cache keeps the whole history. > 0: only the entries of the last `window_tokens`

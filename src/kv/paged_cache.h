@@ -38,6 +38,8 @@ public:
     int64_t n_layers() const { return n_layers_; }
     const BlockAllocator& allocator() const { return allocator_; }
     int64_t storage_bytes() const;  // all layers
+    // Slots of one layer's storage (num_blocks · block_size): every slot a cache op addresses is below.
+    int64_t n_slots() const { return allocator_.total_blocks() * block_size_; }
 
     // The view of layer `layer_slot`'s storage (0 ≤ layer_slot < n_layers): device addresses.
     CacheView view(int64_t layer_slot) const;

@@ -16,7 +16,7 @@ struct CacheView {
 
     bool empty() const { return base == nullptr; }
     // Address of a plain-row entry (entries stored one after another inside the block). Layouts
-    // with a per-block structure (fp8_ds_mla: all data rows, then all scales) compute their own.
+    // with a per-block structure (fp8_model1, fp8_row_scale: all data parts, then all scales) use ops/cache_record.h.
     uint8_t* row(int64_t slot) const {
         return base + (slot / block_size) * block_bytes + (slot % block_size) * entry_bytes;
     }

@@ -21,7 +21,7 @@
 //   A_j = row_j[col_j(e)],  B_j = row_j[width + col_j(e)]           (over the valid rows j)
 //   out[k, e] = Σ_j softmax_j(B)·A_j = Σ_j e^(B_j − max B)·A_j / Σ_j e^(B_j − max B)
 // fp32 (ref: double), accumulation order unspecified. No valid row gives 0. RMSNorm, RoPE at position
-// k·m and the store of the entry are separate ops (rms_norm, rope, kv_store).
+// k·m and the store of the entry are separate ops (rms_norm, rope, cache_store).
 #pragma once
 
 #include <cstdint>

@@ -3,65 +3,22 @@
 #include <cmath>
 #include <utility>
 
-#include "ops/dsa_cache_check.h"
 #include "ops/op_common.h"
 
 namespace sieve {
 
-const char* dsa_indexer_key_format_name(DsaIndexerKeyFormat f) {
-    switch (f) {
-        case DsaIndexerKeyFormat::f32: return "f32";
-        case DsaIndexerKeyFormat::fp8_blocked: return "fp8_blocked";
-    }
-    return "?";
-}
-
-int64_t dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat f, int64_t head_dim) {
-    return f == DsaIndexerKeyFormat::f32 ? 4 * head_dim : head_dim + 4;  // §3.3: 128 + 4 = 132
-}
-
-Status dsa_indexer_check_geometry(DsaIndexerKeyFormat f, int64_t head_dim) {
-    if (head_dim < 1 || head_dim > (int64_t{1} << 20))
-        return invalid_argument_error("dsa_indexer: head_dim = {}, expected in [1, 2^20]", head_dim);
-    if (f == DsaIndexerKeyFormat::fp8_blocked && head_dim > 128)
-        return unsupported_error("dsa_indexer: fp8_blocked keys hold one scale per key, so head_dim = {} must be ≤ 128 "
-                                 "(dsa_mla.md §3.3: group = 128 = Di)",
-                                 head_dim);
-    return Status::ok();
-}
-
-Status validate(const DsaIndexerKeyWriteParams& p) {
-    constexpr std::string_view op = "dsa_indexer_key_write";
-    using namespace op_check;
-    SIEVE_RETURN_IF_ERROR(dsa_indexer_check_geometry(p.format, p.head_dim));
-    SIEVE_RETURN_IF_ERROR(require_dtype(op, "k_type", p.k_type, {DType::f32, DType::bf16}));
-    SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_tokens", p.n_tokens, 0));
-    SIEVE_RETURN_IF_ERROR(
-        rows_extent(op, "k", {p.n_tokens, 1, p.head_dim, p.k_row_stride, 0}, dtype_size(p.k_type)).status());
-    if (p.n_tokens == 0) return Status::ok();
-    SIEVE_RETURN_IF_ERROR(require_ptr(op, "k", p.k));
-    SIEVE_RETURN_IF_ERROR(require_ptr(op, "slots", p.slots));
-    SIEVE_RETURN_IF_ERROR(
-        dsa_check::cache_view(op, p.cache, dsa_indexer_key_entry_bytes(p.format, p.head_dim), p.n_slots));
-    return Status::ok();
-}
-
-Status check_indices(const DsaIndexerKeyWriteParams& p) {
-    constexpr std::string_view op = "dsa_indexer_key_write";
-    for (int64_t t = 0; t < p.n_tokens; ++t)
-        if (p.slots[t] < -1 || p.slots[t] >= p.n_slots)
-            return invalid_argument_error("{}: slots[{}] = {}, expected −1 or a slot in [0, {})", op, t, p.slots[t],
-                                          p.n_slots);
-    return Status::ok();
-}
-
 Status validate(const DsaIndexerScoresParams& p) {
     constexpr std::string_view op = "dsa_indexer_scores";
     using namespace op_check;
-    SIEVE_RETURN_IF_ERROR(dsa_indexer_check_geometry(p.format, p.head_dim));
-    const bool fp8 = p.format == DsaIndexerKeyFormat::fp8_blocked;
+    if (p.format != CacheRecordFormat::f32 && p.format != CacheRecordFormat::fp8_row_scale)
+        return invalid_argument_error("{}: format = {}, expected f32 or fp8_row_scale (dsa_mla.md §3.3)", op,
+                                      cache_record_format_name(p.format));
+    // head_dim in range; fp8_row_scale keys hold at most 128 values (one scale per key, §3.3)
+    if (const Status s = validate(p.key_layout()); !s.is_ok())
+        return s.with_context(fmt::format("{}: head_dim = {}", op, p.head_dim));
+    const bool fp8 = p.format == CacheRecordFormat::fp8_row_scale;
     if (fp8) {
-        SIEVE_RETURN_IF_ERROR(require_dtype(op, "q_type (fp8_blocked keys)", p.q_type, {DType::f8_e4m3}));
+        SIEVE_RETURN_IF_ERROR(require_dtype(op, "q_type (fp8_row_scale keys)", p.q_type, {DType::f8_e4m3}));
     } else {
         SIEVE_RETURN_IF_ERROR(require_dtype(op, "q_type (f32 keys)", p.q_type, {DType::f32}));
     }
@@ -143,7 +100,7 @@ Status check_indices(const DsaIndexerScoresParams& p) {
     // on n_keys, hence these checks live here).
     if (!any_key) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "block_table", p.block_table));
-    SIEVE_RETURN_IF_ERROR(dsa_check::cache_view(op, p.keys, dsa_indexer_key_entry_bytes(p.format, p.head_dim), p.n_slots));
+    SIEVE_RETURN_IF_ERROR(validate_cache_view(op, "keys", p.keys, p.key_layout(), p.n_slots));
     const int64_t n_blocks = p.n_slots / p.keys.block_size;
     int64_t checked_seq = -1, checked_blocks = 0;  // rows of one sequence usually come together
     for (int64_t t = 0; t < p.n_tokens; ++t) {

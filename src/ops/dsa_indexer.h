@@ -1,20 +1,11 @@
-// ops/dsa_indexer.h — the Lightning Indexer of DSA-on-MLA layers: its key cache and its index
-// scores (specs/dsa_mla.md §2.6, §2.7, §3.3, §4.2; DeepSeek-V3.2 and Tencent Hy4).
+// ops/dsa_indexer.h — the index scores of DSA-on-MLA layers' Lightning Indexer over its key cache
+// (specs/dsa_mla.md §2.6, §2.7, §3.3, §4.2; DeepSeek-V3.2 and Tencent Hy4).
 //
 // Key cache entry of one token: the indexer key kI (head_dim = Di values, after k_norm and RoPE, and
-// the Hadamard rotation where the profile uses it). Formats (DsaIndexerKeyFormat):
-//   f32          [Di] f32, plain rows (`exact` profile).
-//   fp8_blocked  vLLM / DeepGEMM's per-block layout (§3.3; 132 bytes per token for Di = 128): inside a
-//                block of B entries, bytes [0, B·Di) hold the e4m3 keys (entry i at i·Di), bytes
-//                [B·Di, B·Di + 4·B) one fp32 scale per entry (entry i at B·Di + 4·i). entry_bytes = Di + 4.
-//                One scale per key, i.e. per group of Di ≤ 128 values (§3.3 "group = 128 = Di"); a larger
-//                Di is unsupported.
-//
-// Key write (dsa_indexer_key_write), for token t with slot s = slots[t] ≥ 0 (s < 0: skipped):
-//   f32:         entry = k[t] widened exactly.
-//   fp8_blocked: k[t] is quantized as one group by ops/quant_fp8.h's rule (amax, UE8M0 scale
-//                2^ceil(log2(max(amax, 1e-4)/448)), saturating RNE e4m3, NaN/inf poisoning): the bytes of
-//                quant_fp8 with group_size Di; the scale is stored as fp32.
+// the Hadamard rotation where the profile uses it), in the format f32 (plain rows, the `exact` profile)
+// or fp8_row_scale (vLLM / DeepGEMM's per-block layout with one fp32 scale per key, §3.3; Di ≤ 128) of
+// ops/cache_record.h; written by ops/cache_store.h (no bf16 rounding before the quantization:
+// round_bf16 = false).
 //
 // Scores (dsa_indexer_scores), for query row t of sequence s = token_seq[t] and candidate key u in
 // [0, n_keys[t]) (request-local positions: candidates 0..p_t, §2.7), the key of u read at slot
@@ -38,44 +29,10 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "ops/cache_record.h"
 #include "ops/cache_view.h"
 
 namespace sieve {
-
-enum class DsaIndexerKeyFormat : uint8_t { f32, fp8_blocked };
-
-const char* dsa_indexer_key_format_name(DsaIndexerKeyFormat f);  // "f32" / "fp8_blocked"
-// Bytes of one entry: f32 4·Di; fp8_blocked Di + 4 (132 for Di = 128).
-int64_t dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat f, int64_t head_dim);
-// head_dim ≥ 1; fp8_blocked needs head_dim ≤ 128 (one scale per key).
-Status dsa_indexer_check_geometry(DsaIndexerKeyFormat f, int64_t head_dim);
-// Byte offsets of entry `slot`'s fp8 values and fp32 scale in the fp8_blocked layout (§3.3):
-//   value = blk·block_bytes + off·Di,  scale = blk·block_bytes + block_size·Di + 4·off,
-// blk = slot / block_size, off = slot % block_size.
-inline int64_t dsa_indexer_fp8_value_offset(const CacheView& c, int64_t head_dim, int64_t slot) {
-    return (slot / c.block_size) * c.block_bytes + (slot % c.block_size) * head_dim;
-}
-inline int64_t dsa_indexer_fp8_scale_offset(const CacheView& c, int64_t head_dim, int64_t slot) {
-    return (slot / c.block_size) * c.block_bytes + c.block_size * head_dim + 4 * (slot % c.block_size);
-}
-
-struct DsaIndexerKeyWriteParams {
-    const void* k = nullptr;         // [n_tokens, head_dim], k_type; row t at k + t·k_row_stride
-    const int64_t* slots = nullptr;  // [n_tokens] global slots, −1 = skip; distinct (not checked)
-    CacheView cache;                 // entry_bytes = dsa_indexer_key_entry_bytes(format, head_dim)
-    int64_t n_slots = 0;             // slots in the cache (num_blocks · block_size)
-    int64_t n_tokens = 0, head_dim = 0;
-    int64_t k_row_stride = 0;        // elements
-    DsaIndexerKeyFormat format = DsaIndexerKeyFormat::f32;
-    DType k_type = DType::f32;       // f32 | bf16
-};
-
-// Geometry, strides, dtypes, cache view consistent with the format.
-// validate never reads memory behind the pointers; check_indices reads index arrays and may only be
-// called on host-readable memory (ops/op_common.h).
-Status validate(const DsaIndexerKeyWriteParams& p);
-// Every slot in [−1, n_slots) (reads the slots).
-Status check_indices(const DsaIndexerKeyWriteParams& p);
 
 struct DsaIndexerScoresParams {
     const void* q = nullptr;           // [n_tokens, n_heads, head_dim], q_type; (t, j, d) at
@@ -94,11 +51,13 @@ struct DsaIndexerScoresParams {
     int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_cols = 0;
     int64_t q_token_stride = 0, q_head_stride = 0, q_scale_token_stride = 0, weights_token_stride = 0;
     int64_t scores_row_stride = 0;
-    DsaIndexerKeyFormat format = DsaIndexerKeyFormat::f32;  // f32 keys need q_type f32; fp8_blocked f8_e4m3
+    CacheRecordFormat format = CacheRecordFormat::f32;  // f32 keys need q_type f32; fp8_row_scale f8_e4m3
     DType q_type = DType::f32;
     int32_t* selected = nullptr;           // [n_tokens, k] or nullptr (no fused selection)
     int64_t k = 0;                         // ≥ 1 when selected is set
     int64_t selected_row_stride = 0;       // elements, ≥ k when n_tokens > 1
+
+    CacheRecordLayout key_layout() const { return {format, head_dim, 0}; }
 };
 
 // Geometry, strides, dtypes matching the format, scores and selected disjoint from the inputs.

@@ -15,9 +15,9 @@ Status validate(const IndexerScoresParams& p) {
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "head_dim", p.head_dim, 1));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_lists", p.n_lists, 0));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "max_keys", p.max_keys, 0));
-    if (p.key_format != KvRecordFormat::f32 && p.key_format != KvRecordFormat::fp8_scaled)
-        return invalid_argument_error("{}: key_format = {}, expected f32 or fp8_scaled", op,
-                                      kv_record_format_name(p.key_format));
+    if (p.key_format != CacheRecordFormat::f32 && p.key_format != CacheRecordFormat::fp8_row_scale)
+        return invalid_argument_error("{}: key_format = {}, expected f32 or fp8_row_scale", op,
+                                      cache_record_format_name(p.key_format));
     if (p.n_lists > 1 && p.key_slots_stride < p.max_keys)
         return invalid_argument_error("{}: key_slots_stride = {} < max_keys {}", op, p.key_slots_stride, p.max_keys);
     const RowsLayout ql{p.n_tokens, p.n_heads, p.head_dim, p.q_token_stride, p.q_head_stride};

@@ -6,7 +6,7 @@
 //
 // Token t scores the keys of list token_list[t] (one list per request: its indexer-key slots in
 // entry order). For candidate j < n_keys[t] (the causal ones, j < ⌊(p_t + 1)/4⌋, chosen by the caller):
-//   K_j         = the fp32 key of slot key_slots[list, j] (ops/kv_record.h kv_load: f32 rows, or fp8_scaled
+//   K_j         = the fp32 key of slot key_slots[list, j] (ops/kv_load.h: f32 rows, or fp8_row_scale
 //                 e4m3 · scale)
 //   score[t, j] = Σ_h w[t, h] · max(0, <q[t, h], K_j>)          fp32 (ref: double), any order
 // with w the caller's head weights, already scaled (weights_proj(x) · c_I^-0.5 · H_I^-0.5, §3.6; no
@@ -25,15 +25,15 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "ops/cache_view.h"
-#include "ops/kv_record.h"
+#include "ops/cache_record.h"
 
 namespace sieve {
 
 struct IndexerScoresParams {
     const void* q = nullptr;             // [n_tokens, n_heads, head_dim], q_type; (t, h, i) at t·q_token_stride + h·q_head_stride + i
     const float* weights = nullptr;      // [n_tokens, n_heads], row t at weights + t·weights_row_stride
-    CacheView keys;                      // indexer key cache, format key_format (f32 | fp8_scaled)
-    KvRecordFormat key_format = KvRecordFormat::f32;
+    CacheView keys;                      // indexer key cache, format key_format (f32 | fp8_row_scale)
+    CacheRecordFormat key_format = CacheRecordFormat::f32;
     const int32_t* key_slots = nullptr;  // [n_lists, max_keys], list l at key_slots + l·key_slots_stride; −1 = missing
     const int32_t* token_list = nullptr; // [n_tokens] list index of each token, in [0, n_lists)
     const int32_t* n_keys = nullptr;     // [n_tokens] candidates per token, in [0, max_keys]
@@ -49,7 +49,7 @@ struct IndexerScoresParams {
     int64_t k = 0;                       // ≥ 1 when selected is set
     int64_t selected_row_stride = 0;     // elements, ≥ k when n_tokens > 1
 
-    KvRecordLayout key_layout() const { return {key_format, head_dim, 0}; }
+    CacheRecordLayout key_layout() const { return {key_format, head_dim, 0}; }
 };
 
 // Shapes, dtypes, strides, key cache geometry, scores and selected disjoint from every input.

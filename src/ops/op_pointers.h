@@ -9,12 +9,13 @@
 
 #include <string_view>
 
+#include "ops/cache_store.h"
 #include "ops/compressor.h"
 #include "ops/dsa_indexer.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/hadamard.h"
 #include "ops/indexer_scores.h"
-#include "ops/kv_record.h"
+#include "ops/kv_load.h"
 #include "ops/layer_norm.h"
 #include "ops/linear.h"
 #include "ops/mla_head_proj.h"
@@ -61,19 +62,16 @@ SIEVE_OP_POINTERS(RopeParams, 112, f("x", p.x); f("y", p.y); f("positions", p.po
 SIEVE_OP_POINTERS(QuantFp8Params, 144, f("x", p.x); f("q", p.q); f("scale_ue8m0", p.scale_ue8m0);
                   f("scale_f32", p.scale_f32); f("dequant", p.dequant))
 SIEVE_OP_POINTERS(HadamardParams, 80, f("x", p.x); f("y", p.y))
+SIEVE_OP_POINTERS(CacheStoreParams, 120, f("x", p.x); f("slots", p.slots); view("cache.base", p.cache, f))
 SIEVE_OP_POINTERS(TopkParams, 72, f("scores", p.scores); f("valid_len", p.valid_len); f("out", p.out);
                   f("out_count", p.out_count))
-SIEVE_OP_POINTERS(SparseMlaCacheWriteParams, 112, f("latent", p.latent); f("rope", p.rope); f("slots", p.slots);
-                  view("cache.base", p.cache, f))
 SIEVE_OP_POINTERS(SparseMlaAttentionParams, 168, f("q", p.q); f("slots", p.slots); f("sink", p.sink);
                   f("out", p.out); view("cache.base", p.cache, f))
-SIEVE_OP_POINTERS(DsaIndexerKeyWriteParams, 88, f("k", p.k); f("slots", p.slots); view("cache.base", p.cache, f))
 SIEVE_OP_POINTERS(DsaIndexerScoresParams, 224, f("q", p.q); f("q_scale", p.q_scale); f("weights", p.weights);
                   f("block_table", p.block_table); f("token_seq", p.token_seq); f("n_keys", p.n_keys);
                   f("scores", p.scores); f("selected", p.selected); view("keys.base", p.keys, f))
 SIEVE_OP_POINTERS(DsaOutputGateParams, 96, f("x", p.x); f("gate", p.gate); f("y", p.y))
 SIEVE_OP_POINTERS(MlaHeadProjParams, 96, f("x", p.x); f("w", p.w); f("y", p.y))
-SIEVE_OP_POINTERS(KvStoreParams, 96, f("x", p.x); f("slots", p.slots); view("cache.base", p.cache, f))
 SIEVE_OP_POINTERS(KvLoadParams, 96, f("slots", p.slots); f("y", p.y); view("cache.base", p.cache, f))
 SIEVE_OP_POINTERS(CompressorStateStoreParams, 112, f("kv", p.kv); f("gate", p.gate); f("ape", p.ape);
                   f("positions", p.positions); f("slots", p.slots); view("state.base", p.state, f))

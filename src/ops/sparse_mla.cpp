@@ -2,74 +2,31 @@
 
 #include <cmath>
 
-#include "ops/dsa_cache_check.h"
 #include "ops/op_common.h"
 
 namespace sieve {
 
-const char* sparse_mla_cache_format_name(SparseMlaCacheFormat f) {
-    switch (f) {
-        case SparseMlaCacheFormat::f32: return "f32";
-        case SparseMlaCacheFormat::fp8_ds_mla: return "fp8_ds_mla";
-    }
-    return "?";
-}
+namespace {
 
-int64_t sparse_mla_quant_group(int64_t kv_lora_rank) { return kv_lora_rank < 128 ? kv_lora_rank : 128; }
-
-int64_t sparse_mla_entry_bytes(SparseMlaCacheFormat f, int64_t kv_lora_rank, int64_t rope_dim) {
-    if (f == SparseMlaCacheFormat::f32) return 4 * (kv_lora_rank + rope_dim);
-    const int64_t g = sparse_mla_quant_group(kv_lora_rank);
-    const int64_t n_scales = g > 0 ? (kv_lora_rank + g - 1) / g : 0;
-    return kv_lora_rank + 4 * n_scales + 2 * rope_dim;  // §3.4: 512 + 16 + 128 = 656
-}
-
-Status sparse_mla_check_geometry(SparseMlaCacheFormat f, int64_t kv_lora_rank, int64_t rope_dim) {
-    if (kv_lora_rank < 1 || rope_dim < 0 || kv_lora_rank > (int64_t{1} << 24) || rope_dim > (int64_t{1} << 24))
-        return invalid_argument_error("sparse_mla: kv_lora_rank = {}, rope_dim = {}: expected kv_lora_rank in [1, 2^24] "
-                                      "and rope_dim in [0, 2^24]",
-                                      kv_lora_rank, rope_dim);
-    if (f == SparseMlaCacheFormat::fp8_ds_mla && kv_lora_rank % sparse_mla_quant_group(kv_lora_rank) != 0)
-        return unsupported_error("sparse_mla: fp8_ds_mla needs kv_lora_rank = {} to be a multiple of its scale group "
-                                 "{} (one fp32 scale per 128 latent values, dsa_mla.md §3.4)",
-                                 kv_lora_rank, sparse_mla_quant_group(kv_lora_rank));
+// kv_lora_rank ≥ 1, rope_dim ≥ 0, the format one of the latent cache's and its layout representable.
+Status check_latent_geometry(std::string_view op, const SparseMlaAttentionParams& p) {
+    if (p.kv_lora_rank < 1 || p.rope_dim < 0)
+        return invalid_argument_error("{}: kv_lora_rank = {}, rope_dim = {}: expected kv_lora_rank ≥ 1 and rope_dim ≥ 0",
+                                      op, p.kv_lora_rank, p.rope_dim);
+    if (p.format != CacheRecordFormat::f32 && p.format != CacheRecordFormat::fp8_v32)
+        return invalid_argument_error("{}: format = {}, expected f32 or fp8_v32 (dsa_mla.md §3.4)", op,
+                                      cache_record_format_name(p.format));
+    const Status s = validate(p.layout());
+    if (!s.is_ok()) return s.with_context(fmt::format("{}: kv_lora_rank = {}, rope_dim = {}", op, p.kv_lora_rank, p.rope_dim));
     return Status::ok();
 }
 
-Status validate(const SparseMlaCacheWriteParams& p) {
-    constexpr std::string_view op = "sparse_mla_cache_write";
-    using namespace op_check;
-    SIEVE_RETURN_IF_ERROR(sparse_mla_check_geometry(p.format, p.kv_lora_rank, p.rope_dim));
-    SIEVE_RETURN_IF_ERROR(require_dtype(op, "latent_type", p.latent_type, {DType::f32, DType::bf16}));
-    SIEVE_RETURN_IF_ERROR(require_dtype(op, "rope_type", p.rope_type, {DType::f32, DType::bf16}));
-    SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_tokens", p.n_tokens, 0));
-    SIEVE_RETURN_IF_ERROR(rows_extent(op, "latent", {p.n_tokens, 1, p.kv_lora_rank, p.latent_row_stride, 0},
-                                      dtype_size(p.latent_type))
-                              .status());
-    SIEVE_RETURN_IF_ERROR(
-        rows_extent(op, "rope", {p.n_tokens, 1, p.rope_dim, p.rope_row_stride, 0}, dtype_size(p.rope_type)).status());
-    if (p.n_tokens == 0) return Status::ok();
-    SIEVE_RETURN_IF_ERROR(require_ptr(op, "latent", p.latent));
-    if (p.rope_dim > 0) SIEVE_RETURN_IF_ERROR(require_ptr(op, "rope", p.rope));
-    SIEVE_RETURN_IF_ERROR(require_ptr(op, "slots", p.slots));
-    SIEVE_RETURN_IF_ERROR(dsa_check::cache_view(op, p.cache, sparse_mla_entry_bytes(p.format, p.kv_lora_rank, p.rope_dim),
-                                                p.n_slots));
-    return Status::ok();
-}
-
-Status check_indices(const SparseMlaCacheWriteParams& p) {
-    constexpr std::string_view op = "sparse_mla_cache_write";
-    for (int64_t t = 0; t < p.n_tokens; ++t)
-        if (p.slots[t] < -1 || p.slots[t] >= p.n_slots)
-            return invalid_argument_error("{}: slots[{}] = {}, expected −1 or a slot in [0, {})", op, t, p.slots[t],
-                                          p.n_slots);
-    return Status::ok();
-}
+}  // namespace
 
 Status validate(const SparseMlaAttentionParams& p) {
     constexpr std::string_view op = "sparse_mla_attention";
     using namespace op_check;
-    SIEVE_RETURN_IF_ERROR(sparse_mla_check_geometry(p.format, p.kv_lora_rank, p.rope_dim));
+    SIEVE_RETURN_IF_ERROR(check_latent_geometry(op, p));
     SIEVE_RETURN_IF_ERROR(require_dtype(op, "q_type", p.q_type, {DType::f32, DType::bf16}));
     SIEVE_RETURN_IF_ERROR(require_dtype(op, "out_type", p.out_type, {DType::f32, DType::bf16}));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_tokens", p.n_tokens, 0));
@@ -114,8 +71,7 @@ Status check_indices(const SparseMlaAttentionParams& p) {
     // The cache is read only when some slot is listed (which depends on the slots, hence this check
     // lives here).
     if (any_slot)
-        SIEVE_RETURN_IF_ERROR(dsa_check::cache_view(op, p.cache, sparse_mla_entry_bytes(p.format, p.kv_lora_rank, p.rope_dim),
-                                                    p.n_slots));
+        SIEVE_RETURN_IF_ERROR(validate_cache_view(op, "", p.cache, p.layout(), p.n_slots));
     return Status::ok();
 }
 

@@ -8,6 +8,14 @@ namespace sieve {
 
 namespace {
 
+// K = V rows of DeepSeek-V4: f32 (exact) or the fp8_model1 record (deployed, deepseek_v4.md §4.1).
+Status check_kv_format(std::string_view op, std::string_view name, CacheRecordFormat f) {
+    if (f == CacheRecordFormat::f32 || f == CacheRecordFormat::fp8_model1) return Status::ok();
+    return invalid_argument_error("{}: {} cache format {}, expected f32 or fp8_model1 (K = V rows)", op, name,
+                                  cache_record_format_name(f));
+}
+
+
 // The list's width, pointer and layout (does not read it).
 Status check_slot_list(std::string_view op, std::string_view name, const int32_t* slots, int64_t n_tokens,
                        int64_t width, int64_t stride) {
@@ -52,13 +60,11 @@ Status validate(const SparseMqaParams& p) {
     SIEVE_RETURN_IF_ERROR(check_slot_list(op, "compressed", p.compressed_slots, p.n_tokens, p.n_compressed,
                                           p.compressed_slots_stride));
     if (p.n_window > 0) {
-        if (p.window_format == KvRecordFormat::fp8_scaled)
-            return invalid_argument_error("{}: window cache format fp8_scaled holds indexer keys, not K=V rows", op);
+        SIEVE_RETURN_IF_ERROR(check_kv_format(op, "window", p.window_format));
         SIEVE_RETURN_IF_ERROR(validate_cache_view(op, "window", p.window, p.window_layout()));
     }
     if (p.n_compressed > 0) {
-        if (p.compressed_format == KvRecordFormat::fp8_scaled)
-            return invalid_argument_error("{}: compressed cache format fp8_scaled holds indexer keys, not K=V rows", op);
+        SIEVE_RETURN_IF_ERROR(check_kv_format(op, "compressed", p.compressed_format));
         SIEVE_RETURN_IF_ERROR(validate_cache_view(op, "compressed", p.compressed, p.compressed_layout()));
     }
     if (q_extent == 0) return Status::ok();

@@ -7,8 +7,8 @@
 //   compressed: compressed_slots[t, 0 … n_compressed)  — HCA: all visible entries; CSA: the indexer's
 //               top-k (§3.5, §3.7); n_compressed = 0 for SWA-only layers
 // A slot of −1 is skipped. Every listed slot counts once per listing (lists do not deduplicate).
-// Row values are what ops/kv_record.h's kv_load returns for the cache's format (f32 rows, or
-// dequantized fp8_ds_mla records). For token t and head h, over the listed rows v_j:
+// Row values are what ops/kv_load.h's kv_load returns for the cache's format (f32 rows, or
+// dequantized fp8_model1 records). For token t and head h, over the listed rows v_j:
 //   l_j   = scale · <q[t, h], v_j>                                    fp32 (scale = head_dim^-0.5 for V4,
 //                                                                      no YaRN mscale: §1.2)
 //   M     = max(max_j l_j, sink[h])                                   (sink omitted when sink is null)
@@ -30,23 +30,23 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "ops/cache_view.h"
-#include "ops/kv_record.h"
+#include "ops/cache_record.h"
 
 namespace sieve {
 
 struct SparseMqaParams {
     const void* q = nullptr;                  // [n_tokens, n_heads, head_dim], q_type; (t, h, i) at t·q_token_stride + h·q_head_stride + i
-    CacheView window;                         // window cache (any format of ops/kv_record.h but fp8_scaled)
-    KvRecordFormat window_format = KvRecordFormat::f32;
+    CacheView window;                         // window cache, format f32 | fp8_model1 (ops/cache_record.h)
+    CacheRecordFormat window_format = CacheRecordFormat::f32;
     const int32_t* window_slots = nullptr;    // [n_tokens, n_window], row t at window_slots + t·window_slots_stride; −1 = none
     CacheView compressed;                     // compressed cache; unused when n_compressed == 0
-    KvRecordFormat compressed_format = KvRecordFormat::f32;
+    CacheRecordFormat compressed_format = CacheRecordFormat::f32;  // f32 | fp8_model1
     const int32_t* compressed_slots = nullptr;  // [n_tokens, n_compressed], row stride compressed_slots_stride; −1 = none
     const float* sink = nullptr;              // [n_heads] or nullptr (no sink)
     float scale = 1.0f;                       // logit scale, finite
     void* out = nullptr;                      // [n_tokens, n_heads, head_dim], out_type, out strides
     int64_t n_tokens = 0, n_heads = 0, head_dim = 0;
-    int64_t rope_dim = 0;                     // fp8_ds_mla records: the bf16 tail (kv_record.h); else ignored
+    int64_t rope_dim = 0;                     // fp8_model1 records: the bf16 tail (cache_record.h); else ignored
     int64_t n_window = 0, n_compressed = 0;
     int64_t window_slots_stride = 0, compressed_slots_stride = 0;  // elements, ≥ the list widths
     int64_t q_token_stride = 0, q_head_stride = 0;
@@ -54,8 +54,8 @@ struct SparseMqaParams {
     DType q_type = DType::f32;                // f32 | bf16
     DType out_type = DType::f32;              // f32 | bf16
 
-    KvRecordLayout window_layout() const { return {window_format, head_dim, rope_dim}; }
-    KvRecordLayout compressed_layout() const { return {compressed_format, head_dim, rope_dim}; }
+    CacheRecordLayout window_layout() const { return {window_format, head_dim, rope_dim}; }
+    CacheRecordLayout compressed_layout() const { return {compressed_format, head_dim, rope_dim}; }
 };
 
 // Shapes, dtypes, strides, cache geometry (entry bytes of the format), list strides ≥ widths, out

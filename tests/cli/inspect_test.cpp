@@ -64,6 +64,42 @@ TEST(Inspect, CommittedFixturesMatchTheirConfigs) {
     }
 }
 
+// Each cache names its entry format as ops/cache_record.h does (one name per byte layout), with the
+// fixtures' geometry and entry bytes: V4 fp8_model1 records (d = 32, rope 8: 24 + 16 + 8 bytes) and
+// fp8_row_scale keys, DSA fp8_v32 latent records (32 + 4 + 16) and fp8_row_scale keys, QSA bf16 rows.
+TEST(Inspect, CachesNameTheirEntryFormats) {
+    struct Want {
+        std::string family, cache, profile, format;
+        int64_t entry_bytes;
+    };
+    const std::vector<Want> wants = {
+        {"deepseek_v4", "swa_kv", "deployed", "fp8_model1 [24 + 8 rope]", 48},
+        {"deepseek_v4", "compressed_kv", "deployed", "fp8_model1 [24 + 8 rope]", 48},
+        {"deepseek_v4", "indexer_keys", "deployed", "fp8_row_scale [16]", 20},
+        {"deepseek_v4", "swa_kv", "exact", "f32 [32]", 128},
+        {"deepseek_v32", "latent_kv", "deployed", "fp8_v32 [32 + 8 rope]", 52},
+        {"deepseek_v32", "indexer_keys", "deployed", "fp8_row_scale [16]", 20},
+        {"deepseek_v32", "latent_kv", "exact", "f32 [40]", 160},
+        {"qwen4_exp", "kv", "deployed", "bf16 K|V [2, 2·32]", 256},
+        {"qwen4_exp", "compressed_keys", "deployed", "bf16 [16]", 32},
+        {"qwen4_exp", "raw_key_ring", "exact", "f32 [16]", 64},
+    };
+    for (const Want& w : wants) {
+        SCOPED_TRACE(w.family + " " + w.cache + " " + w.profile);
+        const nlohmann::json r = inspect_json(kData / w.family / "ckpt");
+        int found = 0;
+        for (const auto& l : r["layers"])
+            if (l.contains("caches"))
+                for (const auto& c : l["caches"][w.profile])
+                    if (c["name"] == w.cache) {
+                        ++found;
+                        EXPECT_EQ(c["format"], w.format);
+                        EXPECT_EQ(c["entry_bytes"], w.entry_bytes);
+                    }
+        EXPECT_GT(found, 0);
+    }
+}
+
 TEST(Inspect, SharedLayersNameTheirSource) {
     const nlohmann::json r = inspect_json(kData / "hy_v4" / "ckpt");
     EXPECT_EQ(r["layers"][1]["detail"], "top-k from layer 0");

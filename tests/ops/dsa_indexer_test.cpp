@@ -1,5 +1,5 @@
-// Conformance of the DSA Lightning Indexer ops (ops/dsa_indexer.h): key writes byte-exact with ref in
-// both formats; the fp8_blocked layout matches dsa_mla.md §3.3 byte by byte (132 bytes per token for
+// Conformance of the DSA Lightning Indexer ops (ops/dsa_indexer.h): key writes (cache_store) byte-exact with
+// ref in both formats; the fp8_row_scale layout matches dsa_mla.md §3.3 byte by byte (132 bytes per token for
 // Di = 128, values of a block first, then its scales); index scores agree with ref within a derived bound
 // over paged block tables, several sequences, ragged n_keys, and with hand-computed values; validate()
 // rejects malformed calls.
@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "dsa_test_util.h"
+#include "ops/cache_store.h"
 #include "ops/dsa_indexer.h"
 #include "ops/op_common.h"
 #include "ops/topk.h"
@@ -16,20 +17,21 @@
 namespace sieve::test {
 namespace {
 
-DsaIndexerKeyWriteParams key_write(const GuardedCache& cache, DsaIndexerKeyFormat f, int64_t d, const void* k,
-                                   DType kt, int64_t stride, const int64_t* slots, int64_t n) {
-    DsaIndexerKeyWriteParams p;
-    p.k = k;
+CacheStoreParams key_write(const GuardedCache& cache, CacheRecordFormat f, int64_t d, const void* k,
+                           DType kt, int64_t stride, const int32_t* slots, int64_t n) {
+    CacheStoreParams p;
+    p.x = k;
     p.slots = slots;
     p.cache = cache.view;
+    p.layout = {f, d, 0};
     p.n_slots = cache.n_slots();
-    p.n_tokens = n;
-    p.head_dim = d;
-    p.k_row_stride = stride;
-    p.format = f;
-    p.k_type = kt;
+    p.n_rows = n;
+    p.dim = d;
+    p.x_row_stride = stride;
+    p.x_type = kt;
     return p;
 }
+int64_t key_entry_bytes(CacheRecordFormat f, int64_t d) { return CacheRecordLayout{f, d, 0}.entry_bytes(); }
 
 TEST(DsaIndexerKeyWrite, EveryBackendMatchesRefBitForBit) {
     auto ref = ref_backend();
@@ -37,15 +39,15 @@ TEST(DsaIndexerKeyWrite, EveryBackendMatchesRefBitForBit) {
     Rng rng(7201);
     for (int c = 0; c < 16; ++c) {
         const int64_t d = rng.pick<int64_t>({128, 16, 20, 64, 1});
-        const auto f = c % 2 ? DsaIndexerKeyFormat::fp8_blocked : DsaIndexerKeyFormat::f32;
+        const auto f = c % 2 ? CacheRecordFormat::fp8_row_scale : CacheRecordFormat::f32;
         const int64_t n = rng.pick<int64_t>({1, 6, 19}), block_size = rng.pick<int64_t>({4, 64}), n_blocks = 3;
         const DType kt = rng.coin() ? DType::bf16 : DType::f32;
-        SCOPED_TRACE(fmt::format("case {}: Di {} {} T {} B {} {}", c, d, dsa_indexer_key_format_name(f), n, block_size,
+        SCOPED_TRACE(fmt::format("case {}: Di {} {} T {} B {} {}", c, d, cache_record_format_name(f), n, block_size,
                                  dtype_name(kt)));
         std::vector<int64_t> all(static_cast<size_t>(n_blocks * block_size));
         std::iota(all.begin(), all.end(), 0);
         std::shuffle(all.begin(), all.end(), rng.engine());
-        std::vector<int64_t> slots(all.begin(), all.begin() + std::min<int64_t>(n, n_blocks * block_size));
+        std::vector<int32_t> slots(all.begin(), all.begin() + std::min<int64_t>(n, n_blocks * block_size));
         for (auto& s : slots)
             if (rng.coin(0.15)) s = -1;
         const int64_t n_tok = static_cast<int64_t>(slots.size());
@@ -56,12 +58,12 @@ TEST(DsaIndexerKeyWrite, EveryBackendMatchesRefBitForBit) {
             if (row % 5 == 4 && rng.coin(0.3)) return std::numeric_limits<float>::quiet_NaN();  // poisoned key
             return rng.normal(std::ldexp(1.0f, static_cast<int>(row % 9) - 4));
         });
-        const int64_t entry = dsa_indexer_key_entry_bytes(f, d);
+        const int64_t entry = key_entry_bytes(f, d);
         GuardedCache want(n_blocks, block_size, entry, 64);
-        ASSERT_TRUE(ref->dsa_indexer_key_write(key_write(want, f, d, k.data(), kt, stride, slots.data(), n_tok)).is_ok());
+        ASSERT_TRUE(ref->cache_store(key_write(want, f, d, k.data(), kt, stride, slots.data(), n_tok)).is_ok());
         for (auto& nb : backends) {
             GuardedCache got(n_blocks, block_size, entry, 64);
-            const Status st = nb.backend->dsa_indexer_key_write(key_write(got, f, d, k.data(), kt, stride, slots.data(), n_tok));
+            const Status st = nb.backend->cache_store(key_write(got, f, d, k.data(), kt, stride, slots.data(), n_tok));
             ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
             EXPECT_TRUE(bytes_equal(want.buf.data(), got.buf.data(), want.buf.bytes(), nb.spec));
             EXPECT_TRUE(got.buf.guards_intact(nb.spec));
@@ -72,8 +74,8 @@ TEST(DsaIndexerKeyWrite, EveryBackendMatchesRefBitForBit) {
 // dsa_mla.md §3.3 with Di = 128, B = 64: a block is 64·132 bytes; token i's 128 e4m3 values at
 // blk·B·132 + i·128, its fp32 scale at blk·B·132 + B·128 + 4·i; the scale is 2^ceil(log2(amax/448)).
 TEST(DsaIndexerKeyWrite, DeepGemmBlockLayoutByteByByte) {
-    ASSERT_EQ(dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::fp8_blocked, 128), 132);
-    ASSERT_EQ(dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::fp8_blocked, 16), 20);  // the fixtures' Di
+    ASSERT_EQ(key_entry_bytes(CacheRecordFormat::fp8_row_scale, 128), 132);
+    ASSERT_EQ(key_entry_bytes(CacheRecordFormat::fp8_row_scale, 16), 20);  // the fixtures' Di
     auto backends = host_backends_under_test();
     backends.push_back({"ref", ref_backend()});
     Rng rng(7202);
@@ -82,13 +84,13 @@ TEST(DsaIndexerKeyWrite, DeepGemmBlockLayoutByteByByte) {
     const float amax[3] = {3.0f, 448.0f * 4.0f, 7e-3f};
     for (int t = 0; t < 3; ++t)
         for (int i = 0; i < d; ++i) k[static_cast<size_t>(t * d + i)] = i == 9 ? amax[t] : rng.uniform(-amax[t], amax[t]);
-    const int64_t slots[3] = {B + 0, B + 63, 2 * B + 17};  // first and last entry of block 1, one of block 2
+    const int32_t slots[3] = {B + 0, B + 63, 2 * B + 17};  // first and last entry of block 1, one of block 2
     for (auto& nb : backends) {
         SCOPED_TRACE(nb.spec);
         GuardedCache cache(3, B, 132);
         ASSERT_EQ(cache.view.block_bytes, B * 132);
         ASSERT_TRUE(nb.backend
-                        ->dsa_indexer_key_write(key_write(cache, DsaIndexerKeyFormat::fp8_blocked, d, k.data(),
+                        ->cache_store(key_write(cache, CacheRecordFormat::fp8_row_scale, d, k.data(),
                                                           DType::f32, d, slots, 3))
                         .is_ok());
         const uint8_t* base = cache.buf.as<uint8_t>();
@@ -96,8 +98,8 @@ TEST(DsaIndexerKeyWrite, DeepGemmBlockLayoutByteByByte) {
         for (int t = 0; t < 3; ++t) {
             const int64_t blk = slots[t] / B, off = slots[t] % B;
             const int64_t value_at = blk * B * 132 + off * 128, scale_at = blk * B * 132 + B * 128 + 4 * off;
-            EXPECT_EQ(value_at, dsa_indexer_fp8_value_offset(cache.view, d, slots[t]));
-            EXPECT_EQ(scale_at, dsa_indexer_fp8_scale_offset(cache.view, d, slots[t]));
+            EXPECT_EQ(value_at, cache_record_data(cache.view, {CacheRecordFormat::fp8_row_scale, d}, slots[t]) - cache.view.base);
+            EXPECT_EQ(scale_at, cache_record_scales(cache.view, {CacheRecordFormat::fp8_row_scale, d}, slots[t]) - cache.view.base);
             float s;
             std::memcpy(&s, base + scale_at, 4);
             const float want_s = static_cast<float>(std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(amax[t] / 448.0)))));
@@ -119,7 +121,7 @@ TEST(DsaIndexerKeyWrite, DeepGemmBlockLayoutByteByByte) {
 
 struct ScoreCase {
     int64_t heads, dim, tokens, seqs, block_size;
-    DsaIndexerKeyFormat format;
+    CacheRecordFormat format;
 };
 
 TEST(DsaIndexerScores, EveryBackendAgreesWithRef) {
@@ -127,18 +129,18 @@ TEST(DsaIndexerScores, EveryBackendAgreesWithRef) {
     auto backends = backends_under_test();
     Rng rng(7203);
     const std::vector<ScoreCase> cases = {
-        {8, 16, 6, 2, 4, DsaIndexerKeyFormat::f32},   {8, 16, 5, 3, 4, DsaIndexerKeyFormat::fp8_blocked},
-        {64, 128, 3, 1, 64, DsaIndexerKeyFormat::fp8_blocked}, {32, 128, 4, 2, 64, DsaIndexerKeyFormat::f32},
-        {5, 20, 7, 3, 8, DsaIndexerKeyFormat::f32},   {3, 24, 4, 2, 16, DsaIndexerKeyFormat::fp8_blocked},
-        {1, 1, 3, 1, 4, DsaIndexerKeyFormat::f32},    {7, 128, 2, 2, 16, DsaIndexerKeyFormat::fp8_blocked},
+        {8, 16, 6, 2, 4, CacheRecordFormat::f32},   {8, 16, 5, 3, 4, CacheRecordFormat::fp8_row_scale},
+        {64, 128, 3, 1, 64, CacheRecordFormat::fp8_row_scale}, {32, 128, 4, 2, 64, CacheRecordFormat::f32},
+        {5, 20, 7, 3, 8, CacheRecordFormat::f32},   {3, 24, 4, 2, 16, CacheRecordFormat::fp8_row_scale},
+        {1, 1, 3, 1, 4, CacheRecordFormat::f32},    {7, 128, 2, 2, 16, CacheRecordFormat::fp8_row_scale},
         // Many rows per sequence (the cpu kernel converts a key tile once for all the rows of its sequence),
         // odd Di (a zero partner for the last bf16 pair), heads not a multiple of the lanes.
-        {64, 128, 40, 1, 64, DsaIndexerKeyFormat::fp8_blocked}, {17, 33, 24, 2, 16, DsaIndexerKeyFormat::fp8_blocked},
-        {12, 20, 30, 3, 8, DsaIndexerKeyFormat::f32},
+        {64, 128, 40, 1, 64, CacheRecordFormat::fp8_row_scale}, {17, 33, 24, 2, 16, CacheRecordFormat::fp8_row_scale},
+        {12, 20, 30, 3, 8, CacheRecordFormat::f32},
     };
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const ScoreCase& k = cases[ci];
-        const bool fp8 = k.format == DsaIndexerKeyFormat::fp8_blocked;
+        const bool fp8 = k.format == CacheRecordFormat::fp8_row_scale;
         // Sequence lengths up to ~1.3 key chunks of the cpu kernel, some short.
         std::vector<int64_t> seq_len(static_cast<size_t>(k.seqs));
         for (auto& L : seq_len) L = rng.pick<int64_t>({1, 9, 70, 300, 1300});
@@ -148,9 +150,9 @@ TEST(DsaIndexerScores, EveryBackendAgreesWithRef) {
             max_len = std::max(max_len, L);
         }
         SCOPED_TRACE(fmt::format("case {}: Hi {} Di {} T {} seqs {} B {} {}", ci, k.heads, k.dim, k.tokens, k.seqs,
-                                 k.block_size, dsa_indexer_key_format_name(k.format)));
+                                 k.block_size, cache_record_format_name(k.format)));
         const int64_t n_blocks = blocks_needed + 2;
-        GuardedCache cache(n_blocks, k.block_size, dsa_indexer_key_entry_bytes(k.format, k.dim));
+        GuardedCache cache(n_blocks, k.block_size, key_entry_bytes(k.format, k.dim));
         std::vector<int32_t> free_blocks;
         const int64_t table_stride = (max_len + k.block_size - 1) / k.block_size + 1;
         std::vector<int32_t> tables(static_cast<size_t>(k.seqs * table_stride), -1);
@@ -160,9 +162,9 @@ TEST(DsaIndexerScores, EveryBackendAgreesWithRef) {
             const int64_t L = seq_len[static_cast<size_t>(s)];
             std::vector<float> keys(static_cast<size_t>(L * k.dim));
             for (auto& v : keys) v = rng.normal(1.0f);
-            std::vector<int64_t> slots(static_cast<size_t>(L));
+            std::vector<int32_t> slots(static_cast<size_t>(L));
             for (int64_t u = 0; u < L; ++u) slots[static_cast<size_t>(u)] = t[static_cast<size_t>(u / k.block_size)] * k.block_size + u % k.block_size;
-            ASSERT_TRUE(ref->dsa_indexer_key_write(key_write(cache, k.format, k.dim, keys.data(), DType::f32, k.dim,
+            ASSERT_TRUE(ref->cache_store(key_write(cache, k.format, k.dim, keys.data(), DType::f32, k.dim,
                                                              slots.data(), L))
                             .is_ok());
         }
@@ -234,9 +236,9 @@ TEST(DsaIndexerScores, EveryBackendAgreesWithRef) {
                 std::vector<double> key(static_cast<size_t>(k.dim));
                 double ks = 1.0;
                 if (fp8) {
-                    const uint8_t* kv = cache.view.base + dsa_indexer_fp8_value_offset(cache.view, k.dim, slot);
+                    const uint8_t* kv = cache_record_data(cache.view, {k.format, k.dim}, slot);
                     float s;
-                    std::memcpy(&s, cache.view.base + dsa_indexer_fp8_scale_offset(cache.view, k.dim, slot), 4);
+                    std::memcpy(&s, cache_record_scales(cache.view, {k.format, k.dim}, slot), 4);
                     ks = s;
                     for (int64_t i = 0; i < k.dim; ++i) key[static_cast<size_t>(i)] = fp8_e4m3_to_f32(kv[i]);
                 } else {
@@ -325,12 +327,12 @@ TEST(DsaIndexerScores, KnownValues) {
     const float keys[3][2] = {{1, 0}, {0, 2}, {-1, -1}};
     const float q[4] = {1, 1, 2, -1};
     const float w[2] = {1, -0.5f};
-    for (const auto format : {DsaIndexerKeyFormat::f32, DsaIndexerKeyFormat::fp8_blocked}) {
+    for (const auto format : {CacheRecordFormat::f32, CacheRecordFormat::fp8_row_scale}) {
         for (auto& nb : backends) {
-            SCOPED_TRACE(fmt::format("{} {}", nb.spec, dsa_indexer_key_format_name(format)));
-            GuardedCache cache(2, 2, dsa_indexer_key_entry_bytes(format, 2));
-            const int64_t slots[3] = {2, 3, 0};  // block table {1, 0}
-            ASSERT_TRUE(nb.backend->dsa_indexer_key_write(key_write(cache, format, 2, keys, DType::f32, 2, slots, 3)).is_ok());
+            SCOPED_TRACE(fmt::format("{} {}", nb.spec, cache_record_format_name(format)));
+            GuardedCache cache(2, 2, key_entry_bytes(format, 2));
+            const int32_t slots[3] = {2, 3, 0};  // block table {1, 0}
+            ASSERT_TRUE(nb.backend->cache_store(key_write(cache, format, 2, keys, DType::f32, 2, slots, 3)).is_ok());
             const int32_t table[2] = {1, 0}, seq = 0, n_keys = 3;
             uint8_t q8[4];
             float q_scale[2];
@@ -341,7 +343,7 @@ TEST(DsaIndexerScores, KnownValues) {
             }
             float scores[4] = {7, 7, 7, 7};
             DsaIndexerScoresParams p;
-            const bool fp8 = format == DsaIndexerKeyFormat::fp8_blocked;
+            const bool fp8 = format == CacheRecordFormat::fp8_row_scale;
             p.q = fp8 ? static_cast<const void*>(q8) : q;
             p.q_type = fp8 ? DType::f8_e4m3 : DType::f32;
             p.q_scale = fp8 ? q_scale : nullptr;
@@ -378,7 +380,7 @@ TEST(DsaIndexerScores, KnownValues) {
 }
 
 TEST(DsaIndexerValidate, RejectsMalformedCalls) {
-    GuardedCache cache(2, 4, dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::f32, 4));
+    GuardedCache cache(2, 4, key_entry_bytes(CacheRecordFormat::f32, 4));
     std::vector<float> q(2 * 8, 0.0f), w(4, 1.0f), scores(2 * 8);
     std::vector<int32_t> table = {1, 0}, seq = {0, 0}, n_keys = {5, 8};
     auto base = [&] {
@@ -422,7 +424,7 @@ TEST(DsaIndexerValidate, RejectsMalformedCalls) {
     p.q_type = DType::f8_e4m3;  // with f32 keys
     expect_bad(p, StatusCode::invalid_argument, "q_type");
     p = base();
-    p.format = DsaIndexerKeyFormat::fp8_blocked;  // f32 q with fp8 keys
+    p.format = CacheRecordFormat::fp8_row_scale;  // f32 q with fp8 keys
     expect_bad(p, StatusCode::invalid_argument, "q_type");
     n_keys[1] = 9;
     expect_bad_indices(base(), StatusCode::invalid_argument, "n_keys[1] = 9");
@@ -437,7 +439,7 @@ TEST(DsaIndexerValidate, RejectsMalformedCalls) {
     seq[1] = 0;
     p = base();
     p.head_dim = 256;
-    p.format = DsaIndexerKeyFormat::fp8_blocked;
+    p.format = CacheRecordFormat::fp8_row_scale;
     p.q_type = DType::f8_e4m3;
     expect_bad(p, StatusCode::unsupported, "head_dim = 256");
     p = base();
@@ -464,20 +466,13 @@ TEST(DsaIndexerValidate, RejectsMalformedCalls) {
     n_keys[1] = 8;
 
     std::vector<float> k(2 * 4);
-    std::vector<int64_t> slots = {0, 8};  // the cache has 8 slots
-    DsaIndexerKeyWriteParams kw;
-    kw.k = k.data();
-    kw.slots = slots.data();
-    kw.cache = cache.view;
-    kw.n_slots = cache.n_slots();
-    kw.n_tokens = 2;
-    kw.head_dim = 4;
-    kw.k_row_stride = 4;
+    std::vector<int32_t> slots = {0, 8};  // the cache has 8 slots
+    const CacheStoreParams kw = key_write(cache, CacheRecordFormat::f32, 4, k.data(), DType::f32, 4, slots.data(), 2);
     EXPECT_TRUE(validate(kw).is_ok()) << validate(kw).to_string();
-    for (const Status& s : {check_indices(kw), validate_and_check_indices(kw), ref->dsa_indexer_key_write(kw)})
+    for (const Status& s : {check_indices(kw), validate_and_check_indices(kw), ref->cache_store(kw)})
         EXPECT_NE(s.message().find("slots[1] = 8, expected −1 or a slot in [0, 8)"), std::string::npos) << s.to_string();
     for (auto& nb : backends_under_test())
-        EXPECT_NE(nb.backend->dsa_indexer_key_write(kw).message().find("slots[1] = 8"), std::string::npos) << nb.spec;
+        EXPECT_NE(nb.backend->cache_store(kw).message().find("slots[1] = 8"), std::string::npos) << nb.spec;
     slots[1] = -2;
     EXPECT_NE(check_indices(kw).message().find("slots[1] = -2"), std::string::npos) << check_indices(kw).to_string();
     slots[1] = 7;

@@ -5,6 +5,7 @@
 
 #include "alloc_counter.h"
 #include "dsa_test_util.h"
+#include "ops/cache_store.h"
 #include "ops/dsa_indexer.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/mla_head_proj.h"
@@ -17,33 +18,32 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
     Rng rng(79);
     const int64_t T = 5, H = 4, R = 64, Dr = 16, Hi = 4, Di = 32, K = 8, B = 16;
     for (const bool fp8 : {false, true}) {
-        const auto lf = fp8 ? SparseMlaCacheFormat::fp8_ds_mla : SparseMlaCacheFormat::f32;
-        const auto kf = fp8 ? DsaIndexerKeyFormat::fp8_blocked : DsaIndexerKeyFormat::f32;
-        GuardedCache latent(4, B, sparse_mla_entry_bytes(lf, R, Dr)), keys(4, B, dsa_indexer_key_entry_bytes(kf, Di));
+        const auto lf = fp8 ? CacheRecordFormat::fp8_v32 : CacheRecordFormat::f32;
+        const auto kf = fp8 ? CacheRecordFormat::fp8_row_scale : CacheRecordFormat::f32;
+        const CacheRecordLayout ll{lf, R + Dr, Dr}, kl{kf, Di, 0};
+        GuardedCache latent(4, B, ll.entry_bytes()), keys(4, B, kl.entry_bytes());
         std::vector<float> c(static_cast<size_t>(T * (R + Dr))), k(static_cast<size_t>(T * Di));
         for (float& v : c) v = rng.normal();
         for (float& v : k) v = rng.normal();
-        std::vector<int64_t> slots = {3, 17, 18, 40, 41};
-        SparseMlaCacheWriteParams cw;
-        cw.latent = c.data();
-        cw.rope = c.data() + R;
+        std::vector<int32_t> slots = {3, 17, 18, 40, 41};
+        CacheStoreParams cw;
+        cw.x = c.data();
         cw.slots = slots.data();
         cw.cache = latent.view;
+        cw.layout = ll;
         cw.n_slots = latent.n_slots();
-        cw.n_tokens = T;
-        cw.kv_lora_rank = R;
-        cw.rope_dim = Dr;
-        cw.latent_row_stride = cw.rope_row_stride = R + Dr;
-        cw.format = lf;
-        DsaIndexerKeyWriteParams kw;
-        kw.k = k.data();
+        cw.n_rows = T;
+        cw.dim = R + Dr;
+        cw.x_row_stride = R + Dr;
+        CacheStoreParams kw;
+        kw.x = k.data();
         kw.slots = slots.data();
         kw.cache = keys.view;
+        kw.layout = kl;
         kw.n_slots = keys.n_slots();
-        kw.n_tokens = T;
-        kw.head_dim = Di;
-        kw.k_row_stride = Di;
-        kw.format = kf;
+        kw.n_rows = T;
+        kw.dim = Di;
+        kw.x_row_stride = Di;
 
         std::vector<float> q(static_cast<size_t>(T * H * (R + Dr))), out(static_cast<size_t>(T * H * R)), sink(H, 0.5f);
         for (float& v : q) v = rng.normal();
@@ -141,9 +141,9 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
             const Workspace wsc = aligned(ws_s, b.dsa_indexer_scores_workspace_size(sp));
             const Workspace wh = aligned(ws_h, b.mla_head_proj_workspace_size(hp));
             const std::vector<std::pair<const char*, std::function<Status()>>> ops = {
-                {"sparse_mla_cache_write", [&] { return b.sparse_mla_cache_write(cw); }},
+                {"cache_store (latent)", [&] { return b.cache_store(cw); }},
                 {"sparse_mla_attention", [&] { return b.sparse_mla_attention(ap, wa); }},
-                {"dsa_indexer_key_write", [&] { return b.dsa_indexer_key_write(kw); }},
+                {"cache_store (indexer keys)", [&] { return b.cache_store(kw); }},
                 {"dsa_indexer_scores", [&] { return b.dsa_indexer_scores(sp, wsc); }},
                 {"dsa_output_gate", [&] { return b.dsa_output_gate(gp); }},
                 {"mla_head_proj", [&] { return b.mla_head_proj(hp, wh); }},

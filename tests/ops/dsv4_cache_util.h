@@ -1,4 +1,4 @@
-// A paged cache in a guarded buffer for the DeepSeek-V4 op tests (ops/kv_record.h, ops/compressor.h):
+// A paged cache in a guarded buffer for the DeepSeek-V4 op tests (ops/cache_record.h, ops/compressor.h):
 // n_blocks blocks of block_size entries, block_bytes padded beyond block_size · entry_bytes, every
 // byte poisoned until written, and a random slot for each request-local entry.
 #pragma once

@@ -1,4 +1,4 @@
-// ops/indexer_scores.h: every cpu backend against ref (f32 and fp8_scaled keys, several lists,
+// ops/indexer_scores.h: every cpu backend against ref (f32 and fp8_row_scale keys, several lists,
 // per-token candidate counts, −1 key slots, strided q / scores, bf16 q) with dot-length tolerances;
 // the ReLU-weighted sum by hand; columns past n_keys left untouched; validate() rejections.
 #include <cmath>
@@ -15,23 +15,26 @@ namespace {
 // (slot −1 at key 1 of list 0, and at every key j ≡ 3 mod missing_every when missing_every > 0); token 0
 // (or every token when all_keys) scores all max_keys keys, the others a random prefix.
 void check_indexer_case(Rng& rng, Backend& ref_b, std::vector<NamedBackend>& backends, int64_t n_heads, int64_t head_dim,
-                        int64_t n_tokens, int64_t n_lists, int64_t max_keys, KvRecordFormat fmt, DType qt, bool padded,
+                        int64_t n_tokens, int64_t n_lists, int64_t max_keys, CacheRecordFormat fmt, DType qt, bool padded,
                         int64_t missing_every = 0, bool all_keys = false) {
     Backend* ref = &ref_b;
-    const KvRecordLayout kl{fmt, head_dim, 0};
+    const CacheRecordLayout kl{fmt, head_dim, 0};
     TestCache cache(kl.entry_bytes(), 5, (n_lists * max_keys) / 5 + 2);
-    // Keys through ref kv_store.
+    // Keys through ref cache_store.
     std::vector<float> keys(static_cast<size_t>(n_lists * max_keys * head_dim));
     for (float& v : keys) v = rng.normal(1.0f);
     const std::vector<int32_t> key_slots_flat = random_slots(rng, n_lists * max_keys, cache.capacity());
-    KvStoreParams sp;
+    CacheStoreParams sp;
     sp.x = keys.data();
     sp.slots = key_slots_flat.data();
     sp.cache = cache.view();
     sp.layout = kl;
+    sp.n_slots = cache.capacity();
     sp.n_rows = n_lists * max_keys;
+    sp.dim = head_dim;
     sp.x_row_stride = head_dim;
-    ASSERT_TRUE(ref->kv_store(sp).is_ok());
+    sp.round_bf16 = true;
+    ASSERT_TRUE(ref->cache_store(sp).is_ok());
     const int64_t ks_stride = max_keys + (padded ? 2 : 0);
     std::vector<int32_t> key_slots(static_cast<size_t>(n_lists * ks_stride), -5);
     for (int64_t l = 0; l < n_lists; ++l)
@@ -171,11 +174,11 @@ TEST(IndexerScoresConformance, EveryBackendMatchesRef) {
         const int64_t n_heads = rng.pick<int64_t>({1, 8, 64}), head_dim = rng.pick<int64_t>({16, 128, 20});
         const int64_t n_tokens = rng.pick<int64_t>({1, 4, 9}), n_lists = rng.pick<int64_t>({1, 3});
         const int64_t max_keys = rng.pick<int64_t>({1, 9, 37});
-        const KvRecordFormat fmt = ci % 2 ? KvRecordFormat::fp8_scaled : KvRecordFormat::f32;
+        const CacheRecordFormat fmt = ci % 2 ? CacheRecordFormat::fp8_row_scale : CacheRecordFormat::f32;
         const DType qt = rng.coin() ? DType::bf16 : DType::f32;
         const bool padded = rng.coin();
         SCOPED_TRACE(fmt::format("case {}: T {} H {} d {} lists {} keys {} {} q {}", ci, n_tokens, n_heads, head_dim,
-                                 n_lists, max_keys, kv_record_format_name(fmt), dtype_name(qt)));
+                                 n_lists, max_keys, cache_record_format_name(fmt), dtype_name(qt)));
         check_indexer_case(rng, *ref, backends, n_heads, head_dim, n_tokens, n_lists, max_keys, fmt, qt, padded);
     }
 }
@@ -189,21 +192,21 @@ TEST(IndexerScoresConformance, KeyTilesAndManyTokensPerList) {
     Rng rng(4405);
     struct C {
         int64_t heads, dim, tokens, lists, keys;
-        KvRecordFormat fmt;
+        CacheRecordFormat fmt;
         DType qt;
         int64_t missing_every;
         bool all_keys;
     };
     const C cases[] = {
-        {64, 128, 48, 1, 700, KvRecordFormat::fp8_scaled, DType::bf16, 7, false},
-        {64, 128, 20, 2, 1100, KvRecordFormat::f32, DType::f32, 11, true},
-        {24, 33, 30, 3, 530, KvRecordFormat::fp8_scaled, DType::bf16, 5, false},
-        {16, 65, 9, 2, 300, KvRecordFormat::fp8_scaled, DType::f32, 0, true},
-        {8, 128, 1, 1, 40000, KvRecordFormat::fp8_scaled, DType::bf16, 97, true},
+        {64, 128, 48, 1, 700, CacheRecordFormat::fp8_row_scale, DType::bf16, 7, false},
+        {64, 128, 20, 2, 1100, CacheRecordFormat::f32, DType::f32, 11, true},
+        {24, 33, 30, 3, 530, CacheRecordFormat::fp8_row_scale, DType::bf16, 5, false},
+        {16, 65, 9, 2, 300, CacheRecordFormat::fp8_row_scale, DType::f32, 0, true},
+        {8, 128, 1, 1, 40000, CacheRecordFormat::fp8_row_scale, DType::bf16, 97, true},
     };
     for (const C& c : cases) {
         SCOPED_TRACE(fmt::format("T {} H {} d {} lists {} keys {} {} q {}", c.tokens, c.heads, c.dim, c.lists, c.keys,
-                                 kv_record_format_name(c.fmt), dtype_name(c.qt)));
+                                 cache_record_format_name(c.fmt), dtype_name(c.qt)));
         check_indexer_case(rng, *ref, backends, c.heads, c.dim, c.tokens, c.lists, c.keys, c.fmt, c.qt, true,
                            c.missing_every, c.all_keys);
     }
@@ -216,7 +219,7 @@ TEST(IndexerScoresKnownValues, ReluWeightedHeadSum) {
     auto backends = host_backends_under_test();
     std::vector<Backend*> all = {ref.get()};
     for (auto& nb : backends) all.push_back(nb.backend.get());
-    const KvRecordLayout kl{KvRecordFormat::f32, 2, 0};
+    const CacheRecordLayout kl{CacheRecordFormat::f32, 2, 0};
     TestCache cache(kl.entry_bytes(), 2, 1);
     const float k0[2] = {1, -1}, k1[2] = {-1, 1};
     std::memcpy(cache.view().row(1), k0, 8);
@@ -252,7 +255,7 @@ TEST(IndexerScoresKnownValues, ReluWeightedHeadSum) {
 }
 
 TEST(IndexerScoresValidate, RejectsBadInputs) {
-    const KvRecordLayout kl{KvRecordFormat::fp8_scaled, 16, 0};
+    const CacheRecordLayout kl{CacheRecordFormat::fp8_row_scale, 16, 0};
     TestCache cache(kl.entry_bytes(), 2, 1);
     float q[16] = {}, w[1] = {1}, scores[2];
     int32_t key_slots[2] = {0, 1}, token_list[1] = {0}, n_keys[1] = {2};
@@ -261,7 +264,7 @@ TEST(IndexerScoresValidate, RejectsBadInputs) {
     p.q_token_stride = 16;
     p.weights = w;
     p.keys = cache.view();
-    p.key_format = KvRecordFormat::fp8_scaled;
+    p.key_format = CacheRecordFormat::fp8_row_scale;
     p.key_slots = key_slots;
     p.key_slots_stride = 2;
     p.token_list = token_list;
@@ -275,8 +278,8 @@ TEST(IndexerScoresValidate, RejectsBadInputs) {
     p.max_keys = 2;
     EXPECT_TRUE(validate(p).is_ok()) << validate(p).message();
     IndexerScoresParams b = p;
-    b.key_format = KvRecordFormat::fp8_ds_mla;
-    EXPECT_NE(validate(b).message().find("key_format = fp8_ds_mla"), std::string::npos);
+    b.key_format = CacheRecordFormat::fp8_model1;
+    EXPECT_NE(validate(b).message().find("key_format = fp8_model1"), std::string::npos);
     n_keys[0] = 3;
     EXPECT_TRUE(validate(p).is_ok());
     EXPECT_NE(check_indices(p).message().find("n_keys[0] = 3"), std::string::npos) << check_indices(p).message();

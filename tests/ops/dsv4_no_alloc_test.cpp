@@ -5,7 +5,8 @@
 #include "dsv4_cache_util.h"
 #include "ops/compressor.h"
 #include "ops/indexer_scores.h"
-#include "ops/kv_record.h"
+#include "ops/cache_store.h"
+#include "ops/kv_load.h"
 #include "ops/sparse_mqa.h"
 
 namespace sieve::test {
@@ -14,7 +15,7 @@ namespace {
 TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
     Rng rng(4505);
     const int64_t n = 6, H = 4, d = 512, r = 64, cI = 128, HI = 8;
-    const KvRecordLayout kv{KvRecordFormat::fp8_ds_mla, d, r}, keys{KvRecordFormat::fp8_scaled, cI, 0};
+    const CacheRecordLayout kv{CacheRecordFormat::fp8_model1, d, r}, keys{CacheRecordFormat::fp8_row_scale, cI, 0};
     TestCache kv_cache(kv.entry_bytes(), 4, 4), key_cache(keys.entry_bytes(), 4, 4), state(8 * 2 * 64, 8, 2);
     std::vector<float> rows(static_cast<size_t>(n * d)), q(static_cast<size_t>(n * H * d)), out(q.size());
     std::vector<float> iq(static_cast<size_t>(n * HI * cI)), iw(static_cast<size_t>(n * HI)), scores(static_cast<size_t>(n * n));
@@ -31,16 +32,21 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
     for (auto& nb : host_backends_under_test()) {
         SCOPED_TRACE(nb.spec);
         Backend& b = *nb.backend;
-        KvStoreParams st;
+        CacheStoreParams st;
         st.x = rows.data();
         st.slots = slots.data();
         st.cache = kv_cache.view();
         st.layout = kv;
+        st.n_slots = kv_cache.capacity();
         st.n_rows = n;
+        st.dim = d;
         st.x_row_stride = d;
-        KvStoreParams kst = st;
+        st.round_bf16 = true;
+        CacheStoreParams kst = st;
         kst.cache = key_cache.view();
         kst.layout = keys;
+        kst.n_slots = key_cache.capacity();
+        kst.dim = cI;
         kst.x_row_stride = cI;
         KvLoadParams ld;
         ld.cache = kv_cache.view();
@@ -75,7 +81,7 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
         ip.weights = iw.data();
         ip.weights_row_stride = HI;
         ip.keys = key_cache.view();
-        ip.key_format = KvRecordFormat::fp8_scaled;
+        ip.key_format = CacheRecordFormat::fp8_row_scale;
         ip.key_slots = slots.data();
         ip.key_slots_stride = n;
         ip.token_list = token_list.data();
@@ -92,7 +98,7 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
         mp.q_token_stride = H * d;
         mp.q_head_stride = d;
         mp.window = kv_cache.view();
-        mp.window_format = KvRecordFormat::fp8_ds_mla;
+        mp.window_format = CacheRecordFormat::fp8_model1;
         mp.window_slots = window.data();
         mp.n_window = 3;
         mp.window_slots_stride = 3;
@@ -107,8 +113,8 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
         mp.rope_dim = r;
         GuardedBuffer ws_i(b.indexer_scores_workspace_size(ip) + 64), ws_m(b.sparse_mqa_workspace_size(mp) + 64);
         auto all = [&] {
-            EXPECT_TRUE(b.kv_store(st).is_ok());
-            EXPECT_TRUE(b.kv_store(kst).is_ok());
+            EXPECT_TRUE(b.cache_store(st).is_ok());
+            EXPECT_TRUE(b.cache_store(kst).is_ok());
             EXPECT_TRUE(b.kv_load(ld).is_ok());
             EXPECT_TRUE(b.compressor_state_store(ss).is_ok());
             EXPECT_TRUE(b.compressor_pool(pp).is_ok());

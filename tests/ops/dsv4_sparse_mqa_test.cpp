@@ -1,4 +1,4 @@
-// ops/sparse_mqa.h: every cpu backend against ref (f32 and fp8_ds_mla caches, −1 holes, duplicated
+// ops/sparse_mqa.h: every cpu backend against ref (f32 and fp8_model1 caches, −1 holes, duplicated
 // slots, tokens with no valid row, with and without a sink, bf16 / f32, strided q / out, decode-sized
 // batches that split heads), with tolerances derived from the dot-product length; and the semantics
 // of the sink against values computed by hand.
@@ -15,30 +15,33 @@ enum class SinkValues { random, minus_inf, huge };  // normal(2); −inf (no vir
 
 struct MqaCase {
     int64_t n_tokens, n_heads, head_dim, rope_dim, n_window, n_compressed;
-    KvRecordFormat window_format, compressed_format;
+    CacheRecordFormat window_format, compressed_format;
     bool sink, padded;
     DType q_type, out_type;
     SinkValues sink_values = SinkValues::random;
     bool all_holes = false;  // every slot of every token is −1
 };
 
-// Fills `n` entries of a cache with random rows through ref kv_store; returns their slots.
-std::vector<int32_t> fill_cache(Backend& ref, Rng& rng, TestCache& cache, const KvRecordLayout& l, int64_t n) {
+// Fills `n` entries of a cache with random rows through ref cache_store; returns their slots.
+std::vector<int32_t> fill_cache(Backend& ref, Rng& rng, TestCache& cache, const CacheRecordLayout& l, int64_t n) {
     std::vector<float> rows(static_cast<size_t>(n * l.dim));
     for (float& v : rows) v = rng.normal(1.0f);
     std::vector<int32_t> slots = random_slots(rng, n, cache.capacity());
-    KvStoreParams p;
+    CacheStoreParams p;
     p.x = rows.data();
     p.slots = slots.data();
     p.cache = cache.view();
     p.layout = l;
+    p.n_slots = cache.capacity();
     p.n_rows = n;
+    p.dim = l.dim;
     p.x_row_stride = l.dim;
-    EXPECT_TRUE(ref.kv_store(p).is_ok());
+    p.round_bf16 = true;
+    EXPECT_TRUE(ref.cache_store(p).is_ok());
     return slots;
 }
 
-std::vector<float> load_rows(Backend& ref, TestCache& cache, const KvRecordLayout& l, const std::vector<int32_t>& slots) {
+std::vector<float> load_rows(Backend& ref, TestCache& cache, const CacheRecordLayout& l, const std::vector<int32_t>& slots) {
     std::vector<float> y(slots.size() * static_cast<size_t>(l.dim));
     KvLoadParams p;
     p.cache = cache.view();
@@ -66,8 +69,8 @@ TEST(SparseMqaConformance, EveryBackendMatchesRef) {
         m.n_window = rng.pick<int64_t>({1, 8, 13});
         m.n_compressed = c % 4 == 0 ? 0 : rng.pick<int64_t>({1, 6, 20});
         const bool fp8 = m.head_dim % 2 == 0 && (m.head_dim - m.rope_dim) > 0 && rng.coin(0.6);
-        m.window_format = fp8 ? KvRecordFormat::fp8_ds_mla : KvRecordFormat::f32;
-        m.compressed_format = fp8 && rng.coin(0.8) ? KvRecordFormat::fp8_ds_mla : KvRecordFormat::f32;
+        m.window_format = fp8 ? CacheRecordFormat::fp8_model1 : CacheRecordFormat::f32;
+        m.compressed_format = fp8 && rng.coin(0.8) ? CacheRecordFormat::fp8_model1 : CacheRecordFormat::f32;
         m.sink = rng.coin(0.75);
         m.padded = rng.coin();
         m.q_type = rng.coin() ? DType::bf16 : DType::f32;
@@ -83,7 +86,7 @@ TEST(SparseMqaConformance, EveryBackendMatchesRef) {
 // sink at −inf (no virtual key) and at 1e30 (the virtual key takes all the weight: o ≈ 0).
 TEST(SparseMqaConformance, ChunkEdgesAndRealShapes) {
     Rng rng(4203);
-    const KvRecordFormat fp8 = KvRecordFormat::fp8_ds_mla, f32 = KvRecordFormat::f32;
+    const CacheRecordFormat fp8 = CacheRecordFormat::fp8_model1, f32 = CacheRecordFormat::f32;
     std::vector<MqaCase> cases = {
         // T   H    d    r   window compressed  formats     sink   padded q            out
         {37, 5, 72, 8, 13, 20, fp8, fp8, true, true, DType::bf16, DType::f32},     // many tokens, odd heads
@@ -107,10 +110,10 @@ void check_cases(const std::vector<MqaCase>& cases, Rng& rng) {
         const MqaCase& c = cases[ci];
         SCOPED_TRACE(fmt::format("case {}: T {} H {} d {} r {} window {} ({}) compressed {} ({}) sink {} ({}) q {} out {}{}", ci,
                                  c.n_tokens, c.n_heads, c.head_dim, c.rope_dim, c.n_window,
-                                 kv_record_format_name(c.window_format), c.n_compressed,
-                                 kv_record_format_name(c.compressed_format), c.sink, static_cast<int>(c.sink_values),
+                                 cache_record_format_name(c.window_format), c.n_compressed,
+                                 cache_record_format_name(c.compressed_format), c.sink, static_cast<int>(c.sink_values),
                                  dtype_name(c.q_type), dtype_name(c.out_type), c.all_holes ? " only -1" : ""));
-        const KvRecordLayout wl{c.window_format, c.head_dim, c.rope_dim}, cl{c.compressed_format, c.head_dim, c.rope_dim};
+        const CacheRecordLayout wl{c.window_format, c.head_dim, c.rope_dim}, cl{c.compressed_format, c.head_dim, c.rope_dim};
         TestCache wcache(wl.entry_bytes(), 3, 8), ccache(cl.entry_bytes(), 5, 6);
         const std::vector<int32_t> wslots_all = fill_cache(*ref, rng, wcache, wl, 20);
         const std::vector<int32_t> cslots_all = fill_cache(*ref, rng, ccache, cl, 25);
@@ -228,7 +231,7 @@ TEST(SparseMqaKnownValues, SinkDuplicatesAndEmptyLists) {
     auto backends = host_backends_under_test();
     std::vector<Backend*> all = {ref.get()};
     for (auto& nb : backends) all.push_back(nb.backend.get());
-    const KvRecordLayout l{KvRecordFormat::f32, 4, 0};
+    const CacheRecordLayout l{CacheRecordFormat::f32, 4, 0};
     TestCache cache(l.entry_bytes(), 2, 2);
     // rows: slot 0 = (1, 2, 3, 4), slot 3 = (−4, 0, 0, 0)
     float* base0 = reinterpret_cast<float*>(cache.view().row(0));
@@ -292,7 +295,7 @@ TEST(SparseMqaConformance, NonFiniteInputsGiveNonFiniteOutputsAndEmptyRowsZero) 
     backends.push_back({"ref", ref_backend()});
     Rng rng(4205);
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-    const KvRecordLayout l{KvRecordFormat::f32, 512, 0};
+    const CacheRecordLayout l{CacheRecordFormat::f32, 512, 0};
     const int64_t d = l.dim, H = 16, T = 6, NW = 128, NC = 100;
     TestCache window(l.entry_bytes(), 16, 16), compressed(l.entry_bytes(), 16, 16);
     for (TestCache* c : {&window, &compressed})
@@ -368,7 +371,7 @@ TEST(SparseMqaConformance, NonFiniteInputsGiveNonFiniteOutputsAndEmptyRowsZero) 
 }
 
 TEST(SparseMqaValidate, RejectsBadInputs) {
-    const KvRecordLayout l{KvRecordFormat::fp8_ds_mla, 32, 8};
+    const CacheRecordLayout l{CacheRecordFormat::fp8_model1, 32, 8};
     TestCache cache(l.entry_bytes(), 2, 2);
     float q[32] = {}, out[32];
     int32_t slots[2] = {0, -1};
@@ -376,7 +379,7 @@ TEST(SparseMqaValidate, RejectsBadInputs) {
     p.q = q;
     p.out = out;
     p.window = cache.view();
-    p.window_format = KvRecordFormat::fp8_ds_mla;
+    p.window_format = CacheRecordFormat::fp8_model1;
     p.window_slots = slots;
     p.n_window = 2;
     p.window_slots_stride = 2;
@@ -387,7 +390,7 @@ TEST(SparseMqaValidate, RejectsBadInputs) {
     p.q_token_stride = p.out_token_stride = 32;
     EXPECT_TRUE(validate(p).is_ok()) << validate(p).message();
     SparseMqaParams b = p;
-    b.window_format = KvRecordFormat::f32;  // entry bytes 128 ≠ 48
+    b.window_format = CacheRecordFormat::f32;  // entry bytes 128 ≠ 48
     EXPECT_NE(validate(b).message().find("entry_bytes"), std::string::npos);
     b = p;
     b.n_compressed = 3;  // no list
@@ -407,7 +410,7 @@ TEST(SparseMqaValidate, RejectsBadInputs) {
     b = p;
     int32_t compressed_slots[2] = {-1, -5};
     b.compressed = cache.view();
-    b.compressed_format = KvRecordFormat::fp8_ds_mla;
+    b.compressed_format = CacheRecordFormat::fp8_model1;
     b.compressed_slots = compressed_slots;
     b.n_compressed = 2;
     b.compressed_slots_stride = 2;

@@ -1,12 +1,13 @@
-// Conformance of the DSA-on-MLA latent cache (ops/sparse_mla.h): every backend writes ref's bytes in
-// both formats; the fp8_ds_mla record matches dsa_mla.md §3.4 byte by byte (656 bytes for 512 + 64);
-// sparse MLA attention agrees with ref within a derived bound and with hand-computed values (sink,
-// lonely rows, duplicates, ±inf sinks); validate() rejects malformed calls.
+// Conformance of DSA-on-MLA's sparse MLA attention (ops/sparse_mla.h) over latent caches written by
+// cache_store (whose f32 and fp8_v32 bytes tests/ops/cache_store_test.cpp checks): it agrees with ref within
+// a derived bound and with hand-computed values (sink, lonely rows, duplicates, ±inf sinks); validate()
+// rejects malformed calls.
 #include <cmath>
 #include <limits>
 
 #include "dsa_test_util.h"
 #include "rows.h"
+#include "ops/cache_store.h"
 #include "ops/op_common.h"
 #include "ops/sparse_mla.h"
 
@@ -17,10 +18,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Independent decode of one latent entry (dsa_mla.md §3.4 / ops/sparse_mla.h), for the tolerance and the
 // known-value checks.
-std::vector<double> decode_entry(const CacheView& c, SparseMlaCacheFormat f, int64_t r, int64_t dr, int64_t slot) {
+std::vector<double> decode_entry(const CacheView& c, CacheRecordFormat f, int64_t r, int64_t dr, int64_t slot) {
     const uint8_t* e = c.base + (slot / c.block_size) * c.block_bytes + (slot % c.block_size) * c.entry_bytes;
     std::vector<double> out(static_cast<size_t>(r + dr));
-    if (f == SparseMlaCacheFormat::f32) {
+    if (f == CacheRecordFormat::f32) {
         for (int64_t i = 0; i < r + dr; ++i) {
             float v;
             std::memcpy(&v, e + 4 * i, 4);
@@ -42,161 +43,34 @@ std::vector<double> decode_entry(const CacheView& c, SparseMlaCacheFormat f, int
     return out;
 }
 
-SparseMlaCacheWriteParams write_params(const GuardedCache& cache, SparseMlaCacheFormat f, int64_t r, int64_t dr,
-                                       const void* latent, const void* rope, const int64_t* slots, int64_t n_tokens,
-                                       int64_t latent_stride, int64_t rope_stride, DType lt, DType rt) {
-    SparseMlaCacheWriteParams p;
-    p.latent = latent;
-    p.rope = rope;
-    p.slots = slots;
-    p.cache = cache.view;
-    p.n_slots = cache.n_slots();
-    p.n_tokens = n_tokens;
-    p.kv_lora_rank = r;
-    p.rope_dim = dr;
-    p.latent_row_stride = latent_stride;
-    p.rope_row_stride = rope_stride;
-    p.format = f;
-    p.latent_type = lt;
-    p.rope_type = rt;
-    return p;
-}
-
-TEST(SparseMlaCacheWrite, EveryBackendMatchesRefBitForBit) {
-    auto ref = ref_backend();
-    auto backends = backends_under_test();
-    Rng rng(7101);
-    const std::vector<std::pair<int64_t, int64_t>> dims = {{512, 64}, {32, 8}, {40, 8}, {256, 64}, {128, 0}, {384, 32}};
-    for (int c = 0; c < 24; ++c) {
-        const int64_t r = dims[static_cast<size_t>(c) % dims.size()].first;
-        const int64_t dr = dims[static_cast<size_t>(c) % dims.size()].second;
-        const auto f = c % 2 ? SparseMlaCacheFormat::fp8_ds_mla : SparseMlaCacheFormat::f32;
-        const int64_t n_tokens = rng.pick<int64_t>({1, 5, 17});
-        const int64_t block_size = rng.pick<int64_t>({4, 16});
-        const int64_t n_blocks = 8;
-        const DType lt = rng.coin() ? DType::bf16 : DType::f32, rt = rng.coin() ? DType::bf16 : DType::f32;
-        SCOPED_TRACE(fmt::format("case {}: R {} Dr {} {} T {} B {} latent {} rope {}", c, r, dr,
-                                 sparse_mla_cache_format_name(f), n_tokens, block_size, dtype_name(lt), dtype_name(rt)));
-        const int64_t entry = sparse_mla_entry_bytes(f, r, dr);
-        const int64_t extra = rng.pick<int64_t>({0, 64});
-        // Distinct random slots, some skipped.
-        std::vector<int64_t> all(static_cast<size_t>(n_blocks * block_size));
-        std::iota(all.begin(), all.end(), 0);
-        std::shuffle(all.begin(), all.end(), rng.engine());
-        std::vector<int64_t> slots(all.begin(), all.begin() + n_tokens);
-        for (auto& s : slots)
-            if (rng.coin(0.15)) s = -1;
-        const int64_t ls = r + rng.integer(0, 5), rs = dr + rng.integer(0, 5);
-        std::vector<uint8_t> latent(static_cast<size_t>(n_tokens * ls) * dtype_size(lt));
-        std::vector<uint8_t> rope(static_cast<size_t>(std::max<int64_t>(1, n_tokens * rs)) * dtype_size(rt));
-        // Per 128-value group a magnitude 2^-20 … 2^20; some groups all zero or poisoned (NaN / inf).
-        float mag = 1.0f;
-        int kind = 0;
-        fill_rows(latent.data(), lt, n_tokens, 1, r, ls, 0, [&, i = int64_t{0}]() mutable {
-            if (i++ % std::min<int64_t>(r, 128) == 0) {
-                mag = std::ldexp(1.0f, static_cast<int>(rng.integer(-20, 20)));
-                kind = static_cast<int>(rng.integer(0, 12));
-            }
-            if (kind == 0) return 0.0f;
-            if (kind == 1 && rng.coin(0.2)) return std::numeric_limits<float>::quiet_NaN();
-            if (kind == 2 && rng.coin(0.2)) return -kInf;
-            return rng.normal(mag);
-        });
-        fill_rows(rope.data(), rt, n_tokens, 1, dr, rs, 0, [&] { return rng.normal(3.0f); });
-        GuardedCache want(n_blocks, block_size, entry, extra);
-        ASSERT_TRUE(ref->sparse_mla_cache_write(write_params(want, f, r, dr, latent.data(), rope.data(), slots.data(),
-                                                             n_tokens, ls, rs, lt, rt))
-                        .is_ok());
-        for (auto& nb : backends) {
-            GuardedCache got(n_blocks, block_size, entry, extra);
-            const Status st = nb.backend->sparse_mla_cache_write(
-                write_params(got, f, r, dr, latent.data(), rope.data(), slots.data(), n_tokens, ls, rs, lt, rt));
-            ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
-            EXPECT_TRUE(bytes_equal(want.buf.data(), got.buf.data(), want.buf.bytes(), nb.spec));
-            EXPECT_TRUE(got.buf.guards_intact(nb.spec));
-        }
-    }
-}
-
-// dsa_mla.md §3.4: bytes [0, 512) e4m3 latent, [512, 528) four fp32 UE8M0 scales (tile i covers
-// [128i, 128i + 128)), [528, 656) 64 bf16 rope values; 656 bytes per token, entries back to back in a
-// block. Checked for every backend at a slot inside the second block.
-TEST(SparseMlaCacheWrite, FlashMlaRecordLayoutByteByByte) {
-    ASSERT_EQ(sparse_mla_entry_bytes(SparseMlaCacheFormat::fp8_ds_mla, 512, 64), 656);
-    ASSERT_EQ(sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 512, 64), 576 * 4);
-    ASSERT_EQ(sparse_mla_entry_bytes(SparseMlaCacheFormat::fp8_ds_mla, 32, 8), 32 + 4 + 16);  // the fixtures' geometry
-    auto backends = host_backends_under_test();
-    backends.push_back({"ref", ref_backend()});
-    Rng rng(7102);
-    std::vector<float> latent(512), rope(64);
-    // Tile amaxes: 1.0 (scale 2^-8: 1/448 rounds up), 448·2^-3 (exactly a power of two: 2^-3), 3e5, 2e-3.
-    const float amax[4] = {1.0f, 448.0f / 8.0f, 3e5f, 2e-3f};
-    for (int g = 0; g < 4; ++g)
-        for (int j = 0; j < 128; ++j)
-            latent[static_cast<size_t>(128 * g + j)] = j == 5 ? -amax[g] : rng.uniform(-amax[g], amax[g]);
-    for (auto& v : rope) v = rng.normal(2.0f);
-    const float want_scale[4] = {std::ldexp(1.0f, -8), std::ldexp(1.0f, -3), std::ldexp(1.0f, 10), std::ldexp(1.0f, -17)};
-    for (int g = 0; g < 4; ++g)  // the rule itself: 2^ceil(log2(amax / 448))
-        ASSERT_EQ(want_scale[g], static_cast<float>(std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(amax[g] / 448.0))))));
-    const int64_t slot = 64 + 6;  // block 1, offset 6
-    for (auto& nb : backends) {
-        SCOPED_TRACE(nb.spec);
-        GuardedCache cache(3, 64, 656);
-        ASSERT_EQ(cache.view.block_bytes, 64 * 656);
-        ASSERT_TRUE(nb.backend
-                        ->sparse_mla_cache_write(write_params(cache, SparseMlaCacheFormat::fp8_ds_mla, 512, 64,
-                                                              latent.data(), rope.data(), &slot, 1, 512, 64, DType::f32,
-                                                              DType::f32))
-                        .is_ok());
-        const uint8_t* rec = cache.buf.as<uint8_t>() + 1 * 64 * 656 + 6 * 656;
-        for (int g = 0; g < 4; ++g) {
-            float s;
-            std::memcpy(&s, rec + 512 + 4 * g, 4);
-            EXPECT_EQ(s, want_scale[g]) << "scale of tile " << g;
-            for (int j = 0; j < 128; ++j) {
-                const float x = latent[static_cast<size_t>(128 * g + j)];
-                const uint8_t b = rec[128 * g + j];
-                EXPECT_EQ(b, f32_to_fp8_e4m3(x / want_scale[g])) << "latent byte " << 128 * g + j;
-                // e4m3 keeps 3 mantissa bits: |dequant − x| ≤ 2^-4·|x| (normals) or half a subnormal step.
-                EXPECT_LE(std::fabs(fp8_e4m3_to_f32(b) * want_scale[g] - x),
-                          std::max(std::fabs(x) / 16.0f, std::ldexp(1.0f, -10) * want_scale[g]));
-            }
-        }
-        EXPECT_EQ(rec[5], 0xf8) << "−amax/scale of tile 0 is −1/2^-8 = −256 = −1.000·2^8 → e4m3 0xF8";
-        EXPECT_EQ(rec[128 + 5], 0xfe) << "−(448/8)/(2^-3) = −448 → e4m3 0xFE";
-        for (int j = 0; j < 64; ++j) {
-            uint16_t b;
-            std::memcpy(&b, rec + 528 + 2 * j, 2);
-            EXPECT_EQ(b, f32_to_bf16(rope[static_cast<size_t>(j)])) << "rope value " << j;
-        }
-        // Nothing else in the cache was written.
-        const uint8_t* p = cache.buf.as<uint8_t>();
-        for (size_t i = 0; i < cache.buf.bytes(); ++i)
-            if (p + i < rec || p + i >= rec + 656) {
-                ASSERT_EQ(p[i], kPoison) << "byte " << i << " outside the record";
-            }
-        EXPECT_TRUE(cache.buf.guards_intact(nb.spec));
-    }
-}
-
 struct AttnCase {
     int64_t r, dr, heads, tokens, topk;
-    SparseMlaCacheFormat format;
+    CacheRecordFormat format;
     DType q_type, out_type;
     int sink;  // 0 none, 1 finite, 2 with ±inf heads
 };
 
-// Fills every slot of a cache with random entries (through ref's writer, so fp8 records are valid).
-void fill_cache(Backend& ref, GuardedCache& cache, SparseMlaCacheFormat f, int64_t r, int64_t dr, Rng& rng) {
+// Bytes of a latent entry [c | kr] (ops/cache_record.h).
+int64_t entry_bytes(CacheRecordFormat f, int64_t r, int64_t dr) { return CacheRecordLayout{f, r + dr, dr}.entry_bytes(); }
+
+// Fills every slot of a cache with random entries [c | kr] (through ref's cache_store, so fp8 records are
+// valid).
+void fill_cache(Backend& ref, GuardedCache& cache, CacheRecordFormat f, int64_t r, int64_t dr, Rng& rng) {
     const int64_t n = cache.n_slots();
-    std::vector<float> latent(static_cast<size_t>(n * r)), rope(static_cast<size_t>(std::max<int64_t>(1, n * dr)));
-    for (auto& v : latent) v = rng.normal(1.0f);
-    for (auto& v : rope) v = rng.normal(1.0f);
-    std::vector<int64_t> slots(static_cast<size_t>(n));
+    std::vector<float> rows(static_cast<size_t>(n * (r + dr)));
+    for (auto& v : rows) v = rng.normal(1.0f);
+    std::vector<int32_t> slots(static_cast<size_t>(n));
     std::iota(slots.begin(), slots.end(), 0);
-    ASSERT_TRUE(ref.sparse_mla_cache_write(write_params(cache, f, r, dr, latent.data(), rope.data(), slots.data(), n, r,
-                                                        dr, DType::f32, DType::f32))
-                    .is_ok());
+    CacheStoreParams p;
+    p.x = rows.data();
+    p.slots = slots.data();
+    p.cache = cache.view;
+    p.layout = {f, r + dr, dr};
+    p.n_slots = n;
+    p.n_rows = n;
+    p.dim = r + dr;
+    p.x_row_stride = r + dr;
+    ASSERT_TRUE(ref.cache_store(p).is_ok());
 }
 
 TEST(SparseMlaAttention, EveryBackendAgreesWithRef) {
@@ -204,22 +78,22 @@ TEST(SparseMlaAttention, EveryBackendAgreesWithRef) {
     auto backends = backends_under_test();
     Rng rng(7103);
     const std::vector<AttnCase> cases = {
-        {32, 8, 4, 5, 16, SparseMlaCacheFormat::f32, DType::f32, DType::f32, 1},
-        {32, 8, 4, 3, 16, SparseMlaCacheFormat::fp8_ds_mla, DType::bf16, DType::bf16, 1},
-        {512, 64, 16, 2, 70, SparseMlaCacheFormat::fp8_ds_mla, DType::bf16, DType::f32, 0},
-        {512, 64, 3, 1, 150, SparseMlaCacheFormat::f32, DType::f32, DType::bf16, 2},
-        {40, 8, 5, 4, 9, SparseMlaCacheFormat::f32, DType::f32, DType::f32, 2},
-        {40, 8, 2, 7, 65, SparseMlaCacheFormat::fp8_ds_mla, DType::f32, DType::f32, 1},
-        {128, 0, 1, 3, 1, SparseMlaCacheFormat::f32, DType::bf16, DType::f32, 0},
-        {256, 64, 8, 6, 33, SparseMlaCacheFormat::fp8_ds_mla, DType::bf16, DType::bf16, 1},
+        {32, 8, 4, 5, 16, CacheRecordFormat::f32, DType::f32, DType::f32, 1},
+        {32, 8, 4, 3, 16, CacheRecordFormat::fp8_v32, DType::bf16, DType::bf16, 1},
+        {512, 64, 16, 2, 70, CacheRecordFormat::fp8_v32, DType::bf16, DType::f32, 0},
+        {512, 64, 3, 1, 150, CacheRecordFormat::f32, DType::f32, DType::bf16, 2},
+        {40, 8, 5, 4, 9, CacheRecordFormat::f32, DType::f32, DType::f32, 2},
+        {40, 8, 2, 7, 65, CacheRecordFormat::fp8_v32, DType::f32, DType::f32, 1},
+        {128, 0, 1, 3, 1, CacheRecordFormat::f32, DType::bf16, DType::f32, 0},
+        {256, 64, 8, 6, 33, CacheRecordFormat::fp8_v32, DType::bf16, DType::bf16, 1},
     };
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const AttnCase& k = cases[ci];
         const int64_t dqk = k.r + k.dr, block_size = 16, n_blocks = 12;
         SCOPED_TRACE(fmt::format("case {}: R {} Dr {} H {} T {} topk {} {} q {} out {} sink {}", ci, k.r, k.dr, k.heads,
-                                 k.tokens, k.topk, sparse_mla_cache_format_name(k.format), dtype_name(k.q_type),
+                                 k.tokens, k.topk, cache_record_format_name(k.format), dtype_name(k.q_type),
                                  dtype_name(k.out_type), k.sink));
-        GuardedCache cache(n_blocks, block_size, sparse_mla_entry_bytes(k.format, k.r, k.dr));
+        GuardedCache cache(n_blocks, block_size, entry_bytes(k.format, k.r, k.dr));
         fill_cache(*ref, cache, k.format, k.r, k.dr, rng);
         const int64_t q_head = dqk + rng.integer(0, 3), q_token = k.heads * q_head + rng.integer(0, 7);
         const int64_t o_head = k.r + rng.integer(0, 3), o_token = k.heads * o_head + rng.integer(0, 7);
@@ -326,7 +200,7 @@ TEST(SparseMlaAttention, EveryBackendAgreesWithRef) {
 TEST(SparseMlaAttention, KnownValues) {
     auto backends = host_backends_under_test();
     backends.push_back({"ref", ref_backend()});
-    GuardedCache cache(1, 4, sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 2, 1));
+    GuardedCache cache(1, 4, entry_bytes(CacheRecordFormat::f32, 2, 1));
     // Entries: c = (1, 0), (0, 1), (2, 2); rope dim 1 holds the logit driver.
     const float entries[4][3] = {{1, 0, 0}, {0, 1, static_cast<float>(std::log(3.0))}, {2, 2, 0}, {5, 5, 100}};
     std::memcpy(cache.buf.data(), entries, sizeof(entries));
@@ -395,19 +269,19 @@ TEST(SparseMlaAttention, NonFiniteInputsGiveNonFiniteOutputsAndEmptyRowsZero) {
     Rng rng(7104);
     const float nan = std::numeric_limits<float>::quiet_NaN();
     const int64_t r = 512, dr = 64, dqk = r + dr, H = 16, T = 7, K = 150, block_size = 16, n_blocks = 16;
-    for (const auto format : {SparseMlaCacheFormat::f32, SparseMlaCacheFormat::fp8_ds_mla})
+    for (const auto format : {CacheRecordFormat::f32, CacheRecordFormat::fp8_v32})
         for (const DType q_type : {DType::f32, DType::bf16})
             for (const int sink_kind : {0, 1, 2}) {  // none, finite, finite with head 2 NaN
-                SCOPED_TRACE(fmt::format("{} q {} sink {}", sparse_mla_cache_format_name(format), dtype_name(q_type),
+                SCOPED_TRACE(fmt::format("{} q {} sink {}", cache_record_format_name(format), dtype_name(q_type),
                                          sink_kind));
-                GuardedCache cache(n_blocks, block_size, sparse_mla_entry_bytes(format, r, dr));
+                GuardedCache cache(n_blocks, block_size, entry_bytes(format, r, dr));
                 fill_cache(*ref, cache, format, r, dr, rng);
                 auto entry = [&](int64_t slot) {
                     return cache.buf.as<uint8_t>() + (slot / block_size) * cache.view.block_bytes +
                            (slot % block_size) * cache.view.entry_bytes;
                 };
-                const int64_t g = sparse_mla_quant_group(r);
-                if (format == SparseMlaCacheFormat::f32) {
+                const int64_t g = CacheRecordLayout{format, r + dr, dr}.group_size();
+                if (format == CacheRecordFormat::f32) {
                     const float inf = kInf;
                     std::memcpy(entry(0) + 4 * 17, &nan, 4);        // latent dim 17
                     std::memcpy(entry(1) + 4 * (r + 9), &nan, 4);   // rope dim 9
@@ -483,7 +357,7 @@ TEST(SparseMlaAttention, NonFiniteInputsGiveNonFiniteOutputsAndEmptyRowsZero) {
 }
 
 TEST(SparseMlaValidate, RejectsMalformedCalls) {
-    GuardedCache cache(2, 4, sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 8, 2));
+    GuardedCache cache(2, 4, entry_bytes(CacheRecordFormat::f32, 8, 2));
     std::vector<float> q(2 * 10, 0.0f), out(2 * 8, 0.0f);
     std::vector<int32_t> slots = {0, 7, -1, 3};
     auto base = [&] {
@@ -534,7 +408,7 @@ TEST(SparseMlaValidate, RejectsMalformedCalls) {
     p.cache.entry_bytes = 36;
     expect_bad_indices(p, StatusCode::invalid_argument, "entry_bytes = 36");
     p = base();
-    p.format = SparseMlaCacheFormat::fp8_ds_mla;
+    p.format = CacheRecordFormat::fp8_v32;
     p.kv_lora_rank = 192;  // not a multiple of its 128-value scale group
     expect_bad(p, StatusCode::unsupported, "kv_lora_rank = 192");
     p = base();
@@ -550,30 +424,6 @@ TEST(SparseMlaValidate, RejectsMalformedCalls) {
     p.n_slots = 6;  // not whole blocks
     slots[1] = 3;
     expect_bad_indices(p, StatusCode::invalid_argument, "n_slots = 6");
-
-    std::vector<float> lat(8), rope(2);
-    int64_t wslot = 8;
-    SparseMlaCacheWriteParams w;
-    w.latent = lat.data();
-    w.rope = rope.data();
-    w.slots = &wslot;
-    w.cache = cache.view;
-    w.n_slots = cache.n_slots();
-    w.n_tokens = 1;
-    w.kv_lora_rank = 8;
-    w.rope_dim = 2;
-    w.latent_row_stride = 8;
-    w.rope_row_stride = 2;
-    EXPECT_TRUE(validate(w).is_ok());
-    Status s = check_indices(w);
-    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
-    EXPECT_NE(s.message().find("slots[0] = 8"), std::string::npos) << s.to_string();
-    EXPECT_EQ(validate_and_check_indices(w).message(), s.message());
-    wslot = 7;
-    EXPECT_TRUE(validate_and_check_indices(w).is_ok());
-    w.format = SparseMlaCacheFormat::fp8_ds_mla;  // the view still has f32 entries
-    s = validate(w);
-    EXPECT_NE(s.message().find("entry_bytes"), std::string::npos) << s.to_string();
 }
 
 }  // namespace

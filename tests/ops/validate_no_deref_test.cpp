@@ -17,7 +17,8 @@
 #include "ops/dsa_output_gate.h"
 #include "ops/hadamard.h"
 #include "ops/indexer_scores.h"
-#include "ops/kv_record.h"
+#include "ops/cache_store.h"
+#include "ops/kv_load.h"
 #include "ops/layer_norm.h"
 #include "ops/linear.h"
 #include "ops/mla_head_proj.h"
@@ -110,21 +111,30 @@ TEST(ValidateNoDeref, Rope) {
     expect_valid_unread(p, [](RopeParams& q) { q.positions = i32_page(); });
 }
 
-TEST(ValidateNoDeref, KvStoreAndLoad) {
-    for (const KvRecordLayout l : {KvRecordLayout{KvRecordFormat::f32, 8, 0}, KvRecordLayout{KvRecordFormat::fp8_ds_mla, 72, 8},
-                                   KvRecordLayout{KvRecordFormat::fp8_scaled, 16, 0}}) {
-        SCOPED_TRACE(std::string(kv_record_format_name(l.format)));
+TEST(ValidateNoDeref, CacheStoreAndKvLoad) {
+    for (const CacheRecordLayout l :
+         {CacheRecordLayout{CacheRecordFormat::f32, 8, 0}, CacheRecordLayout{CacheRecordFormat::bf16, 24, 0},
+          CacheRecordLayout{CacheRecordFormat::fp8_row_scale, 16, 0}, CacheRecordLayout{CacheRecordFormat::fp8_model1, 72, 8},
+          CacheRecordLayout{CacheRecordFormat::fp8_v32, 40, 8}}) {
+        SCOPED_TRACE(std::string(cache_record_format_name(l.format)));
         TestCache cache(l.entry_bytes(), 4, 2);
         std::vector<float> x(2 * 72), y(2 * 72);
         std::vector<int32_t> slots = {0, 5};
-        KvStoreParams s;
+        CacheStoreParams s;
         s.x = x.data();
         s.slots = slots.data();
         s.cache = cache.view();
         s.layout = l;
+        s.n_slots = cache.capacity();
         s.n_rows = 2;
+        s.dim = l.dim;
         s.x_row_stride = l.dim;
-        expect_valid_unread(s, [](KvStoreParams& q) { q.slots = i32_page(); });
+        expect_valid_unread(s, [](CacheStoreParams& q) { q.slots = i32_page(); });
+        if (!l.is_fp8()) {  // a sub-row of the entry
+            s.dim = 5;
+            s.entry_offset = 3;
+            expect_valid_unread(s, [](CacheStoreParams& q) { q.slots = i32_page(); });
+        }
         KvLoadParams ld;
         ld.cache = cache.view();
         ld.layout = l;
@@ -173,7 +183,7 @@ TEST(ValidateNoDeref, Compressor) {
 }
 
 TEST(ValidateNoDeref, IndexerScores) {
-    const KvRecordLayout kl{KvRecordFormat::fp8_scaled, 16, 0};
+    const CacheRecordLayout kl{CacheRecordFormat::fp8_row_scale, 16, 0};
     TestCache cache(kl.entry_bytes(), 2, 1);
     float q[32] = {}, w[2] = {1, 1}, scores[4];
     int32_t key_slots[2] = {0, 1}, token_list[2] = {0, 0}, n_keys[2] = {1, 2}, selected[2];
@@ -183,7 +193,7 @@ TEST(ValidateNoDeref, IndexerScores) {
     p.weights = w;
     p.weights_row_stride = 1;
     p.keys = cache.view();
-    p.key_format = KvRecordFormat::fp8_scaled;
+    p.key_format = CacheRecordFormat::fp8_row_scale;
     p.key_slots = key_slots;
     p.key_slots_stride = 2;
     p.token_list = token_list;
@@ -210,7 +220,7 @@ TEST(ValidateNoDeref, IndexerScores) {
 }
 
 TEST(ValidateNoDeref, SparseMqa) {
-    const KvRecordLayout l{KvRecordFormat::fp8_ds_mla, 32, 8};
+    const CacheRecordLayout l{CacheRecordFormat::fp8_model1, 32, 8};
     TestCache window(l.entry_bytes(), 2, 2), compressed(4 * 32, 4, 1);
     float q[64] = {}, out[64], sink[1] = {0};
     int32_t window_slots[4] = {0, -1, 1, 2}, compressed_slots[6] = {0, 1, -1, 2, 3, -1};
@@ -219,12 +229,12 @@ TEST(ValidateNoDeref, SparseMqa) {
     p.out = out;
     p.sink = sink;
     p.window = window.view();
-    p.window_format = KvRecordFormat::fp8_ds_mla;
+    p.window_format = CacheRecordFormat::fp8_model1;
     p.window_slots = window_slots;
     p.n_window = 2;
     p.window_slots_stride = 2;
     p.compressed = compressed.view();
-    p.compressed_format = KvRecordFormat::f32;
+    p.compressed_format = CacheRecordFormat::f32;
     p.compressed_slots = compressed_slots;
     p.n_compressed = 3;
     p.compressed_slots_stride = 3;
@@ -240,19 +250,7 @@ TEST(ValidateNoDeref, SparseMqa) {
 }
 
 TEST(ValidateNoDeref, DsaIndexer) {
-    GuardedCache cache(2, 4, dsa_indexer_key_entry_bytes(DsaIndexerKeyFormat::f32, 4));
-    std::vector<float> k(8);
-    std::vector<int64_t> slots = {0, 5};
-    DsaIndexerKeyWriteParams w;
-    w.k = k.data();
-    w.slots = slots.data();
-    w.cache = cache.view;
-    w.n_slots = cache.n_slots();
-    w.n_tokens = 2;
-    w.head_dim = 4;
-    w.k_row_stride = 4;
-    expect_valid_unread(w, [](DsaIndexerKeyWriteParams& r) { r.slots = i64_page(); });
-
+    GuardedCache cache(2, 4, CacheRecordLayout{CacheRecordFormat::f32, 4}.entry_bytes());
     std::vector<float> q(2 * 8, 0.0f), weights(4, 1.0f), scores(2 * 8);
     std::vector<int32_t> table = {1, 0}, seq = {0, 0}, n_keys = {5, 8}, selected(2 * 3);
     DsaIndexerScoresParams p;
@@ -290,22 +288,7 @@ TEST(ValidateNoDeref, DsaIndexer) {
 }
 
 TEST(ValidateNoDeref, SparseMla) {
-    GuardedCache cache(2, 4, sparse_mla_entry_bytes(SparseMlaCacheFormat::f32, 8, 2));
-    std::vector<float> lat(16), rope(4);
-    std::vector<int64_t> wslots = {7, -1};
-    SparseMlaCacheWriteParams w;
-    w.latent = lat.data();
-    w.rope = rope.data();
-    w.slots = wslots.data();
-    w.cache = cache.view;
-    w.n_slots = cache.n_slots();
-    w.n_tokens = 2;
-    w.kv_lora_rank = 8;
-    w.rope_dim = 2;
-    w.latent_row_stride = 8;
-    w.rope_row_stride = 2;
-    expect_valid_unread(w, [](SparseMlaCacheWriteParams& r) { r.slots = i64_page(); });
-
+    GuardedCache cache(2, 4, CacheRecordLayout{CacheRecordFormat::f32, 8 + 2}.entry_bytes());
     std::vector<float> q(2 * 10, 0.0f), out(2 * 8, 0.0f), sink(1, 0.0f);
     std::vector<int32_t> slots = {0, 7, -1, 3};
     SparseMlaAttentionParams p;

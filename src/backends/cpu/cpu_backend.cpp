@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "backends/cpu/cpu_cache_ops.h"
 #include "backends/cpu/cpu_dsv4_ops.h"
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/dsa_cpu_ops.h"
@@ -170,9 +171,11 @@ public:
         return Status::ok();
     }
 
+    // ---- caches (cpu_cache_ops.cpp) ----
+    Status cache_store(const CacheStoreParams& p) override { return cpu::cache_store(*kernels_, *pool_, p); }
+    Status kv_load(const KvLoadParams& p) override { return cpu::kv_load(*pool_, p); }
+
     // ---- DeepSeek-V4 (cpu_dsv4_ops.cpp) ----
-    Status kv_store(const KvStoreParams& p) override { return cpu::dsv4_kv_store(*pool_, p); }
-    Status kv_load(const KvLoadParams& p) override { return cpu::dsv4_kv_load(*pool_, p); }
     Status compressor_state_store(const CompressorStateStoreParams& p) override {
         return cpu::dsv4_compressor_state_store(*pool_, p);
     }
@@ -191,17 +194,11 @@ public:
     }
 
     // DSA on MLA (dsa_cpu_ops.h)
-    Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) override {
-        return cpu::dsa_sparse_mla_cache_write(dsa_context(), p);
-    }
     size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const override {
         return cpu::dsa_sparse_mla_attention_workspace_size(dsa_context(), p);
     }
     Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) override {
         return cpu::dsa_sparse_mla_attention(dsa_context(), p, ws);
-    }
-    Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) override {
-        return cpu::dsa_indexer_key_write(dsa_context(), p);
     }
     size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const override {
         return cpu::dsa_indexer_scores_workspace_size(dsa_context(), p);

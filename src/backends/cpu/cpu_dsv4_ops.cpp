@@ -1,5 +1,5 @@
-// The cpu backend's DeepSeek-V4 ops: dispatch of the per-ISA kernels and the portable cache /
-// compressor code (see cpu_dsv4_ops.h).
+// The cpu backend's DeepSeek-V4 ops: dispatch of the per-ISA kernels and the portable compressor code
+// (see cpu_dsv4_ops.h).
 #include "backends/cpu/cpu_dsv4_ops.h"
 
 #include <algorithm>
@@ -19,126 +19,21 @@ namespace sieve::cpu {
 
 namespace {
 
-RecordCache record_cache(const CacheView& v, const KvRecordLayout& l) {
+RecordCache record_cache(const CacheView& v, const CacheRecordLayout& l) {
     RecordCache c;
     c.base = v.base;
     c.block_bytes = v.block_bytes;
     c.block_size = v.block_size;
-    c.format = static_cast<int32_t>(l.format);
+    // validate() admitted only these formats (sparse_mqa: f32 | fp8_model1, indexer_scores: f32 | fp8_row_scale).
+    c.format = l.format == CacheRecordFormat::fp8_model1      ? kRecordFp8Model1
+               : l.format == CacheRecordFormat::fp8_row_scale ? kRecordFp8RowScale
+                                                              : kRecordF32;
     c.dim = l.dim;
-    c.nope = l.format == KvRecordFormat::fp8_ds_mla ? l.nope_dim() : l.dim;
+    c.nope = l.is_fp8() ? l.quant_dim() : l.dim;
     c.data_bytes = l.data_bytes();
     c.scale_bytes = l.scale_bytes();
     c.scales_offset = v.block_size * l.data_bytes();
     return c;
-}
-
-// ---- records: stores and loads (portable; one row per token) ---------------------------------------
-
-// Quantizes the values val(i), i ∈ [i0, i0 + n) (already bf16-rounded) into q[i]; returns the scale,
-// NaN for a non-finite group (ops/kv_record.h "Store semantics").
-template <typename Val>
-float quantize_group(const Val& val, int64_t i0, int64_t n, uint8_t* q) {
-    float amax = 0.0f;
-    bool finite = true;
-    for (int64_t i = i0; i < i0 + n; ++i) {
-        const float v = val(i);
-        finite &= std::isfinite(v);
-        amax = std::max(amax, std::fabs(v));
-    }
-    if (!finite) {
-        for (int64_t i = i0; i < i0 + n; ++i) q[i] = std::signbit(val(i)) ? uint8_t{0xff} : uint8_t{0x7f};
-        return std::numeric_limits<float>::quiet_NaN();
-    }
-    const float s = ue8m0_scale_for_amax(amax);  // §2.4
-    for (int64_t i = i0; i < i0 + n; ++i) q[i] = f32_to_fp8_e4m3(std::clamp(val(i) / s, -kFp8E4m3Max, kFp8E4m3Max));
-    return s;
-}
-
-void store_row(const KvStoreParams& p, int64_t r) {
-    const KvRecordLayout& l = p.layout;
-    const int64_t slot = p.slots[r];
-    const bool xb = p.x_type == DType::bf16;
-    const void* x = static_cast<const char*>(p.x) + r * p.x_row_stride * (xb ? 2 : 4);
-    uint8_t* data = kv_record_data(p.cache, l, slot);
-    if (l.format == KvRecordFormat::f32) {
-        float* out = reinterpret_cast<float*>(data);
-        if (xb) {
-            for (int64_t i = 0; i < l.dim; ++i) out[i] = bf16_to_f32(static_cast<const uint16_t*>(x)[i]);
-        } else {
-            std::memcpy(out, x, static_cast<size_t>(l.dim) * 4);
-        }
-        return;
-    }
-    // fp8 formats quantize the bf16-rounded row (ops/kv_record.h).
-    auto val = [&](int64_t i) {
-        return xb ? bf16_to_f32(static_cast<const uint16_t*>(x)[i]) : round_to_bf16(static_cast<const float*>(x)[i]);
-    };
-    uint8_t* scales = kv_record_scales(p.cache, l, slot);
-    if (l.format == KvRecordFormat::fp8_scaled) {
-        const float s = quantize_group(val, 0, l.dim, data);
-        std::memcpy(scales, &s, 4);
-        return;
-    }
-    const int64_t nope = l.nope_dim(), tiles = l.n_tiles();
-    for (int64_t g = 0; g < tiles; ++g) {
-        const int64_t g0 = g * kFp8DsMlaTile;
-        const float s = quantize_group(val, g0, std::min(kFp8DsMlaTile, nope - g0), data);
-        scales[g] = std::isnan(s) ? uint8_t{0xff} : ue8m0_from_pow2(s);
-    }
-    std::memset(scales + tiles, 0, static_cast<size_t>(l.scale_bytes() - tiles));
-    for (int64_t i = 0; i < l.rope_dim; ++i) {
-        const uint16_t b = f32_to_bf16(val(nope + i));
-        std::memcpy(data + nope + 2 * i, &b, 2);  // little endian (x86)
-    }
-}
-
-void load_row(const KvLoadParams& p, int64_t r) {
-    const KvRecordLayout& l = p.layout;
-    const bool yb = p.y_type == DType::bf16;
-    char* y = static_cast<char*>(p.y) + r * p.y_row_stride * (yb ? 2 : 4);
-    auto put = [&](int64_t i, float v) {
-        if (yb)
-            reinterpret_cast<uint16_t*>(y)[i] = f32_to_bf16(v);
-        else
-            reinterpret_cast<float*>(y)[i] = v;
-    };
-    const int64_t slot = p.slots[r];
-    if (slot < 0) {
-        for (int64_t i = 0; i < l.dim; ++i) put(i, 0.0f);
-        return;
-    }
-    const uint8_t* data = kv_record_data(p.cache, l, slot);
-    switch (l.format) {
-        case KvRecordFormat::f32:
-            for (int64_t i = 0; i < l.dim; ++i) {
-                float v;
-                std::memcpy(&v, data + 4 * i, 4);
-                put(i, v);
-            }
-            return;
-        case KvRecordFormat::fp8_scaled: {
-            float s;
-            std::memcpy(&s, kv_record_scales(p.cache, l, slot), 4);
-            for (int64_t i = 0; i < l.dim; ++i) put(i, fp8_e4m3_to_f32(data[i]) * s);
-            return;
-        }
-        case KvRecordFormat::fp8_ds_mla: {
-            const uint8_t* scales = kv_record_scales(p.cache, l, slot);
-            const int64_t nope = l.nope_dim();
-            for (int64_t g = 0; g < l.n_tiles(); ++g) {
-                const float s = ue8m0_to_f32(scales[g]);
-                for (int64_t i = g * kFp8DsMlaTile; i < std::min(nope, (g + 1) * kFp8DsMlaTile); ++i)
-                    put(i, fp8_e4m3_to_f32(data[i]) * s);
-            }
-            for (int64_t i = 0; i < l.rope_dim; ++i) {
-                uint16_t b;
-                std::memcpy(&b, data + nope + 2 * i, 2);
-                put(nope + i, bf16_to_f32(b));
-            }
-            return;
-        }
-    }
 }
 
 // ---- compressor pooling (portable) -------------------------------------------------------------------
@@ -190,24 +85,6 @@ const CpuDsv4Kernels& dsv4_kernels_for(Isa isa) {
         case Isa::avx512_bf16: return kCpuDsv4KernelsAvx512Bf16;
     }
     return kCpuDsv4KernelsScalar;
-}
-
-Status dsv4_kv_store(ThreadPool& pool, const KvStoreParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    const int64_t dim = p.layout.dim;
-    parallel_chunks(pool, p.n_rows, min_chunk_for(4 * dim), [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r)
-            if (p.slots[r] >= 0) store_row(p, r);
-    });
-    return Status::ok();
-}
-
-Status dsv4_kv_load(ThreadPool& pool, const KvLoadParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    parallel_chunks(pool, p.n_rows, min_chunk_for(4 * p.layout.dim), [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) load_row(p, r);
-    });
-    return Status::ok();
 }
 
 Status dsv4_compressor_state_store(ThreadPool& pool, const CompressorStateStoreParams& p) {
@@ -446,7 +323,7 @@ Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, Thre
     a.scores_row_stride = p.scores_row_stride;
     a.n_heads = p.n_heads;
     a.head_dim = p.head_dim;
-    a.bf16_dot = k.bf16_dot && a.q_bf16 && p.key_format == KvRecordFormat::fp8_scaled;
+    a.bf16_dot = k.bf16_dot && a.q_bf16 && p.key_format == CacheRecordFormat::fp8_row_scale;
     a.key_tile = s.key_tile;
     a.heads_pad = s.heads_pad;
     a.dim_pad = s.dim_pad;

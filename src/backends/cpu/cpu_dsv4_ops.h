@@ -1,7 +1,7 @@
-// The cpu backend's DeepSeek-V4 ops (ops/kv_record.h, ops/sparse_mqa.h, ops/compressor.h,
-// ops/indexer_scores.h): validation, threading and workspace handling around the per-ISA kernels of
-// dsv4_kernels.h (attention, indexer scores) and the portable code of cpu_dsv4_ops.cpp (cache
-// stores and loads, compressor state and pooling: a few rows per step, memory-bound).
+// The cpu backend's DeepSeek-V4 ops (ops/sparse_mqa.h, ops/compressor.h, ops/indexer_scores.h):
+// validation, threading and workspace handling around the per-ISA kernels of dsv4_kernels.h (attention,
+// indexer scores) and the portable code of cpu_dsv4_ops.cpp (compressor state and pooling: a few rows per
+// step, memory-bound). The cache stores and loads are cpu_cache_ops.h's.
 // Internal to backends/cpu; cpu_backend.cpp forwards its Backend methods here.
 #pragma once
 
@@ -14,7 +14,6 @@
 #include "core/thread_pool.h"
 #include "ops/compressor.h"
 #include "ops/indexer_scores.h"
-#include "ops/kv_record.h"
 #include "ops/sparse_mqa.h"
 
 namespace sieve::cpu {
@@ -22,8 +21,6 @@ namespace sieve::cpu {
 // The table of an ISA level (avx512_bf16 uses the avx512 one: these kernels need no bf16 dot).
 const CpuDsv4Kernels& dsv4_kernels_for(Isa isa);
 
-Status dsv4_kv_store(ThreadPool& pool, const KvStoreParams& p);
-Status dsv4_kv_load(ThreadPool& pool, const KvLoadParams& p);
 Status dsv4_compressor_state_store(ThreadPool& pool, const CompressorStateStoreParams& p);
 Status dsv4_compressor_pool(ThreadPool& pool, const CompressorPoolParams& p);
 

@@ -17,25 +17,6 @@ namespace sieve::cpu {
 
 namespace {
 
-// One group of n values → e4m3 bytes, by ops/quant_fp8.h's rule (core's scalar conversions, so the
-// bytes equal ref's). Returns the scale (NaN for a poisoned group).
-float quant_group(const float* x, int64_t n, uint8_t* q) {
-    float amax = 0.0f;
-    bool finite = true;
-    for (int64_t j = 0; j < n; ++j) {
-        finite &= std::isfinite(x[j]);
-        amax = std::max(amax, std::fabs(x[j]));
-    }
-    if (!finite) {
-        for (int64_t j = 0; j < n; ++j) q[j] = static_cast<uint8_t>(0x7f | (std::signbit(x[j]) ? 0x80 : 0x00));
-        return std::numeric_limits<float>::quiet_NaN();
-    }
-    const float s = ue8m0_scale_for_amax(amax);
-    const float inv = 1.0f / s;  // exact: s is a power of two
-    for (int64_t j = 0; j < n; ++j) q[j] = f32_to_fp8_e4m3(std::clamp(x[j] * inv, -kFp8E4m3Max, kFp8E4m3Max));
-    return s;
-}
-
 inline float load_elem(const void* base, DType t, int64_t i) {
     return t == DType::bf16 ? bf16_to_f32(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
 }
@@ -120,38 +101,6 @@ const DsaCpuKernels& dsa_kernels_for(Isa isa) {
     return kDsaCpuKernelsScalar;
 }
 
-Status dsa_sparse_mla_cache_write(const DsaCpuContext& c, const SparseMlaCacheWriteParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    const int64_t r = p.kv_lora_rank, dr = p.rope_dim;
-    parallel_chunks(*c.pool, p.n_tokens, min_chunk_for(4 * (r + dr)), [&](int64_t b, int64_t e) {
-        float lat[128];  // one quantization group (g ≤ 128)
-        uint8_t q[128];
-        for (int64_t t = b; t < e; ++t) {
-            if (p.slots[t] < 0) continue;
-            uint8_t* entry = p.cache.row(p.slots[t]);
-            if (p.format == SparseMlaCacheFormat::f32) {
-                float* dst = reinterpret_cast<float*>(entry);
-                for (int64_t i = 0; i < r; ++i) dst[i] = load_elem(p.latent, p.latent_type, t * p.latent_row_stride + i);
-                for (int64_t j = 0; j < dr; ++j) dst[r + j] = load_elem(p.rope, p.rope_type, t * p.rope_row_stride + j);
-                continue;
-            }
-            const int64_t g = sparse_mla_quant_group(r);  // ≤ 128 ≤ the buffers
-            for (int64_t k = 0; k < r / g; ++k) {
-                for (int64_t i = 0; i < g; ++i) lat[i] = load_elem(p.latent, p.latent_type, t * p.latent_row_stride + k * g + i);
-                const float s = quant_group(lat, g, q);
-                std::memcpy(entry + k * g, q, static_cast<size_t>(g));
-                std::memcpy(entry + r + 4 * k, &s, 4);  // §3.4: UE8M0 value stored as fp32
-            }
-            uint8_t* rope = entry + r + 4 * (r / g);
-            for (int64_t j = 0; j < dr; ++j) {
-                const uint16_t bits = f32_to_bf16(load_elem(p.rope, p.rope_type, t * p.rope_row_stride + j));
-                std::memcpy(rope + 2 * j, &bits, 2);
-            }
-        }
-    });
-    return Status::ok();
-}
-
 size_t dsa_sparse_mla_attention_workspace_size(const DsaCpuContext& c, const SparseMlaAttentionParams& p) {
     if (p.n_tokens <= 0 || p.n_heads <= 0 || p.kv_lora_rank <= 0) return 0;
     const MlaSplit s = mla_split(c, p);
@@ -171,29 +120,6 @@ Status dsa_sparse_mla_attention(const DsaCpuContext& c, const SparseMlaAttention
             const int64_t t = u / s.head_groups, g = u % s.head_groups;
             const int64_t h0 = g * s.heads_per_unit, h1 = std::min(p.n_heads, h0 + s.heads_per_unit);
             k.sparse_mla_heads(p, t, h0, h1, scratch);
-        }
-    });
-    return Status::ok();
-}
-
-Status dsa_indexer_key_write(const DsaCpuContext& c, const DsaIndexerKeyWriteParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    const int64_t d = p.head_dim;
-    parallel_chunks(*c.pool, p.n_tokens, min_chunk_for(4 * d), [&](int64_t b, int64_t e) {
-        float k[128];
-        uint8_t q[128];
-        for (int64_t t = b; t < e; ++t) {
-            const int64_t slot = p.slots[t];
-            if (slot < 0) continue;
-            if (p.format == DsaIndexerKeyFormat::f32) {
-                float* dst = reinterpret_cast<float*>(p.cache.row(slot));
-                for (int64_t i = 0; i < d; ++i) dst[i] = load_elem(p.k, p.k_type, t * p.k_row_stride + i);
-                continue;
-            }
-            for (int64_t i = 0; i < d; ++i) k[i] = load_elem(p.k, p.k_type, t * p.k_row_stride + i);  // d ≤ 128 (validated)
-            const float s = quant_group(k, d, q);  // one group = the whole key (§3.3)
-            std::memcpy(p.cache.base + dsa_indexer_fp8_value_offset(p.cache, d, slot), q, static_cast<size_t>(d));
-            std::memcpy(p.cache.base + dsa_indexer_fp8_scale_offset(p.cache, d, slot), &s, 4);
         }
     });
     return Status::ok();

@@ -1,7 +1,7 @@
 // The cpu backend's DSA-on-MLA ops (ops/sparse_mla.h, ops/dsa_indexer.h, ops/dsa_output_gate.h):
-// validation, work split over the thread pool, workspace slots, and the cache writers and the gate
-// (baseline code: byte-exact with ref through core's conversions). The heavy loops are the per-ISA
-// kernels of dsa_kernels.h. Internal to backends/cpu.
+// validation, work split over the thread pool, workspace slots, and the gate (baseline code: byte-exact
+// with ref through core's conversions). The heavy loops are the per-ISA kernels of dsa_kernels.h.
+// The cache writes are cpu_cache_ops.h's. Internal to backends/cpu.
 #pragma once
 
 #include <cstddef>
@@ -26,10 +26,8 @@ struct DsaCpuContext {
 
 const DsaCpuKernels& dsa_kernels_for(Isa isa);
 
-Status dsa_sparse_mla_cache_write(const DsaCpuContext& c, const SparseMlaCacheWriteParams& p);
 size_t dsa_sparse_mla_attention_workspace_size(const DsaCpuContext& c, const SparseMlaAttentionParams& p);
 Status dsa_sparse_mla_attention(const DsaCpuContext& c, const SparseMlaAttentionParams& p, Workspace ws);
-Status dsa_indexer_key_write(const DsaCpuContext& c, const DsaIndexerKeyWriteParams& p);
 size_t dsa_indexer_scores_workspace_size(const DsaCpuContext& c, const DsaIndexerScoresParams& p);
 Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& p, Workspace ws);
 Status dsa_output_gate(const DsaCpuContext& c, const DsaOutputGateParams& p);

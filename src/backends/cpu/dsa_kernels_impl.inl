@@ -57,7 +57,7 @@ void sparse_mla_dequant(const SparseMlaAttentionParams& p, int64_t slot, float* 
     const CacheView& c = p.cache;
     const uint8_t* e = c.base + (slot / c.block_size) * c.block_bytes + (slot % c.block_size) * c.entry_bytes;
     const int64_t r = p.kv_lora_rank, dr = p.rope_dim;
-    if (p.format == SparseMlaCacheFormat::f32) {
+    if (p.format == CacheRecordFormat::f32) {
         float tmp;
         int64_t i = 0;
         for (; i + kLanes <= r + dr; i += kLanes) {
@@ -71,7 +71,7 @@ void sparse_mla_dequant(const SparseMlaAttentionParams& p, int64_t slot, float* 
         }
         return;
     }
-    const int64_t g = r < 128 ? r : 128;  // sparse_mla_quant_group (§3.4)
+    const int64_t g = r < 128 ? r : 128;  // fp8_v32's group (ops/cache_record.h, §3.4)
     const uint8_t* scales = e + r;
     for (int64_t k = 0; k < r / g; ++k) {
         float s;
@@ -241,7 +241,7 @@ inline const uint8_t* idx_key_entry(const DsaIndexerScoresParams& p, const int32
     const CacheView& c = p.keys;
     const uint8_t* block = c.base + static_cast<int64_t>(table[u / c.block_size]) * c.block_bytes;
     const int64_t off = u % c.block_size;
-    if (p.format == DsaIndexerKeyFormat::f32) return block + off * c.entry_bytes;
+    if (p.format == CacheRecordFormat::f32) return block + off * c.entry_bytes;
     __builtin_memcpy(scale, block + c.block_size * p.head_dim + 4 * off, 4);  // §3.3: values at off·Di, scale at B·Di + 4·off
     return block + off * p.head_dim;
 }
@@ -368,7 +368,7 @@ void indexer_scores_tile(const DsaIndexerScoresParams& p, int64_t seq, const int
                          int64_t k1, int64_t fill_end, int64_t kt, float* scratch, float* tile_scores) {
     const IdxScratch S = idx_scratch(p, kt, scratch);
     const int64_t hi = p.n_heads, di = p.head_dim, hp_lanes = (hi + kLanes - 1) / kLanes * kLanes;
-    const bool fp8 = p.format == DsaIndexerKeyFormat::fp8_blocked;
+    const bool fp8 = p.format == CacheRecordFormat::fp8_row_scale;
 #if defined(__AVX512BF16__)
     const bool bf = fp8;  // e4m3 q and keys: vdpbf16ps
 #else

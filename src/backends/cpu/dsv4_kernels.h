@@ -12,12 +12,18 @@
 
 namespace sieve::cpu {
 
-// A paged cache as the kernels read it (ops/kv_record.h layouts, precomputed).
+// The record formats these kernels read (RecordCache::format), set from ops/cache_record.h's
+// CacheRecordFormat by the dispatch code (cpu_dsv4_ops.cpp record_cache).
+inline constexpr int32_t kRecordF32 = 0;         // CacheRecordFormat::f32
+inline constexpr int32_t kRecordFp8Model1 = 1;   // CacheRecordFormat::fp8_model1
+inline constexpr int32_t kRecordFp8RowScale = 2; // CacheRecordFormat::fp8_row_scale
+
+// A paged cache as the kernels read it (ops/cache_record.h layouts, precomputed by the dispatch code).
 struct RecordCache {
     const uint8_t* base = nullptr;
     int64_t block_bytes = 0, block_size = 0;
-    int32_t format = 0;            // 0 f32 rows, 1 fp8_ds_mla, 2 fp8_scaled (KvRecordFormat order)
-    int64_t dim = 0, nope = 0;     // nope: fp8 dims of an fp8_ds_mla record (dim − rope_dim)
+    int32_t format = kRecordF32;   // kRecordF32 | kRecordFp8Model1 | kRecordFp8RowScale
+    int64_t dim = 0, nope = 0;     // nope: the e4m3 dims (dim − rope_dim for fp8_model1, dim for fp8_row_scale)
     int64_t data_bytes = 0;        // per entry, inside the block's data region
     int64_t scale_bytes = 0;       // per entry, inside the block's scale region
     int64_t scales_offset = 0;     // block_size · data_bytes: where a block's scale region starts
@@ -68,7 +74,7 @@ struct IndexerScoresKernelArgs {
     // dispatch code): to scores[i·stride + j − key_begin], i = the token's position in the unit's token list.
     bool scores_tile_rows = false;
     int64_t n_heads = 0, head_dim = 0;
-    // vdpbf16ps on bf16 q and fp8_scaled keys (avx512_bf16 table only; set by the dispatch code when the
+    // vdpbf16ps on bf16 q and fp8_row_scale keys (avx512_bf16 table only; set by the dispatch code when the
     // table has bf16_dot, q is bf16 and the keys are fp8: every product is exact, ops/indexer_scores.h).
     bool bf16_dot = false;
     // Workspace of one indexer_scores_tile call (a slot), byte offsets set by the dispatch code for

@@ -1,7 +1,7 @@
 // Kernel bodies of DeepSeek-V4's hot ops (dsv4_kernels.h), written once over simd.h and compiled
 // once per ISA by dsv4_kernels_<isa>.cpp, which defines SIEVE_CPU_DSV4_TABLE before including this
 // file. Everything is in an anonymous namespace (simd.h, "ODR safety"). Semantics: ops/sparse_mqa.h,
-// ops/indexer_scores.h, ops/kv_record.h (record decoding bit-identical to ref).
+// ops/indexer_scores.h, ops/cache_record.h (record decoding bit-identical to ref).
 #include "backends/cpu/dsv4_kernels.h"
 #include "backends/cpu/simd.h"
 // The chunked attention tiles (logits, P·V, exp, chunk transposition), shared with DSA's sparse MLA.
@@ -20,7 +20,7 @@
 namespace sieve::cpu::SIEVE_CPU_ISA_NS {
 namespace {
 
-// ---- record decoding (ops/kv_record.h "Load semantics"; core/dtype.h values) ----------------------
+// ---- record decoding (ops/kv_load.h semantics; core/dtype.h values) ----- ----------------------
 
 // 2^(e − 127); 0xFF is NaN, 0 the fp32 subnormal 2^-127 (core ue8m0_to_f32).
 inline float d4_ue8m0_value(uint8_t e) {
@@ -42,8 +42,8 @@ inline const float* d4_record_row(const RecordCache& c, int32_t slot, float* dst
     const uint8_t* block = c.base + (slot / c.block_size) * c.block_bytes;
     const int64_t j = slot % c.block_size;
     const uint8_t* data = block + j * c.data_bytes;
-    if (c.format == 0) return reinterpret_cast<const float*>(data);
-    if (c.format == 1) {  // fp8_ds_mla: e4m3 · 2^(e_tile − 127), then the bf16 rope tail
+    if (c.format == kRecordF32) return reinterpret_cast<const float*>(data);
+    if (c.format == kRecordFp8Model1) {  // e4m3 · 2^(e_tile − 127), then the bf16 rope tail
         const uint8_t* scales = block + c.scales_offset + j * c.scale_bytes;
         for (int64_t g = 0; g * 64 < c.nope; ++g)
             d4_decode_e4m3(data + g * 64, d4_ue8m0_value(scales[g]), dst + g * 64, s_min(int64_t{64}, c.nope - g * 64));
@@ -53,7 +53,7 @@ inline const float* d4_record_row(const RecordCache& c, int32_t slot, float* dst
         for (; i < c.dim; ++i) dst[i] = s_bf16_to_f32(rope[i - c.nope]);
         return dst;
     }
-    float s;  // fp8_scaled: one fp32 scale
+    float s;  // fp8_row_scale: one fp32 scale
     __builtin_memcpy(&s, block + c.scales_offset + j * 4, 4);
     d4_decode_e4m3(data, s, dst, c.dim);
     return dst;
@@ -90,7 +90,7 @@ inline void d4_prefetch_row(const RecordCache& c, int32_t slot) {
     const int64_t j = slot % c.block_size;
     const uint8_t* data = block + j * c.data_bytes;
     for (int64_t o = 0; o < c.data_bytes; o += 64) prefetch_l2(data + o);
-    if (c.format != 0) prefetch_l2(block + c.scales_offset + j * c.scale_bytes);
+    if (c.format != kRecordF32) prefetch_l2(block + c.scales_offset + j * c.scale_bytes);
 }
 
 // Rows ahead in the list: decoding a row takes ~100–150 cycles, so 16 rows cover a DRAM miss.
@@ -209,7 +209,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
 // units). Each key is converted from its storage format once per tile, i.e. once per step, then every
 // token reads it. Lanes = heads: q is transposed per token to qᵀ [dim, heads] so that the keys need no
 // transposition; a register block is kIdxKeys keys × up to kIdxVecs head vectors, one broadcast key value
-// per dim, then ReLU · w per head and a horizontal sum per key. fp8_scaled keys are used unscaled (exact
+// per dim, then ReLU · w per head and a horizontal sum per key. fp8_row_scale keys are used unscaled (exact
 // e4m3 values) and the positive fp32 scale multiplies the head sum: s · Σ_h w_h·ReLU(<q_h, e>) =
 // Σ_h w_h·ReLU(<q_h, e·s>) for s > 0 (§3.6; one rounding instead of d). A key whose scale is not a
 // positive finite number, or with an e4m3 NaN byte, takes the old per-key path (idx_score_exact).
@@ -251,7 +251,7 @@ inline IdxScratch idx_scratch(const IndexerScoresKernelArgs& a, void* ws) {
             reinterpret_cast<float*>(b + a.ws_key)};
 }
 
-// The fp8_scaled row of `slot`: its e4m3 bytes and fp32 scale.
+// The fp8_row_scale row of `slot`: its e4m3 bytes and fp32 scale.
 inline const uint8_t* idx_fp8_row(const RecordCache& c, int32_t slot, float* scale) {
     const uint8_t* block = c.base + (slot / c.block_size) * c.block_bytes;
     const int64_t j = slot % c.block_size;
@@ -306,7 +306,7 @@ inline void idx_prefetch_keys(const IndexerScoresKernelArgs& a, int64_t list, in
         const uint8_t* block = c.base + (ps / c.block_size) * c.block_bytes;
         const uint8_t* row = block + (ps % c.block_size) * c.data_bytes;
         for (int64_t o = 0; o < c.data_bytes; o += 64) prefetch_l2(row + o);
-        if (c.format != 0) prefetch_l2(block + c.scales_offset + (ps % c.block_size) * 4);
+        if (c.format != kRecordF32) prefetch_l2(block + c.scales_offset + (ps % c.block_size) * 4);
     }
 }
 
@@ -327,7 +327,7 @@ inline void idx_prepare_keys(const IndexerScoresKernelArgs& a, const IdxScratch&
             S.scale[r] = 0.0f;
             continue;
         }
-        if (a.keys.format == 0) {
+        if (a.keys.format == kRecordF32) {
             S.flag[r] = 0;
             S.rows[r] = a.keys.base + (slot / a.keys.block_size) * a.keys.block_bytes + (slot % a.keys.block_size) * a.keys.data_bytes;
             S.scale[r] = 1.0f;
@@ -412,7 +412,7 @@ inline void idx_token_weights(const IndexerScoresKernelArgs& a, const IdxScratch
     for (int64_t h = 0; h < hp; ++h) S.w[h] = h < a.n_heads ? w[h] : 0.0f;
 }
 
-// fp32 FMA path: f32 or bf16 q (widened exactly), f32 or fp8_scaled keys (decoded exactly).
+// fp32 FMA path: f32 or bf16 q (widened exactly), f32 or fp8_row_scale keys (decoded exactly).
 void indexer_scores_tile(const IndexerScoresKernelArgs& a, int64_t list, const int32_t* toks, int64_t nt, int64_t k0,
                          int64_t k1, void* ws) {
     const IdxScratch S = idx_scratch(a, ws);
@@ -458,7 +458,7 @@ void indexer_scores_tile(const IndexerScoresKernelArgs& a, int64_t list, const i
 }
 
 #if defined(SIEVE_CPU_DSV4_BF16_TABLE)
-// vdpbf16ps path (avx512_bf16 table): bf16 q and fp8_scaled keys, both exact in bf16, so the products
+// vdpbf16ps path (avx512_bf16 table): bf16 q and fp8_row_scale keys, both exact in bf16, so the products
 // are exact and only the fp32 sums round (ops/indexer_scores.h "any order"). The instruction treats
 // bf16 subnormal inputs as zero and flushes subnormal sums: |q| < 2^-126 contributes < 2^-117 per product.
 // This unit is compiled with the avx512 flags (src/backends/CMakeLists.txt lists no avx512_bf16 unit for

@@ -72,6 +72,10 @@ struct CpuKernels {
     void (*rms_norm_rows)(const RmsNormParams& p, int64_t row_begin, int64_t row_end);
     void (*layer_norm_rows)(const LayerNormParams& p, int64_t row_begin, int64_t row_end);
     void (*quant_fp8_rows)(const QuantFp8Params& p, int64_t row_begin, int64_t row_end);
+    // One FP8 group by the same quantizer (ops/quant_fp8.h): n values of x (f32, or bf16 when x_bf16; f32
+    // values rounded to bf16 first when round_bf16) → e4m3 codes q[0, n); returns the scale, NaN for a
+    // poisoned group. The cache stores' quantizer (cpu_cache_ops.cpp).
+    float (*quant_fp8_group)(const void* x, bool x_bf16, bool round_bf16, int64_t n, uint8_t* q);
     void (*hadamard_rows)(const HadamardParams& p, int64_t row_begin, int64_t row_end);
     // tokens [token_begin, token_end) × heads [head_begin, head_end)
     void (*rope_block)(const RopeParams& p, int64_t token_begin, int64_t token_end, int64_t head_begin,

@@ -281,17 +281,44 @@ inline VI vi_e4m3_encode(VF v) {
     return vi_or(vi_select(is_sub, sub, normal), sign);
 }
 
-template <bool XB, bool DB>
-void quant_group(const QuantFp8Params& p, const void* x, uint8_t* q, uint8_t* sb, float* sf, void* dq, int64_t g0) {
-    const int64_t n = p.group_size;
+// f32 lanes rounded to bf16 and widened back (RNE, NaN kept quiet with its sign: core f32_to_bf16).
+inline VF vf_round_bf16(VF v) {
+    const VI u = vi_bits(v);
+    const VI nan = vi_or(u, vi_set1(0x00400000));
+    const VI rounded = vi_add(u, vi_add(vi_set1(0x7fff), vi_and(vi_shr<16>(u), vi_set1(1))));
+    const uint32_t is_nan = vi_lt_mask(vi_set1(0x7f800000), vi_and(u, vi_set1(0x7fffffff)));
+    return vf_from_bits(vi_and(vi_select(is_nan, nan, rounded), vi_set1(static_cast<int32_t>(0xffff0000u))));
+}
+
+// Element i (lanes i.. i + kLanes) of the values a group quantizes: x widened, and an f32 x rounded to bf16
+// first when RB (ops/cache_store.h round_bf16).
+template <bool XB, bool RB>
+inline VF vf_load_quant(const void* x, int64_t i) {
+    const VF v = vf_load_row(x, XB, i);
+    if constexpr (RB && !XB) return vf_round_bf16(v);
+    return v;
+}
+template <bool XB, bool RB>
+inline float s_load_quant(const void* x, int64_t i) {
+    const float v = s_load(x, XB, i);
+    if constexpr (RB && !XB) return s_bf16_to_f32(s_f32_to_bf16(v));
+    return v;
+}
+
+// The FP8 group quantizer of this backend (ops/quant_fp8.h rule, bit-identical to ref): values
+// [g0, g0 + n) of x → e4m3 codes q[g0 + j], the ue8m0 byte *sb, the scale *sf and the dequantized values
+// dq[g0 + j] (each output optional). Used by quant_fp8_rows and, through quant_fp8_group, by cache_store.
+template <bool XB, bool DB, bool RB>
+void quant_group(const void* x, int64_t n, uint8_t* q, uint8_t* sb, float* sf, void* dq, int64_t g0) {
     // amax through the integer order of |x| bits: finite ones compare like the floats, and any NaN or
     // infinity shows up as ≥ 0x7F800000.
     VI vmax = vi_set1(0);
     int64_t j = 0;
-    for (; j + kLanes <= n; j += kLanes) vmax = vi_max(vmax, vi_and(vi_bits(vf_load_row(x, XB, g0 + j)), vi_set1(0x7fffffff)));
+    for (; j + kLanes <= n; j += kLanes)
+        vmax = vi_max(vmax, vi_and(vi_bits(vf_load_quant<XB, RB>(x, g0 + j)), vi_set1(0x7fffffff)));
     uint32_t amax_bits = static_cast<uint32_t>(vi_hmax(vmax));
     for (; j < n; ++j) {
-        const uint32_t b = bits_of(s_load(x, XB, g0 + j)) & 0x7fffffffu;
+        const uint32_t b = bits_of(s_load_quant<XB, RB>(x, g0 + j)) & 0x7fffffffu;
         if (b > amax_bits) amax_bits = b;
     }
     if (amax_bits >= 0x7f800000u) {  // NaN or infinity in the group: poisoned (ops/quant_fp8.h)
@@ -299,7 +326,7 @@ void quant_group(const QuantFp8Params& p, const void* x, uint8_t* q, uint8_t* sb
         if (sb) *sb = 0xff;
         if (sf) *sf = nan;
         for (j = 0; j < n; ++j) {
-            const uint32_t b = bits_of(s_load(x, XB, g0 + j));
+            const uint32_t b = bits_of(s_load_quant<XB, RB>(x, g0 + j));
             if (q) q[g0 + j] = static_cast<uint8_t>(0x7fu | ((b >> 24) & 0x80u));
             if (dq) s_store(dq, DB, g0 + j, nan);
         }
@@ -311,13 +338,13 @@ void quant_group(const QuantFp8Params& p, const void* x, uint8_t* q, uint8_t* sb
     if (sf) *sf = s;
     const VF vinv = vf_set1(inv_s), vs = vf_set1(s), hi = vf_set1(448.0f), lo = vf_set1(-448.0f);
     for (j = 0; j + kLanes <= n; j += kLanes) {
-        const VF v = vf_max(vf_min(vf_mul(vf_load_row(x, XB, g0 + j), vinv), hi), lo);
+        const VF v = vf_max(vf_min(vf_mul(vf_load_quant<XB, RB>(x, g0 + j), vinv), hi), lo);
         const VI code = vi_e4m3_encode(v);
         if (q) vi_store_u8(q + g0 + j, code);
         if (dq) vf_store_row(dq, DB, g0 + j, vf_mul(vf_e4m3_decode(vi_sar<24>(vi_shl<24>(code))), vs));  // exact
     }
     for (; j < n; ++j) {
-        const float v = s_fmax(s_fmin(s_load(x, XB, g0 + j) * inv_s, 448.0f), -448.0f);
+        const float v = s_fmax(s_fmin(s_load_quant<XB, RB>(x, g0 + j) * inv_s, 448.0f), -448.0f);
         const uint8_t code = s_f32_to_e4m3_clamped(v);
         if (q) q[g0 + j] = code;
         if (dq) s_store(dq, DB, g0 + j, s_e4m3_decode(code) * s);
@@ -336,8 +363,8 @@ void quant_fp8_rows_t(const QuantFp8Params& p, int64_t r0, int64_t r1) {
                                    (t * p.dequant_token_stride + h * p.dequant_head_stride) * (DB ? 2 : 4)
                              : nullptr;
         for (int64_t g = 0; g < n_groups; ++g)
-            quant_group<XB, DB>(p, x, q, p.scale_ue8m0 ? p.scale_ue8m0 + so + g : nullptr,
-                                p.scale_f32 ? p.scale_f32 + so + g : nullptr, dq, g * p.group_size);
+            quant_group<XB, DB, false>(x, p.group_size, q, p.scale_ue8m0 ? p.scale_ue8m0 + so + g : nullptr,
+                                       p.scale_f32 ? p.scale_f32 + so + g : nullptr, dq, g * p.group_size);
     }
 }
 
@@ -347,6 +374,17 @@ void quant_fp8_rows(const QuantFp8Params& p, int64_t r0, int64_t r1) {
     if (xb) return quant_fp8_rows_t<true, false>(p, r0, r1);
     if (db) return quant_fp8_rows_t<false, true>(p, r0, r1);
     return quant_fp8_rows_t<false, false>(p, r0, r1);
+}
+
+float quant_fp8_group(const void* x, bool x_bf16, bool round_bf16, int64_t n, uint8_t* q) {
+    float s = 0.0f;
+    if (x_bf16)
+        quant_group<true, false, false>(x, n, q, nullptr, &s, nullptr, 0);
+    else if (round_bf16)
+        quant_group<false, false, true>(x, n, q, nullptr, &s, nullptr, 0);
+    else
+        quant_group<false, false, false>(x, n, q, nullptr, &s, nullptr, 0);
+    return s;
 }
 
 // ===================================== Hadamard ===================================================
@@ -670,7 +708,6 @@ void linear_tile(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, 
 
 void linear_convert_x(const void* x, bool x_bf16, int64_t x_stride, bool round_bf16, int64_t k, float* out,
                       int64_t out_stride, int64_t r0, int64_t r1) {
-    const VI keep = vi_set1(static_cast<int32_t>(0xffff0000u));
     for (int64_t r = r0; r < r1; ++r) {
         const char* xr = static_cast<const char*>(x) + r * x_stride * (x_bf16 ? 2 : 4);
         float* o = out + r * out_stride;
@@ -680,13 +717,7 @@ void linear_convert_x(const void* x, bool x_bf16, int64_t x_stride, bool round_b
             for (; i < k; ++i) o[i] = s_load(xr, x_bf16, i);
         } else {  // f32 → bf16 (RNE, as core) → f32
             const float* xf = reinterpret_cast<const float*>(xr);
-            for (; i + kLanes <= k; i += kLanes) {
-                const VI u = vi_bits(vf_load(xf + i));
-                const VI nan = vi_or(u, vi_set1(0x00400000));
-                const VI rounded = vi_add(u, vi_add(vi_set1(0x7fff), vi_and(vi_shr<16>(u), vi_set1(1))));
-                const uint32_t is_nan = vi_lt_mask(vi_set1(0x7f800000), vi_and(u, vi_set1(0x7fffffff)));
-                vf_store(o + i, vf_from_bits(vi_and(vi_select(is_nan, nan, rounded), keep)));
-            }
+            for (; i + kLanes <= k; i += kLanes) vf_store(o + i, vf_round_bf16(vf_load(xf + i)));
             for (; i < k; ++i) o[i] = s_bf16_to_f32(s_f32_to_bf16(xf[i]));
         }
     }
@@ -861,6 +892,7 @@ extern const CpuKernels SIEVE_CPU_TABLE = {
     .rms_norm_rows = SIEVE_CPU_ISA_NS::rms_norm_rows,
     .layer_norm_rows = SIEVE_CPU_ISA_NS::layer_norm_rows,
     .quant_fp8_rows = SIEVE_CPU_ISA_NS::quant_fp8_rows,
+    .quant_fp8_group = SIEVE_CPU_ISA_NS::quant_fp8_group,
     .hadamard_rows = SIEVE_CPU_ISA_NS::hadamard_rows,
     .rope_block = SIEVE_CPU_ISA_NS::rope_block,
     .linear_tile = SIEVE_CPU_ISA_NS::linear_tile,

@@ -1,4 +1,4 @@
-// ref indexer key write and index scores: the formulas of ops/dsa_indexer.h, one key at a time, sums
+// ref index scores: the formulas of ops/dsa_indexer.h, one key at a time, sums
 // in double.
 #include <algorithm>
 #include <cstring>
@@ -11,30 +11,11 @@
 
 namespace sieve::ref {
 
-Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    const int64_t d = p.head_dim;
-    std::vector<float> k(static_cast<size_t>(d));
-    std::vector<uint8_t> q(static_cast<size_t>(d));
-    for (int64_t t = 0; t < p.n_tokens; ++t) {
-        const int64_t slot = p.slots[t];
-        if (slot < 0) continue;
-        for (int64_t i = 0; i < d; ++i) k[i] = load(p.k, p.k_type, t * p.k_row_stride + i);
-        if (p.format == DsaIndexerKeyFormat::f32) {
-            std::memcpy(p.cache.row(slot), k.data(), static_cast<size_t>(4 * d));
-            continue;
-        }
-        const float s = quant_group_e4m3(k.data(), d, q.data());  // one group = the whole key (§3.3)
-        std::memcpy(p.cache.base + dsa_indexer_fp8_value_offset(p.cache, d, slot), q.data(), static_cast<size_t>(d));
-        std::memcpy(p.cache.base + dsa_indexer_fp8_scale_offset(p.cache, d, slot), &s, 4);
-    }
-    return Status::ok();
-}
-
 Status dsa_indexer_scores(const DsaIndexerScoresParams& p) {
     SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t d = p.head_dim;
-    const bool fp8 = p.format == DsaIndexerKeyFormat::fp8_blocked;
+    const bool fp8 = p.format == CacheRecordFormat::fp8_row_scale;
+    const CacheRecordLayout layout = p.key_layout();
     std::vector<double> key(static_cast<size_t>(d)), q(static_cast<size_t>(p.n_heads * d)), w(static_cast<size_t>(p.n_heads));
     // The fused selection is the plain top-k over this backend's scores (a full row: ref is the oracle).
     std::vector<float> own_scores;
@@ -59,9 +40,9 @@ Status dsa_indexer_scores(const DsaIndexerScoresParams& p) {
             const int64_t slot = static_cast<int64_t>(table[u / p.keys.block_size]) * p.keys.block_size + u % p.keys.block_size;
             double k_scale = 1.0;
             if (fp8) {
-                const uint8_t* kv = p.keys.base + dsa_indexer_fp8_value_offset(p.keys, d, slot);
+                const uint8_t* kv = cache_record_data(p.keys, layout, slot);
                 float s;
-                std::memcpy(&s, p.keys.base + dsa_indexer_fp8_scale_offset(p.keys, d, slot), 4);
+                std::memcpy(&s, cache_record_scales(p.keys, layout, slot), 4);
                 k_scale = s;
                 for (int64_t i = 0; i < d; ++i) key[i] = fp8_e4m3_to_f32(kv[i]);
             } else {

@@ -40,20 +40,18 @@ public:
     Status rope(const RopeParams& p) override { return ref::rope(p); }
     Status quant_fp8(const QuantFp8Params& p) override { return ref::quant_fp8(p); }
     Status hadamard(const HadamardParams& p) override { return ref::hadamard(p); }
+    Status cache_store(const CacheStoreParams& p) override { return ref::cache_store(p); }
     size_t topk_workspace_size(const TopkParams&) const override { return 0; }
     Status topk(const TopkParams& p, Workspace) override { return ref::topk(p); }
-    Status sparse_mla_cache_write(const SparseMlaCacheWriteParams& p) override { return ref::sparse_mla_cache_write(p); }
     size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams&) const override { return 0; }
     Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace) override {
         return ref::sparse_mla_attention(p);
     }
-    Status dsa_indexer_key_write(const DsaIndexerKeyWriteParams& p) override { return ref::dsa_indexer_key_write(p); }
     size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams&) const override { return 0; }
     Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace) override { return ref::dsa_indexer_scores(p); }
     Status dsa_output_gate(const DsaOutputGateParams& p) override { return ref::dsa_output_gate(p); }
     size_t mla_head_proj_workspace_size(const MlaHeadProjParams&) const override { return 0; }
     Status mla_head_proj(const MlaHeadProjParams& p, Workspace) override { return ref::mla_head_proj(p); }
-    Status kv_store(const KvStoreParams& p) override { return ref::kv_store(p); }
     Status kv_load(const KvLoadParams& p) override { return ref::kv_load(p); }
     Status compressor_state_store(const CompressorStateStoreParams& p) override { return ref::compressor_state_store(p); }
     Status compressor_pool(const CompressorPoolParams& p) override { return ref::compressor_pool(p); }

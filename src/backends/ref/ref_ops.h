@@ -45,6 +45,16 @@ Status rms_norm(const RmsNormParams& p);
 Status layer_norm(const LayerNormParams& p);
 Status rope(const RopeParams& p);
 Status quant_fp8(const QuantFp8Params& p);
+// One group of n fp32 values → e4m3 codes q[0, n) by ops/quant_fp8.h's rule; returns the scale s (a power
+// of two), NaN for a poisoned group (a NaN or infinity in it). The one FP8 quantizer of the ref backend.
+float quant_fp8_group(const float* v, int64_t n, uint8_t* q);
+// The ue8m0 byte of a scale quant_fp8_group returned: log2(s) + 127, 0xFF for NaN.
+uint8_t ue8m0_byte_of_scale(float s);
+Status cache_store(const CacheStoreParams& p);  // ops/cache_store.h
+Status kv_load(const KvLoadParams& p);          // ops/kv_load.h
+// The fp32 values of one cache entry (ops/kv_load.h's rule), out: [layout.dim]. What every ref op that
+// reads a cache reads.
+void load_record(const CacheView& v, const CacheRecordLayout& l, int64_t slot, float* out);
 Status hadamard(const HadamardParams& p);
 Status topk(const TopkParams& p);
 // The fused selection of the indexer ops (ops/indexer_scores.h, ops/dsa_indexer.h, ops/qsa_score.h): topk over the rows

@@ -1,5 +1,5 @@
-// The ref backend's functions for DeepSeek-V4's ops (ops/kv_record.h, ops/sparse_mqa.h,
-// ops/compressor.h, ops/indexer_scores.h). Internal to backends/ref.
+// The ref backend's functions for DeepSeek-V4's ops (ops/sparse_mqa.h, ops/compressor.h,
+// ops/indexer_scores.h). Internal to backends/ref.
 #pragma once
 
 #include <cstdint>
@@ -7,16 +7,10 @@
 #include "core/status.h"
 #include "ops/compressor.h"
 #include "ops/indexer_scores.h"
-#include "ops/kv_record.h"
 #include "ops/sparse_mqa.h"
 
 namespace sieve::ref {
 
-// The fp32 values of one cache entry (kv_load's rule), out: [layout.dim].
-void load_record(const CacheView& v, const KvRecordLayout& l, int64_t slot, float* out);
-
-Status kv_store(const KvStoreParams& p);
-Status kv_load(const KvLoadParams& p);
 Status sparse_mqa(const SparseMqaParams& p);
 Status compressor_state_store(const CompressorStateStoreParams& p);
 Status compressor_pool(const CompressorPoolParams& p);

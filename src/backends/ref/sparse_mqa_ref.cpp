@@ -17,7 +17,7 @@ Status sparse_mqa(const SparseMqaParams& p) {
     std::vector<double> logits, acc(static_cast<size_t>(d));
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         rows.clear();
-        auto gather = [&](const CacheView& cv, const KvRecordLayout& l, const int32_t* slots, int64_t n) {
+        auto gather = [&](const CacheView& cv, const CacheRecordLayout& l, const int32_t* slots, int64_t n) {
             for (int64_t j = 0; j < n; ++j) {
                 if (slots[j] < 0) continue;
                 rows.resize(rows.size() + static_cast<size_t>(d));

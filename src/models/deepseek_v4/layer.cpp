@@ -2,6 +2,8 @@
 // compressors are in layer_compressor.cpp, the indexer selection in layer_indexer.cpp.
 #include "models/deepseek_v4/layer.h"
 
+#include "models/attention_layout.h"
+
 #include <fmt/format.h>
 
 #include "ops/rope.h"
@@ -30,10 +32,9 @@ AttentionLayer::AttentionLayer(const DeepseekV4Config& config, int64_t layer, La
       profile_(profile),
       backend_(backend),
       act_(profile == NumericsProfile::exact ? DType::f32 : DType::bf16) {
-    const bool exact = profile == NumericsProfile::exact;
-    // exact: f32 rows (§3.10); deployed: fp8_ds_mla records (§4.1) and FP8 indexer keys (§4.3).
-    kv_layout_ = {exact ? KvRecordFormat::f32 : KvRecordFormat::fp8_ds_mla, config.head_dim, config.rope_head_dim};
-    key_layout_ = {exact ? KvRecordFormat::f32 : KvRecordFormat::fp8_scaled, config.index_head_dim, 0};
+    const DeepseekV4CacheLayouts records = deepseek_v4_cache_layouts(config, profile);
+    kv_layout_ = records.kv;
+    key_layout_ = records.keys;
 }
 
 Status AttentionLayer::init() {
@@ -147,15 +148,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
         SIEVE_ASSIGN_OR_RETURN(int32_t* slots, sized(s.swa_slots, N, "window slots"));  // [N]
         SIEVE_RETURN_IF_ERROR(token_slots(batch, swa, slots));
-        KvStoreParams st;
-        st.x = kv_n;
-        st.x_type = act_;
-        st.x_row_stride = d;
-        st.slots = slots;
-        st.cache = swa.view;
-        st.layout = kv_layout_;
-        st.n_rows = N;
-        SIEVE_RETURN_IF_ERROR(backend_.kv_store(st));
+        SIEVE_RETURN_IF_ERROR(backend_.cache_store(record_store(kv_n, act_, d, N, slots, swa, kv_layout_)));
     }
 
     // ---- compressors (§3.4), before the indexer scores and attention (§5 steps 4–5) ----

@@ -11,7 +11,7 @@
 // Numerics by profile ("Decisions for sieve"):
 //   exact     fp32 activations and linears, f32 cache rows, fp32 indexer keys.
 //   deployed  bf16 activations between ops (vLLM CPU: bf16 GEMM outputs, fp32 norm / RoPE math rounded
-//             once), W8A16 / bf16 linears, fp8_ds_mla records for the window and compressed caches
+//             once), W8A16 / bf16 linears, fp8_model1 records for the window and compressed caches
 //             (§4.1), FP8 indexer keys with an fp32 scale (§4.3), fp32 compressor state (§4.4); the
 //             compressor projections, pooling, norm and RoPE stay fp32 (vLLM GPU, §3.4), the indexer
 //             q stays bf16 (its FP8 quantization in vLLM is not simulated), indexer scores fp32.
@@ -29,7 +29,7 @@
 #include "models/deepseek_v4/step_slots.h"
 #include "models/deepseek_v4/weights.h"
 #include "models/rope_table.h"
-#include "ops/kv_record.h"
+#include "ops/cache_record.h"
 
 namespace sieve::dsv4 {
 
@@ -54,13 +54,13 @@ public:
     Status forward(const StepBatch& batch, const float* x, float* out, StageTimes* times, SelectionObserver* observer,
                    Scratch& s);
 
-    KvRecordLayout kv_layout() const { return kv_layout_; }    // window and compressed rows
-    KvRecordLayout key_layout() const { return key_layout_; }  // indexer keys
+    CacheRecordLayout kv_layout() const { return kv_layout_; }    // window and compressed rows
+    CacheRecordLayout key_layout() const { return key_layout_; }  // indexer keys
 
 private:
     // Pooled entries of the tokens that complete one (§3.4), stored in `dest`. in: [N, D] f32.
     Status run_compressor(const StepBatch& batch, const float* x, const CompressorWeights& w,
-                          const CacheBinding& state, const CacheBinding& dest, const KvRecordLayout& dest_layout,
+                          const CacheBinding& state, const CacheBinding& dest, const CacheRecordLayout& dest_layout,
                           Scratch& s);
     // CSA selection (§3.6): s.selected [N, *width] local entry ids, ascending then −1, with *width =
     // min(index_topk, the most entries a token of the step sees).
@@ -82,7 +82,7 @@ private:
     NumericsProfile profile_;
     Backend& backend_;
     DType act_;  // activations between ops: f32 (exact) or bf16 (deployed)
-    KvRecordLayout kv_layout_, key_layout_;
+    CacheRecordLayout kv_layout_, key_layout_;
     RopeTable rope_;  // [r/2] the layer's RoPE table
 };
 

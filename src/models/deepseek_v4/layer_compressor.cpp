@@ -6,7 +6,7 @@ namespace sieve::dsv4 {
 
 Status AttentionLayer::run_compressor(const StepBatch& batch, const float* x, const CompressorWeights& w,
                                       const CacheBinding& state_binding, const CacheBinding& dest_binding,
-                                      const KvRecordLayout& dest_layout, Scratch& s) {
+                                      const CacheRecordLayout& dest_layout, Scratch& s) {
     const int64_t N = batch.n_tokens(), D = config_.hidden_size;
     const int64_t width = w.width(), m = w.ratio, c = w.head_dim;
     WorkspaceBuffer& ws = s.workspace;
@@ -71,15 +71,7 @@ Status AttentionLayer::run_compressor(const StepBatch& batch, const float* x, co
     // RoPE at k·m on the last r dims, the layer's table (§3.4, §1.3).
     SIEVE_RETURN_IF_ERROR(rope(pooled, DType::f32, pooled, DType::f32, entry_positions, n_emit, 1, c, false));
 
-    KvStoreParams st;
-    st.x = pooled;
-    st.x_type = DType::f32;
-    st.x_row_stride = c;
-    st.slots = entry_slots;
-    st.cache = dest.view;
-    st.layout = dest_layout;
-    st.n_rows = n_emit;
-    return backend_.kv_store(st);
+    return backend_.cache_store(record_store(pooled, DType::f32, c, n_emit, entry_slots, dest, dest_layout));
 }
 
 }  // namespace sieve::dsv4

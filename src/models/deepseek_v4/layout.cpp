@@ -5,25 +5,20 @@
 
 namespace sieve {
 
-namespace {
-
-// fp8_ds_mla record (§4.1): fp8 nope dims, bf16 rope dims, one UE8M0 byte per 64 nope dims padded
-// to 8 bytes (584 B for d = 512, r = 64).
-int64_t fp8_ds_mla_record_bytes(int64_t head_dim, int64_t rope_dim) {
-    const int64_t nope = head_dim - rope_dim;
-    const int64_t scale_bytes = (nope + 63) / 64;
-    return nope + 2 * rope_dim + (scale_bytes + 7) / 8 * 8;
+DeepseekV4CacheLayouts deepseek_v4_cache_layouts(const DeepseekV4Config& c, NumericsProfile profile) {
+    const bool exact = profile == NumericsProfile::exact;
+    // exact: f32 rows (§3.10); deployed: the 584-byte record (§4.1) and 132-byte FP8 indexer keys (§4.3).
+    return {{exact ? CacheRecordFormat::f32 : CacheRecordFormat::fp8_model1, c.head_dim, c.rope_head_dim},
+            {exact ? CacheRecordFormat::f32 : CacheRecordFormat::fp8_row_scale, c.index_head_dim, 0}};
 }
 
-}  // namespace
-
 AttentionLayout deepseek_v4_attention_layout(const DeepseekV4Config& c, NumericsProfile profile) {
-    const bool exact = profile == NumericsProfile::exact;
     const int64_t D = c.hidden_size, H = c.num_attention_heads, d = c.head_dim;
     const int64_t G = c.o_groups, Ro = c.o_lora_rank, Rq = c.q_lora_rank;
     const int64_t HI = c.index_n_heads, cI = c.index_head_dim;
-    const int64_t kv_entry = exact ? d * 4 : fp8_ds_mla_record_bytes(d, c.rope_head_dim);
-    const std::string kv_format = exact ? fmt::format("f32 [{}]", d) : "fp8_ds_mla record";
+    const DeepseekV4CacheLayouts records = deepseek_v4_cache_layouts(c, profile);
+    const int64_t kv_entry = records.kv.entry_bytes();
+    const std::string kv_format = cache_format_text(records.kv);
 
     AttentionLayout layout;
     for (size_t i = 0; i < c.layers.size(); ++i) {
@@ -63,9 +58,8 @@ AttentionLayout deepseek_v4_attention_layout(const DeepseekV4Config& c, Numerics
             add("indexer.compressor.wkv.weight", {2 * cI, D});
             add("indexer.compressor.wgate.weight", {2 * cI, D});
             add("indexer.compressor.norm.weight", {cI});
-            // Indexer keys: exact f32; deployed 128 fp8 + one fp32 scale (§4.3).
-            out.caches.push_back({"indexer_keys", exact ? fmt::format("f32 [{}]", cI) : "fp8 + f32 scale",
-                                  exact ? cI * 4 : cI + 4, l.compress_ratio, 0});
+            out.caches.push_back({"indexer_keys", cache_format_text(records.keys), records.keys.entry_bytes(),
+                                  l.compress_ratio, 0});
             out.caches.push_back({"indexer_compressor_state", fmt::format("f32 [{}]", 4 * cI), 4 * cI * 4, 1,
                                   2 * l.compress_ratio});
             out.detail += fmt::format(", indexer top-{}", c.index_topk);

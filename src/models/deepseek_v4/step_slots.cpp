@@ -42,7 +42,23 @@ Expected<BoundCache> bind_cache(const StepBatch& batch, const CacheBinding& bind
     if (binding.layer_slot < 0 || binding.layer_slot >= g->n_layers())
         return internal_error("cache group {} has {} layer storages, asked for {}", binding.group, g->n_layers(),
                               binding.layer_slot);
-    return BoundCache{g, g->view(binding.layer_slot)};
+    return BoundCache{g, g->view(binding.layer_slot), g->n_slots()};
+}
+
+CacheStoreParams record_store(const void* x, DType x_type, int64_t x_row_stride, int64_t n_rows, const int32_t* slots,
+                              const BoundCache& cache, const CacheRecordLayout& layout) {
+    CacheStoreParams p;
+    p.x = x;
+    p.x_type = x_type;
+    p.x_row_stride = x_row_stride;
+    p.slots = slots;
+    p.cache = cache.view;
+    p.layout = layout;
+    p.n_slots = cache.n_slots;
+    p.n_rows = n_rows;
+    p.dim = layout.dim;
+    p.round_bf16 = true;
+    return p;
 }
 
 Status token_slots(const StepBatch& batch, const BoundCache& cache, int32_t* out) {

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "kv/step_batch.h"
+#include "ops/cache_store.h"
 #include "ops/cache_view.h"
 
 namespace sieve::dsv4 {
@@ -23,8 +24,15 @@ struct CacheBinding {
 struct BoundCache {
     const CacheGroup* group = nullptr;
     CacheView view;
+    int64_t n_slots = 0;  // the group's n_slots(): the bound of every slot into `view`
 };
 Expected<BoundCache> bind_cache(const StepBatch& batch, const CacheBinding& binding);
+
+// The store of n_rows rows x [n_rows, layout.dim] (row stride x_row_stride, x_type) into entries slots
+// [n_rows] of `cache`: every V4 cache of records (window, compressed, indexer keys). FP8 rows are rounded to
+// bf16 first: vLLM quantizes the bf16 row (§3.2 "bf16 round-trip + UE8M0 FP8 quant", §4.3).
+CacheStoreParams record_store(const void* x, DType x_type, int64_t x_row_stride, int64_t n_rows, const int32_t* slots,
+                              const BoundCache& cache, const CacheRecordLayout& layout);
 
 // out[t] = slot of the token's own position (per-token caches: SWA rows, compressor state rows).
 // out: [n_tokens]

@@ -2,7 +2,6 @@
 // projections and latent cache write, indexer and top-k (full layers) or the source layer's top-k
 // (shared layers), absorbed sparse MLA attention with the sink, W_UV, gate and o_proj.
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <span>
 
@@ -26,8 +25,6 @@ constexpr int64_t kScoreBudgetFloats = int64_t{1} << 24;
 void* at(void* base, DType t, int64_t elements) { return static_cast<char*>(base) + elements * static_cast<int64_t>(dtype_size(t)); }
 
 size_t bytes(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
-
-int64_t n_slots(const CacheGroup& g) { return g.allocator().total_blocks() * g.block_size(); }
 
 // Width of the step's selection rows: min(index_topk, the most positions a token of the step sees). A row
 // never holds more than its p + 1 causal positions (§2.7), so a wider row would only be −1 padding, and
@@ -139,27 +136,26 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
     // llama_4_scaling (§2.2) is never passed by Hy4's decoder: nothing to do.
     SIEVE_RETURN_IF_ERROR(head_proj(w.w_uk, q, H * Dqk, Dqk, qm, H * (R + Dr), R + Dr, T, H, Dn, R));
 
-    // Latent cache entries [c | RoPE(kr)] of the step's tokens (§2.5, §3.4), before attention reads them.
-    SparseMlaCacheWriteParams cw;
-    cw.latent = ckv;
-    cw.rope = at(ckv, a, R);
+    // Latent cache entries [c | RoPE(kr)] of the step's tokens (§2.5, §3.4), before attention reads them:
+    // ckv's rows as they are (no bf16 rounding before the quantization).
+    CacheStoreParams cw;
+    cw.x = ckv;
+    cw.x_type = a;
+    cw.x_row_stride = w1;
     cw.slots = info.latent_slots.data();
     cw.cache = info.latent->view(layer_pos);
-    cw.n_slots = n_slots(*info.latent);
-    cw.n_tokens = T;
-    cw.kv_lora_rank = R;
-    cw.rope_dim = Dr;
-    cw.latent_row_stride = cw.rope_row_stride = w1;
-    cw.format = latent_format_;
-    cw.latent_type = cw.rope_type = a;
-    return backend_.sparse_mla_cache_write(cw);
+    cw.layout = latent_layout_;
+    cw.n_slots = info.latent->n_slots();
+    cw.n_rows = T;
+    cw.dim = w1;
+    return backend_.cache_store(cw);
 }
 
 Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
                           const float* input, StepSelection& selection, StageTimes* times) {
     const DsaMlaConfig& c = config_;
     const DType a = act_type_;
-    const bool fp8 = key_format_ == DsaIndexerKeyFormat::fp8_blocked;
+    const bool fp8 = key_layout_.format == CacheRecordFormat::fp8_row_scale;
     const int64_t T = batch.n_tokens(), D = c.hidden_size, Rq = c.q_lora_rank;
     const int64_t Dr = c.qk_rope_head_dim, Hi = c.index_n_heads, Di = c.index_head_dim, K = c.index_topk;
     // Row width W ≤ K: a scored row has more than K candidates, so W = K whenever a row is scored.
@@ -238,17 +234,18 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
             SIEVE_RETURN_IF_ERROR(backend_.quant_fp8(qp));
         }
         // The step's keys enter the indexer cache before scoring: candidates are 0..p inclusive (§2.7).
-        DsaIndexerKeyWriteParams kp;
-        kp.k = k;
+        // Quantized as they are (no bf16 rounding first, §3.3).
+        CacheStoreParams kp;
+        kp.x = k;
+        kp.x_type = a;
+        kp.x_row_stride = Di;
         kp.slots = info.indexer_slots.data();
         kp.cache = info.indexer->view(index_slot);
-        kp.n_slots = n_slots(*info.indexer);
-        kp.n_tokens = T;
-        kp.head_dim = Di;
-        kp.k_row_stride = Di;
-        kp.format = key_format_;
-        kp.k_type = a;
-        SIEVE_RETURN_IF_ERROR(backend_.dsa_indexer_key_write(kp));
+        kp.layout = key_layout_;
+        kp.n_slots = info.indexer->n_slots();
+        kp.n_rows = T;
+        kp.dim = Di;
+        SIEVE_RETURN_IF_ERROR(backend_.cache_store(kp));
     }
 
     // Selection: rows with p + 1 ≤ K take every causal token (sparse = dense, §2.7) without scoring;
@@ -300,7 +297,7 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 // Hi^-0.5 on the head weights and Di^-0.5 on the dot products (§2.6), folded together.
                 sp.weight_scale = static_cast<float>(c.indexer_head_weight_scale * c.indexer_softmax_scale);
                 sp.keys = info.indexer->view(index_slot);
-                sp.n_slots = n_slots(*info.indexer);
+                sp.n_slots = info.indexer->n_slots();
                 sp.block_table = info.indexer_tables.data();
                 sp.n_seqs = batch.n_requests();
                 sp.block_table_stride = info.table_stride;
@@ -312,7 +309,7 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 sp.head_dim = Di;
                 sp.n_cols = n_cols;
                 sp.scores_row_stride = n_cols;
-                sp.format = key_format_;
+                sp.format = key_layout_.format;
                 if (fused) {
                     sp.selected = selection.topk.data() + r0 * W;
                     sp.k = W;
@@ -392,9 +389,6 @@ Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCa
     const DType a = act_type_;
     const int64_t T = batch.n_tokens(), H = c.num_attention_heads, R = c.kv_lora_rank, Dr = c.qk_rope_head_dim;
     const int64_t K = selection.width, B = info.latent->block_size();  // the step's row width (≤ index_topk)
-    if (n_slots(*info.latent) > INT32_MAX)
-        return unsupported_error("{}: the '{}' cache has {} slots; the sparse MLA op addresses them as int32", model_type_,
-                                 kLatentGroup, n_slots(*info.latent));
     // Request-local positions → global latent-cache slots (§4.3); entries past the token's own position
     // (as reference top-k rows list them for early tokens, §2.7) and −1 mean "none".
     SIEVE_ASSIGN_OR_RETURN(void* slots_raw, attn_slots_.reserve(backend_, bytes(T * K, DType::i32), "attn_slots"));
@@ -423,7 +417,7 @@ Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCa
     p.q_token_stride = H * (R + Dr);
     p.q_head_stride = R + Dr;
     p.cache = info.latent->view(layer_pos);
-    p.n_slots = n_slots(*info.latent);
+    p.n_slots = info.latent->n_slots();
     p.slots = slots;
     p.slots_row_stride = K;
     p.sink = w.sink.as<float>();  // every path applies the sink (§2.11)
@@ -436,7 +430,7 @@ Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCa
     p.kv_lora_rank = R;
     p.rope_dim = Dr;
     p.topk = K;
-    p.format = latent_format_;
+    p.format = latent_layout_.format;
     p.q_type = p.out_type = a;
     SIEVE_ASSIGN_OR_RETURN(const Workspace ws,
                            op_workspace_.workspace(backend_, backend_.sparse_mla_attention_workspace_size(p),

@@ -5,15 +5,22 @@
 
 namespace sieve {
 
-AttentionLayout dsa_mla_attention_layout(const DsaMlaConfig& c, NumericsProfile profile) {
+DsaMlaCacheLayouts dsa_mla_cache_layouts(const DsaMlaConfig& c, NumericsProfile profile) {
     const bool exact = profile == NumericsProfile::exact;
+    // Latent entry [c | RoPE(kr)]: exact f32; deployed the 656-byte FlashMLA record (§3.4). Indexer keys:
+    // exact f32; deployed 128 fp8 + one fp32 scale (§3.3).
+    return {{exact ? CacheRecordFormat::f32 : CacheRecordFormat::fp8_v32, c.kv_lora_rank + c.qk_rope_head_dim,
+             c.qk_rope_head_dim},
+            {exact ? CacheRecordFormat::f32 : CacheRecordFormat::fp8_row_scale, c.index_head_dim, 0}};
+}
+
+AttentionLayout dsa_mla_attention_layout(const DsaMlaConfig& c, NumericsProfile profile) {
     const int64_t D = c.hidden_size, H = c.num_attention_heads, Rq = c.q_lora_rank, R = c.kv_lora_rank;
     const int64_t Dr = c.qk_rope_head_dim, Dqk = c.qk_head_dim, Dn = c.qk_nope_head_dim, Dv = c.v_head_dim;
     const int64_t Hi = c.index_n_heads, Di = c.index_head_dim;
-    // Latent entry [c | RoPE(kr)]: exact f32; deployed the 656-byte FlashMLA record (§3.4):
-    // fp8 latent, one fp32 scale per 128 values, bf16 rope dims.
-    const int64_t latent_entry = exact ? (R + Dr) * 4 : R + (R + 127) / 128 * 4 + 2 * Dr;
-    const std::string latent_format = exact ? fmt::format("f32 [{}]", R + Dr) : "fp8 latent record";
+    const DsaMlaCacheLayouts records = dsa_mla_cache_layouts(c, profile);
+    const int64_t latent_entry = records.latent.entry_bytes();
+    const std::string latent_format = cache_format_text(records.latent);
 
     AttentionLayout layout;
     for (size_t i = 0; i < c.layers.size(); ++i) {
@@ -45,9 +52,7 @@ AttentionLayout dsa_mla_attention_layout(const DsaMlaConfig& c, NumericsProfile 
             add("indexer.k_norm.weight", {Di});
             add("indexer.k_norm.bias", {Di});
             add("indexer.weights_proj.weight", {Hi, D});
-            // 128 fp8 + one fp32 scale per 128 values (§3.3).
-            out.caches.push_back({"indexer_keys", exact ? fmt::format("f32 [{}]", Di) : "fp8 + f32 scale",
-                                  exact ? Di * 4 : Di + (Di + 127) / 128 * 4, 1, 0});
+            out.caches.push_back({"indexer_keys", cache_format_text(records.keys), records.keys.entry_bytes(), 1, 0});
         }
         layout.layers.push_back(std::move(out));
     }

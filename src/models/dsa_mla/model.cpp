@@ -3,6 +3,7 @@
 #include "models/dsa_mla/model.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -22,11 +23,17 @@ Status Model::init(const Checkpoint& checkpoint, const std::vector<int64_t>& req
     const DsaMlaConfig& c = config_;
     const bool deployed = profile_ == NumericsProfile::deployed;
     act_type_ = deployed ? DType::bf16 : DType::f32;
-    latent_format_ = deployed ? SparseMlaCacheFormat::fp8_ds_mla : SparseMlaCacheFormat::f32;
-    key_format_ = deployed ? DsaIndexerKeyFormat::fp8_blocked : DsaIndexerKeyFormat::f32;
+    const DsaMlaCacheLayouts records = dsa_mla_cache_layouts(c, profile_);
+    latent_layout_ = records.latent;
+    key_layout_ = records.keys;
     hadamard_ = deployed && c.model == DsaMlaModel::deepseek_v32;  // specs/README.md "Open points settled"
-    SIEVE_RETURN_IF_ERROR(sparse_mla_check_geometry(latent_format_, c.kv_lora_rank, c.qk_rope_head_dim));
-    SIEVE_RETURN_IF_ERROR(dsa_indexer_check_geometry(key_format_, c.index_head_dim));
+    // Geometries the profile's entry formats cannot hold (an fp8_v32 latent needs whole 128-value scale
+    // groups, fp8_row_scale keys at most 128 values).
+    SIEVE_RETURN_IF_ERROR(validate(latent_layout_)
+                              .with_context(fmt::format("{}: latent cache (kv_lora_rank = {}, qk_rope_head_dim = {})",
+                                                        model_type_, c.kv_lora_rank, c.qk_rope_head_dim)));
+    SIEVE_RETURN_IF_ERROR(validate(key_layout_).with_context(
+        fmt::format("{}: indexer key cache (index_head_dim = {})", model_type_, c.index_head_dim)));
     if (hadamard_ && (c.index_head_dim & (c.index_head_dim - 1)) != 0)
         return unsupported_error("{}: the deployed indexer's Hadamard rotation needs a power-of-two index_head_dim, "
                                  "got {} (dsa_mla.md §3.5)",
@@ -68,15 +75,15 @@ Status Model::init(const Checkpoint& checkpoint, const std::vector<int64_t>& req
     const AttentionLayout layout = dsa_mla_attention_layout(c, profile_);
     for (const AttentionLayerLayout& l : layout.layers)
         for (const CacheSpec& s : l.caches) (s.name == kLatentGroup ? latent_spec_ : indexer_spec_) = s;
-    const int64_t latent_bytes = sparse_mla_entry_bytes(latent_format_, c.kv_lora_rank, c.qk_rope_head_dim);
-    const int64_t key_bytes = dsa_indexer_key_entry_bytes(key_format_, c.index_head_dim);
+    const int64_t latent_bytes = latent_layout_.entry_bytes();
+    const int64_t key_bytes = key_layout_.entry_bytes();
     if (latent_spec_.name != kLatentGroup || latent_spec_.entry_bytes != latent_bytes)
         return internal_error("{}: layout cache '{}' has {} bytes per entry, the {} format needs {}", model_type_,
-                               latent_spec_.name, latent_spec_.entry_bytes, sparse_mla_cache_format_name(latent_format_),
+                               latent_spec_.name, latent_spec_.entry_bytes, cache_record_format_name(latent_layout_.format),
                                latent_bytes);
     if (n_full_layers_ > 0 && (indexer_spec_.name != kIndexerGroup || indexer_spec_.entry_bytes != key_bytes))
         return internal_error("{}: layout cache '{}' has {} bytes per entry, the {} format needs {}", model_type_,
-                              indexer_spec_.name, indexer_spec_.entry_bytes, dsa_indexer_key_format_name(key_format_),
+                              indexer_spec_.name, indexer_spec_.entry_bytes, cache_record_format_name(key_layout_.format),
                               key_bytes);
 
     // One RoPE table of width Dr for the MLA and the indexer slices (§2.2), YaRN from the config.
@@ -110,18 +117,25 @@ Expected<StepCacheInfo> Model::step_cache_info(const StepBatch& batch) const {
     info.token_seq.assign(batch.token_request.begin(), batch.token_request.end());
     info.latent_slots.resize(static_cast<size_t>(T));
     if (info.indexer) info.indexer_slots.resize(static_cast<size_t>(T));
+    // The cache ops address slots as int32 (as block tables hold blocks).
+    for (const CacheGroup* g : {info.latent, info.indexer})
+        if (g != nullptr && g->n_slots() > INT32_MAX)
+            return unsupported_error("{}: the '{}' cache has {} slots; the cache ops address them as int32", model_type_,
+                                     g->name(), g->n_slots());
     for (int64_t t = 0; t < T; ++t) {
         const RequestId id = batch.request_of_token(t);
         const int64_t pos = batch.positions[static_cast<size_t>(t)];
-        info.latent_slots[static_cast<size_t>(t)] = info.latent->slot(id, pos);
-        if (info.latent_slots[static_cast<size_t>(t)] < 0)
+        const int64_t latent_slot = info.latent->slot(id, pos);
+        if (latent_slot < 0)
             return internal_error("{}: request {} position {} has no '{}' cache slot (not reserved)", model_type_, id,
                                   pos, kLatentGroup);
+        info.latent_slots[static_cast<size_t>(t)] = static_cast<int32_t>(latent_slot);
         if (info.indexer) {
-            info.indexer_slots[static_cast<size_t>(t)] = info.indexer->slot(id, pos);
-            if (info.indexer_slots[static_cast<size_t>(t)] < 0)
+            const int64_t key_slot = info.indexer->slot(id, pos);
+            if (key_slot < 0)
                 return internal_error("{}: request {} position {} has no '{}' cache slot (not reserved)", model_type_,
                                       id, pos, kIndexerGroup);
+            info.indexer_slots[static_cast<size_t>(t)] = static_cast<int32_t>(key_slot);
         }
     }
     for (const StepRequest& r : batch.requests) {

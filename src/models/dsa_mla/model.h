@@ -5,7 +5,7 @@
 //
 // Profiles ("Decisions for sieve"):
 //   exact     fp32 compute; latent cache f32 [R + Dr], indexer key cache f32 [Di]; no Hadamard.
-//   deployed  bf16 activations (bf16 GEMM math), the 656-byte-style fp8_ds_mla latent record (§3.4), FP8
+//   deployed  bf16 activations (bf16 GEMM math), the 656-byte-style fp8_v32 latent record (§3.4), FP8
 //             indexer keys in the 132-byte-style per-block layout (§3.3), FP8 indexer queries with UE8M0
 //             scales (§2.6), the Hadamard rotation of q and k for deepseek_v32 only (specs/README.md
 //             "Open points settled").

@@ -27,8 +27,8 @@ inline constexpr const char* kIndexerGroup = "indexer_keys";
 struct StepCacheInfo {
     CacheGroup* latent = nullptr;
     CacheGroup* indexer = nullptr;           // null when no full layer is loaded
-    std::vector<int64_t> latent_slots;       // [T]
-    std::vector<int64_t> indexer_slots;      // [T] (empty without indexer group)
+    std::vector<int32_t> latent_slots;       // [T]
+    std::vector<int32_t> indexer_slots;      // [T] (empty without indexer group)
     std::vector<int32_t> latent_tables;      // [n_requests, table_stride], −1 padded
     std::vector<int32_t> indexer_tables;     // [n_requests, table_stride]
     int64_t table_stride = 0;
@@ -93,8 +93,7 @@ private:
     NumericsProfile profile_;
     Backend& backend_;
     DType act_type_ = DType::f32;  // exact f32, deployed bf16
-    SparseMlaCacheFormat latent_format_ = SparseMlaCacheFormat::f32;
-    DsaIndexerKeyFormat key_format_ = DsaIndexerKeyFormat::f32;
+    CacheRecordLayout latent_layout_, key_layout_;  // dsa_mla_cache_layouts of the profile
     bool hadamard_ = false;        // deployed deepseek_v32 (specs/README.md "Open points settled")
     std::vector<LayerWeights> layers_;           // loaded layers, in model order
     std::vector<int64_t> indexer_slot_;          // [layers_] layer slot in the indexer group, −1 for shared

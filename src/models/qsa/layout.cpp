@@ -5,12 +5,17 @@
 
 namespace sieve {
 
+QsaCacheLayouts qsa_cache_layouts(const QsaConfig& c, NumericsProfile profile) {
+    // exact f32, deployed bf16 (§5.1–§5.3, "Decisions for sieve").
+    const CacheRecordFormat f = profile == NumericsProfile::exact ? CacheRecordFormat::f32 : CacheRecordFormat::bf16;
+    return {{f, 2 * c.num_key_value_heads * c.head_dim, 0}, {f, c.indexer_head_dim, 0}};
+}
+
 AttentionLayout qsa_attention_layout(const QsaConfig& c, NumericsProfile profile) {
-    const bool exact = profile == NumericsProfile::exact;
     const int64_t H = c.hidden_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
     const int64_t Hi = c.indexer_n_heads, Di = c.indexer_head_dim, r = c.indexer_compress_ratio;
-    const int64_t value_bytes = exact ? 4 : 2;  // exact f32, deployed bf16 (§5.1, "Decisions for sieve")
-    const std::string dtype = exact ? "f32" : "bf16";
+    const QsaCacheLayouts records = qsa_cache_layouts(c, profile);
+    const std::string_view dtype = cache_record_format_name(records.kv.format);
 
     AttentionLayout layout;
     int64_t qsa_layers = 0;
@@ -37,13 +42,13 @@ AttentionLayout qsa_attention_layout(const QsaConfig& c, NumericsProfile profile
         add("indexer.index_qk_proj.weight", {(Hi + 1) * Di, H});
         add("indexer.q_layernorm.weight", {Di});
         add("indexer.k_layernorm.weight", {Di});
-        out.caches.push_back({"kv", fmt::format("{} K|V [{}, 2·{}]", dtype, Hkv, D), 2 * Hkv * D * value_bytes, 1, 0});
-        out.caches.push_back({"compressed_keys", fmt::format("{} [{}]", dtype, Di), Di * value_bytes, r, 0});
+        out.caches.push_back({"kv", fmt::format("{} K|V [{}, 2·{}]", dtype, Hkv, D), records.kv.entry_bytes(), 1, 0});
+        out.caches.push_back({"compressed_keys", cache_format_text(records.keys), records.keys.entry_bytes(), r, 0});
         // Raw index keys of the unfinished group (§5.2; capacity r without speculative decoding).
-        out.caches.push_back({"raw_key_ring", fmt::format("{} [{}]", dtype, Di), Di * value_bytes, 1, r});
+        out.caches.push_back({"raw_key_ring", cache_format_text(records.keys), records.keys.entry_bytes(), 1, r});
         layout.layers.push_back(std::move(out));
     }
-    layout.dense_cache_bytes_per_token = static_cast<double>(2 * Hkv * D * value_bytes * qsa_layers);
+    layout.dense_cache_bytes_per_token = static_cast<double>(records.kv.entry_bytes() * qsa_layers);
     return layout;
 }
 

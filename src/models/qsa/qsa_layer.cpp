@@ -1,9 +1,12 @@
 #include "models/qsa/qsa_layer.h"
 
 #include <algorithm>
-#include <cstring>
+#include <climits>
 #include <new>
 #include <span>
+
+#include "models/attention_layout.h"
+#include "ops/cache_store.h"
 
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
@@ -318,10 +321,35 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     const CacheView kv_view = kv_group->view(layer_slot_);
     const CacheView ring_view = ring_group->view(layer_slot_);
     const CacheView comp_view = comp_group->view(layer_slot_);
+    const QsaCacheLayouts records = qsa_cache_layouts(c_, profile_);
+    // Rows x [n_rows, dim] (row stride in elements) into sub-rows [entry_offset, entry_offset + dim) of the
+    // entries `slots` (device memory) of a plain-format cache.
+    auto store = [&](const void* x, int64_t x_row_stride, int64_t n_rows, int64_t dim, const int32_t* slots,
+                     const CacheView& view, const CacheGroup& group, const CacheRecordLayout& layout,
+                     int64_t entry_offset) {
+        CacheStoreParams st;
+        st.x = x;
+        st.x_type = act;
+        st.x_row_stride = x_row_stride;
+        st.slots = slots;
+        st.cache = view;
+        st.layout = layout;
+        st.n_slots = group.n_slots();
+        st.n_rows = n_rows;
+        st.dim = dim;
+        st.entry_offset = entry_offset;
+        return backend_.cache_store(st);
+    };
+    for (const CacheGroup* g : {kv_group, ring_group, comp_group})
+        if (g->n_slots() > INT32_MAX)
+            return unsupported_error("QSA layer {}: the '{}' cache has {} slots; cache_store addresses them as int32",
+                                     layer_, g->name(), g->n_slots());
     {
         ScopedStageTimer timer(times, Stage::compressor);
-        const auto* proj = static_cast<const uint8_t*>(buf.proj);
-        const auto* kb = static_cast<const uint8_t*>(buf.k);
+        std::vector<int32_t>& kv_slots = scratch.kv_slots;
+        std::vector<int32_t>& ring_slots = scratch.ring_slots;
+        kv_slots.resize(static_cast<size_t>(T));
+        ring_slots.resize(static_cast<size_t>(T));
         for (int64_t t = 0; t < T; ++t) {
             const RequestId id = batch.request_of_token(t);
             const int64_t p = batch.positions[static_cast<size_t>(t)];
@@ -329,17 +357,24 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             if (kv_slot < 0 || ring_slot < 0)
                 return internal_error("QSA layer {}: request {} position {} has no {} entry (slot {}, ring slot {})",
                                       layer_, id, p, kv_slot < 0 ? kQsaKvCache : kQsaRingCache, kv_slot, ring_slot);
-            uint8_t* row = kv_view.row(kv_slot);
-            const size_t head_bytes = static_cast<size_t>(D) * ae;
-            for (int64_t g = 0; g < Hkv; ++g) {
-                std::memcpy(row + static_cast<size_t>(2 * g) * head_bytes, kb + static_cast<size_t>(t * Hkv + g) * head_bytes,
-                            head_bytes);
-                std::memcpy(row + static_cast<size_t>(2 * g + 1) * head_bytes,
-                            proj + static_cast<size_t>(t * N + pl_.v + g * D) * ae, head_bytes);
-            }
-            std::memcpy(ring_view.row(ring_slot), proj + static_cast<size_t>(t * N + pl_.index_k) * ae,
-                        static_cast<size_t>(Di) * ae);
+            kv_slots[static_cast<size_t>(t)] = static_cast<int32_t>(kv_slot);
+            ring_slots[static_cast<size_t>(t)] = static_cast<int32_t>(ring_slot);
         }
+        SIEVE_ASSIGN_OR_RETURN(const int32_t* kv_slots_d,
+                               uploads.put(backend_, std::span<const int32_t>(kv_slots), "KV cache slots"));
+        SIEVE_ASSIGN_OR_RETURN(const int32_t* ring_slots_d,
+                               uploads.put(backend_, std::span<const int32_t>(ring_slots), "raw-key ring slots"));
+        const auto* proj = static_cast<const uint8_t*>(buf.proj);
+        const auto* kb = static_cast<const uint8_t*>(buf.k);
+        // Entry [Hkv, 2, D]: K of kv head g at 2g·D, V at (2g + 1)·D (§5.1).
+        for (int64_t g = 0; g < Hkv; ++g) {
+            SIEVE_RETURN_IF_ERROR(store(kb + static_cast<size_t>(g * D) * ae, Hkv * D, T, D, kv_slots_d, kv_view,
+                                        *kv_group, records.kv, 2 * g * D));
+            SIEVE_RETURN_IF_ERROR(store(proj + static_cast<size_t>(pl_.v + g * D) * ae, N, T, D, kv_slots_d, kv_view,
+                                        *kv_group, records.kv, (2 * g + 1) * D));
+        }
+        SIEVE_RETURN_IF_ERROR(store(proj + static_cast<size_t>(pl_.index_k) * ae, N, T, Di, ring_slots_d, ring_view,
+                                    *ring_group, records.keys, 0));
 
         // ---- 3. compression of the groups completed in this step (§4.3, §5.3) ----
         if (n_new > 0) {
@@ -398,6 +433,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             rp.x_type = rp.y_type = act;
             rp.positions_type = DType::i64;
             SIEVE_RETURN_IF_ERROR(backend_.rope(rp));
+            std::vector<int32_t>& comp_slots = scratch.compressed_slots;  // [n_new] entry g of each group
+            comp_slots.resize(static_cast<size_t>(n_new));
             for (int64_t i = 0; i < n_new; ++i) {
                 const int64_t t = completing[static_cast<size_t>(i)];
                 const RequestId id = batch.request_of_token(t);
@@ -405,9 +442,12 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
                 const int64_t s = comp_group->slot(id, g);
                 if (s < 0)
                     return internal_error("QSA layer {}: request {} has no compressed-key entry {}", layer_, id, g);
-                std::memcpy(comp_view.row(s), static_cast<const uint8_t*>(buf.pooled) + static_cast<size_t>(i * Di) * ae,
-                            static_cast<size_t>(Di) * ae);
+                comp_slots[static_cast<size_t>(i)] = static_cast<int32_t>(s);
             }
+            SIEVE_ASSIGN_OR_RETURN(const int32_t* comp_slots_d,
+                                   uploads.put(backend_, std::span<const int32_t>(comp_slots), "compressed-key slots"));
+            SIEVE_RETURN_IF_ERROR(
+                store(buf.pooled, Di, n_new, Di, comp_slots_d, comp_view, *comp_group, records.keys, 0));
         }
     }
 

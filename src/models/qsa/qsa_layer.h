@@ -4,7 +4,8 @@
 //   1. fused projection [q_gate | k | v | index_q | index_k]; Gemma (1 + w) RMSNorm on q, k (per head
 //      of D) and the index queries (per head of Di); partial NeoX RoPE on the first R dims of each
 //      (positions are 1-D: text-only MRoPE is plain RoPE, §4.1);
-//   2. K|V → main KV cache, the raw (unnormalized, unrotated) index key → the raw-key ring (§5.1, §5.2);
+//   2. K|V → main KV cache, the raw (unnormalized, unrotated) index key → the raw-key ring (§5.1, §5.2),
+//      through cache_store (the kv entry [Hkv, 2, D] takes each head's K and V as a sub-row);
 //   3. every token that completes a group g (p + 1 ≡ 0 mod r) pools its r ring entries (mean), then
 //      k_layernorm and RoPE at position g·r, into compressed-key entry g (§4.3, §5.3);
 //   4. selection: a token with visible = (p + 1) / r complete groups takes all of them when
@@ -49,6 +50,7 @@ struct QsaScratch {
     // Per-step metadata, kept to reuse their memory.
     std::vector<int64_t> seq_lens, completing;                // [n_tokens], [groups completed in the step]
     std::vector<int32_t> n_groups, kv_table, compressed_table;  // [n_tokens], packed block tables
+    std::vector<int32_t> kv_slots, ring_slots, compressed_slots;  // [n_tokens], [n_tokens], [completed groups]
     std::vector<int64_t> member_slots, pool_positions;          // [completed groups, r], [completed groups]
     StepUploads uploads;  // the device copies of the metadata above, for one layer's ops
 
@@ -56,7 +58,8 @@ struct QsaScratch {
     int64_t bytes() const {
         size_t b = arena.capacity() + uploads.capacity();
         for (const auto* v : {&seq_lens, &completing, &member_slots, &pool_positions}) b += v->capacity() * 8;
-        for (const auto* v : {&n_groups, &kv_table, &compressed_table}) b += v->capacity() * 4;
+        for (const auto* v : {&n_groups, &kv_table, &compressed_table, &kv_slots, &ring_slots, &compressed_slots})
+            b += v->capacity() * 4;
         return static_cast<int64_t>(b);
     }
 };

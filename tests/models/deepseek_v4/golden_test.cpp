@@ -143,7 +143,7 @@ TEST(DeepseekV4Golden, ExactProfileTinyBlocks) {
 
 // ---- deployed ------------------------------------------------------------------------------------
 //
-// deployed = bf16 activations, bf16 / W8A16 linears, fp8_ds_mla window and compressed rows (the 24 of
+// deployed = bf16 activations, bf16 / W8A16 linears, fp8_model1 window and compressed rows (the 24 of
 // the test model's 32 dims that are not rotated are e4m3 with a power-of-two scale per tile), FP8 indexer
 // keys (model/deepseek_v4/layer.h). Against the fp32 goldens:
 //   * Numerics, measured with the reference's selection substituted: ≤ 5e-2 relative per layer and

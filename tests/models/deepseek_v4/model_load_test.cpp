@@ -62,7 +62,7 @@ TEST(DeepseekV4Load, CacheGroupsAgreeWithTheLayout) {
                 EXPECT_TRUE(same_spec(by_name[name].spec, cs)) << name << " of layer " << l.layer;
             }
         }
-        // deployed rows are fp8_ds_mla records (48 B for d = 32, r = 8) and 20-byte FP8 keys; exact f32.
+        // deployed rows are fp8_model1 records (48 B for d = 32, r = 8) and 20-byte FP8 keys; exact f32.
         const bool exact = profile == NumericsProfile::exact;
         EXPECT_EQ(by_name["swa_kv"].spec.entry_bytes, exact ? 128 : 48);
         EXPECT_EQ(by_name["indexer_keys.m4"].spec.entry_bytes, exact ? 64 : 20);

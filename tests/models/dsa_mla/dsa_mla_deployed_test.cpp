@@ -1,4 +1,4 @@
-// The deployed profile (bf16 activations, fp8_ds_mla latent records, FP8 indexer keys and queries,
+// The deployed profile (bf16 activations, fp8_v32 latent records, FP8 indexer keys and queries,
 // Hadamard for deepseek_v32) against the transformers fixtures, separated into its two error sources:
 //   * numerics: with the reference's own selection substituted for every token (teacher-forced top-k),
 //     the outputs differ only by the bf16/FP8 roundings of the attention path;
@@ -22,7 +22,7 @@ namespace {
 bool measure() { return std::getenv("MEASURE") != nullptr; }
 
 // Tolerances (per layer and request, ‖Δ‖₂ / ‖ref‖₂), and why:
-// e4m3 keeps 3 mantissa bits, so every latent value in the fp8_ds_mla record carries a relative rounding
+// e4m3 keeps 3 mantissa bits, so every latent value in the fp8_v32 record carries a relative rounding
 // error of at most 2^-4 (half an ulp at 3 bits) and about 2^-4/√3 ≈ 3.6 % RMS for values spread over their
 // power-of-two bucket; keys (through the logits) and values share it, the bf16 activations (2^-9) add
 // little. The output is a linear image of weighted latent sums, so its RMS relative error stays at the

@@ -509,7 +509,7 @@ TEST(DsaMlaModel, LoadErrors) {
     expect_error(f.config, all, StatusCode::invalid_argument, {"layer 9"}, {9});
     const ModelConfig mtp = config_with(f, "\"num_hidden_layers\": 4", "\"num_hidden_layers\": 4, \"num_nextn_predict_layers\": 1");
     expect_error(mtp, all, StatusCode::unsupported, {"MTP"}, {4});
-    // Unsupported deployed geometry: an fp8_ds_mla latent needs whole 128-value scale groups.
+    // Unsupported deployed geometry: an fp8_v32 latent needs whole 128-value scale groups.
     const ModelConfig wide = config_with(f, "\"kv_lora_rank\": 32", "\"kv_lora_rank\": 160");
     expect_error(wide, all, StatusCode::unsupported, {"kv_lora_rank = 160"}, {}, NumericsProfile::deployed);
 }

@@ -1,0 +1,17 @@
+// The cpu backend's cache ops (ops/cache_store.h, ops/kv_load.h): validation and the row split over
+// the thread pool around portable code that addresses entries through ops/cache_record.h and quantizes
+// with the kernel table's FP8 group quantizer. A few rows per step, memory-bound. Internal to backends/cpu.
+#pragma once
+
+#include "backends/cpu/kernels.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "ops/cache_store.h"
+#include "ops/kv_load.h"
+
+namespace sieve::cpu {
+
+Status cache_store(const CpuKernels& k, ThreadPool& pool, const CacheStoreParams& p);
+Status kv_load(ThreadPool& pool, const KvLoadParams& p);
+
+}  // namespace sieve::cpu
