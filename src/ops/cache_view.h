@@ -1,7 +1,8 @@
-// How kernels see a paged cache: storage base, block geometry and global slot ids
-// (DESIGN.md: "Caches are seen by kernels as plain views"). A slot is
-//   slot = block_table[request][entry / block_size] · block_size + entry % block_size,
-// resolved by the runtime (kv/paged_cache.h); kernels receive slot lists, −1 = no entry.
+// How kernels see a paged cache: storage base (a device address of the backend's cache buffer), block
+// geometry and global slot ids (DESIGN.md: "Caches are seen by kernels as plain views"). A slot is
+//   slot = block_table[request][entry / block_size] · block_size + entry % block_size
+// (kv/paged_cache.h). Some ops take slot lists (−1 = no entry), others a block table and request-local
+// entries (indexer scores, QSA); the byte layout of an entry is ops/cache_record.h's.
 #pragma once
 
 #include <cstdint>
