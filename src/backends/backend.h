@@ -46,6 +46,7 @@
 #include "ops/qsa_score.h"
 #include "ops/qsa_sparse_gqa.h"
 #include "ops/rope.h"
+#include "ops/selected_slots.h"
 #include "ops/sparse_mla.h"
 #include "ops/sparse_mqa.h"
 #include "ops/topk.h"
@@ -167,6 +168,7 @@ public:
     virtual Status cache_store(const CacheStoreParams& p) = 0;
 
     // ---- selection ----
+    virtual Status selected_slots(const SelectedSlotsParams& p) = 0;   // ops/selected_slots.h
     virtual size_t topk_workspace_size(const TopkParams& p) const = 0;  // ops/topk.h
     virtual Status topk(const TopkParams& p, Workspace ws) = 0;
 

@@ -57,6 +57,7 @@ public:
     SIEVE_FORWARD_OP(quant_fp8, QuantFp8Params)
     SIEVE_FORWARD_OP(hadamard, HadamardParams)
     SIEVE_FORWARD_OP(cache_store, CacheStoreParams)
+    SIEVE_FORWARD_OP(selected_slots, SelectedSlotsParams)
     SIEVE_FORWARD_OP_WS(topk, TopkParams)
     SIEVE_FORWARD_OP_WS(sparse_mla_attention, SparseMlaAttentionParams)
     SIEVE_FORWARD_OP_WS(dsa_indexer_scores, DsaIndexerScoresParams)

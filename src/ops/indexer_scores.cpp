@@ -1,5 +1,7 @@
 #include "ops/indexer_scores.h"
 
+
+#include <cmath>
 #include <utility>
 
 #include "ops/op_common.h"
@@ -10,6 +12,8 @@ Status validate(const IndexerScoresParams& p) {
     constexpr std::string_view op = "indexer_scores";
     using namespace op_check;
     SIEVE_RETURN_IF_ERROR(require_dtype(op, "q_type", p.q_type, {DType::f32, DType::bf16}));
+    if (!std::isfinite(p.weight_scale))
+        return invalid_argument_error("{}: weight_scale = {}, expected a finite value", op, p.weight_scale);
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_tokens", p.n_tokens, 0));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_heads", p.n_heads, 1));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "head_dim", p.head_dim, 1));

@@ -8,9 +8,10 @@
 // entry order). For candidate j < n_keys[t] (the causal ones, j < ⌊(p_t + 1)/4⌋, chosen by the caller):
 //   K_j         = the fp32 key of slot key_slots[list, j] (ops/kv_load.h: f32 rows, or fp8_row_scale
 //                 e4m3 · scale)
+//   w[t, h]     = fl32(weights[t, h] · weight_scale)           the head weight, rounded once in fp32
 //   score[t, j] = Σ_h w[t, h] · max(0, <q[t, h], K_j>)          fp32 (ref: double), any order
-// with w the caller's head weights, already scaled (weights_proj(x) · c_I^-0.5 · H_I^-0.5, §3.6; no
-// softmax, no sigmoid: a ReLU per head and a weighted sum). A key slot of −1 scores −inf (never
+// with weights the caller's head weights (weights_proj(x)) and weight_scale = c_I^-0.5 · H_I^-0.5 (§3.6;
+// no softmax, no sigmoid: a ReLU per head and a weighted sum). A key slot of −1 scores −inf (never
 // selected before a real candidate). Columns j ≥ n_keys[t] are not written.
 // q rows of bf16 are widened exactly.
 //
@@ -45,6 +46,7 @@ struct IndexerScoresParams {
     int64_t weights_row_stride = 0;      // elements, ≥ 0
     int64_t scores_row_stride = 0;       // elements, ≥ max_keys when n_tokens > 1
     DType q_type = DType::f32;           // f32 | bf16
+    float weight_scale = 1.0f;           // finite
     int32_t* selected = nullptr;         // [n_tokens, k] or nullptr (no fused selection)
     int64_t k = 0;                       // ≥ 1 when selected is set
     int64_t selected_row_stride = 0;     // elements, ≥ k when n_tokens > 1

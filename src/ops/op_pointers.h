@@ -26,6 +26,7 @@
 #include "ops/quant_fp8.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/selected_slots.h"
 #include "ops/sparse_mla.h"
 #include "ops/sparse_mqa.h"
 #include "ops/topk.h"
@@ -38,7 +39,7 @@ void view(std::string_view name, CacheView& v, F& f) {
     f(name, v.base);
 }
 template <typename F>
-void tables(QsaBlockTables& t, F& f) {
+void tables(BlockTables& t, F& f) {
     f("tables.block_table", t.block_table);
     f("tables.token_request", t.token_request);
 }
@@ -63,6 +64,8 @@ SIEVE_OP_POINTERS(QuantFp8Params, 144, f("x", p.x); f("q", p.q); f("scale_ue8m0"
                   f("scale_f32", p.scale_f32); f("dequant", p.dequant))
 SIEVE_OP_POINTERS(HadamardParams, 80, f("x", p.x); f("y", p.y))
 SIEVE_OP_POINTERS(CacheStoreParams, 120, f("x", p.x); f("slots", p.slots); view("cache.base", p.cache, f))
+SIEVE_OP_POINTERS(SelectedSlotsParams, 120, f("selected", p.selected); f("n_scored", p.n_scored);
+                  f("positions", p.positions); f("slots", p.slots); tables(p.tables, f))
 SIEVE_OP_POINTERS(TopkParams, 72, f("scores", p.scores); f("valid_len", p.valid_len); f("out", p.out);
                   f("out_count", p.out_count))
 SIEVE_OP_POINTERS(SparseMlaAttentionParams, 168, f("q", p.q); f("slots", p.slots); f("sink", p.sink);

@@ -1,7 +1,7 @@
 #include "ops/qsa_pool.h"
 
 #include "ops/op_common.h"
-#include "ops/qsa_block_tables.h"
+#include "ops/block_tables.h"
 
 namespace sieve {
 
@@ -18,7 +18,7 @@ Status validate(const QsaPoolParams& p) {
                                               dtype_size(p.out_type)));
     if (p.n_groups == 0) return Status::ok();
     SIEVE_ASSIGN_OR_RETURN(int64_t key_bytes, bytes_of(op, "key row", p.head_dim, dtype_size(p.key_type)));
-    SIEVE_RETURN_IF_ERROR(validate_qsa_cache_view(op, "keys", p.keys, key_bytes));
+    SIEVE_RETURN_IF_ERROR(validate_paged_view(op, "keys", p.keys, key_bytes));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "member_slots", p.member_slots));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "out", p.out));
     int64_t n_slots = 0;

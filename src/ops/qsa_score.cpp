@@ -28,7 +28,7 @@ Status validate(const QsaScoreParams& p) {
     const int64_t s_extent = out.scores, sel_extent = out.selected;
     if (p.n_tokens == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "n_groups", p.n_groups));
-    SIEVE_RETURN_IF_ERROR(validate_qsa_block_tables(op, "tables", p.tables, p.n_tokens));
+    SIEVE_RETURN_IF_ERROR(validate_block_tables(op, "tables", p.tables, p.n_tokens));
     const int64_t q_bytes = q_extent * static_cast<int64_t>(dtype_size(p.q_type));
     const int64_t s_bytes = s_extent * 4, sel_bytes = sel_extent * 4;
     // q and scores are used only when some row has a group (check_indices), but aliasing is a property
@@ -58,7 +58,7 @@ Status check_indices(const QsaScoreParams& p) {
     constexpr const char* op = "qsa_score";
     using namespace op_check;
     if (p.n_tokens == 0) return Status::ok();  // nothing is read, the arrays may be absent
-    SIEVE_RETURN_IF_ERROR(check_qsa_token_requests(op, "tables", p.tables, p.n_tokens));
+    SIEVE_RETURN_IF_ERROR(check_token_requests(op, "tables", p.tables, p.n_tokens));
     bool any = false;
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         const int32_t n = p.n_groups[t];
@@ -72,8 +72,8 @@ Status check_indices(const QsaScoreParams& p) {
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "q", p.q));
     if (p.selected == nullptr) SIEVE_RETURN_IF_ERROR(require_ptr(op, "scores", p.scores));
     SIEVE_ASSIGN_OR_RETURN(int64_t key_bytes, bytes_of(op, "key row", p.head_dim, dtype_size(p.key_type)));
-    SIEVE_RETURN_IF_ERROR(validate_qsa_cache_view(op, "keys", p.keys, key_bytes));
-    return check_qsa_tokens_resident(op, "keys", p.tables, p.keys, p.n_tokens,
+    SIEVE_RETURN_IF_ERROR(validate_paged_view(op, "keys", p.keys, key_bytes));
+    return check_tokens_resident(op, "keys", p.tables, p.keys, p.n_tokens,
                                      [&](int64_t t) { return int64_t{p.n_groups[t]}; });
 }
 

@@ -4,7 +4,7 @@
 // Semantics. For token t of request row q = tables.token_request[t] and group g ∈ [0, n_groups[t]):
 //   k_g      = the [head_dim] key_type entry g of `keys` (the compressed-key cache, §5.3; one entry per
 //              group, already pooled, k_layernorm'ed and rotated), addressed through `tables`
-//              (ops/qsa_block_tables.h)
+//              (ops/block_tables.h)
 //   d_h      = Σ_i q[t, h, i] · k_g[i]                     fp32 products and sums, order unspecified
 //   s[t, g]  = scale · Σ_{h < n_heads} max(0, d_h)          ReLU per head BEFORE the sum over heads
 //                                                          (not a max over heads, §4.4); fp32
@@ -27,14 +27,14 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "ops/cache_view.h"
-#include "ops/qsa_block_tables.h"
+#include "ops/block_tables.h"
 
 namespace sieve {
 
 struct QsaScoreParams {
     const void* q = nullptr;            // [n_tokens, n_heads, head_dim] q_type; (t, h, i) at t·q_token_stride + h·q_head_stride + i
     CacheView keys;                     // compressed keys, one entry = [head_dim] of key_type
-    QsaBlockTables tables;              // the compressed-key cache group's tables for this step
+    BlockTables tables;              // the compressed-key cache group's tables for this step
     const int32_t* n_groups = nullptr;  // [n_tokens] groups to score per token, each in [0, n_cols]
     float* scores = nullptr;            // [n_tokens, n_cols] f32, row t at scores + t·scores_row_stride
     int64_t n_tokens = 0, n_heads = 0, head_dim = 0;

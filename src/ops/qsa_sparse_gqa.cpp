@@ -45,7 +45,7 @@ Status validate(const QsaSparseGqaParams& p) {
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "out", p.out));
     SIEVE_RETURN_IF_ERROR(require_ptr(op, "q", p.q));
     if (p.n_indices > 0) SIEVE_RETURN_IF_ERROR(require_ptr(op, "indices", p.indices));
-    SIEVE_RETURN_IF_ERROR(validate_qsa_block_tables(op, "tables", p.tables, p.n_tokens));
+    SIEVE_RETURN_IF_ERROR(validate_block_tables(op, "tables", p.tables, p.n_tokens));
     SIEVE_RETURN_IF_ERROR(bytes_of(op, "kv entry", 2 * p.n_kv_heads * p.head_dim, dtype_size(p.kv_type)).status());
     const int64_t o_bytes = o_extent * static_cast<int64_t>(dtype_size(p.out_type));
     SIEVE_RETURN_IF_ERROR(require_same_or_disjoint(op, "q", p.q, q_extent * static_cast<int64_t>(dtype_size(p.q_type)),
@@ -61,7 +61,7 @@ Status check_indices(const QsaSparseGqaParams& p) {
     constexpr const char* op = "qsa_sparse_gqa";
     using namespace op_check;
     if (p.n_tokens == 0) return Status::ok();  // nothing is read, the arrays may be absent
-    SIEVE_RETURN_IF_ERROR(check_qsa_token_requests(op, "tables", p.tables, p.n_tokens));
+    SIEVE_RETURN_IF_ERROR(check_token_requests(op, "tables", p.tables, p.n_tokens));
     // One past the highest position each token reads.
     auto row_end = [&](int64_t t) {
         int64_t m = 0;
@@ -82,8 +82,8 @@ Status check_indices(const QsaSparseGqaParams& p) {
     // check lives here).
     if (!any) return Status::ok();
     SIEVE_ASSIGN_OR_RETURN(int64_t kv_bytes, bytes_of(op, "kv entry", 2 * p.n_kv_heads * p.head_dim, dtype_size(p.kv_type)));
-    SIEVE_RETURN_IF_ERROR(validate_qsa_cache_view(op, "kv", p.kv, kv_bytes));
-    return check_qsa_tokens_resident(op, "kv", p.tables, p.kv, p.n_tokens, row_end);
+    SIEVE_RETURN_IF_ERROR(validate_paged_view(op, "kv", p.kv, kv_bytes));
+    return check_tokens_resident(op, "kv", p.tables, p.kv, p.n_tokens, row_end);
 }
 
 }  // namespace sieve

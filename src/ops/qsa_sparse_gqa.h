@@ -6,7 +6,7 @@
 // g = h / (n_heads / n_kv_heads) (consecutive query heads share a KV head, §4.7), over the valid
 // entries j of row t of `indices` (values ≥ 0, request-relative token positions; −1 = none):
 //   K_j, V_j = key and value of KV head g in the kv entry of position j (entry layout below),
-//              addressed through `tables` (ops/qsa_block_tables.h)
+//              addressed through `tables` (ops/block_tables.h)
 //   l_j      = scale · Σ_i q[t, h, i] · K_j[i]        fp32 (order unspecified), scale = head_dim^-0.5
 //                                                    (§4.7: no sink, no softcap, no other scaling)
 //   M        = max_j l_j;   p_j = exp(l_j − M)        fp32
@@ -44,7 +44,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "ops/cache_view.h"
-#include "ops/qsa_block_tables.h"
+#include "ops/block_tables.h"
 
 namespace sieve {
 
@@ -54,7 +54,7 @@ std::string_view qsa_attention_math_name(QsaAttentionMath m);  // "f32" / "bf16"
 struct QsaSparseGqaParams {
     const void* q = nullptr;          // [n_tokens, n_heads, head_dim] q_type; (t, h, i) at t·q_token_stride + h·q_head_stride + i
     CacheView kv;                     // main KV cache; entry = [n_kv_heads, 2, head_dim] of kv_type
-    QsaBlockTables tables;            // the main KV cache group's tables for this step
+    BlockTables tables;            // the main KV cache group's tables for this step
     const int32_t* indices = nullptr; // [n_tokens, n_indices] positions, −1 = none; row t at indices + t·index_row_stride
     const void* gate = nullptr;       // [n_tokens, n_heads, head_dim] gate_type, or nullptr (no gate)
     void* out = nullptr;              // [n_tokens, n_heads, head_dim] out_type

@@ -54,6 +54,12 @@ void check_indexer_case(Rng& rng, Backend& ref_b, std::vector<NamedBackend>& bac
     const int64_t w_stride = n_heads + (padded ? 1 : 0), s_stride = max_keys + (padded ? 3 : 0);
     std::vector<float> w(static_cast<size_t>(n_tokens * w_stride));
     for (float& v : w) v = rng.normal(0.3f);
+    // The head-weight scale (c_I^-0.5 · H_I^-0.5 in the model) or none; w_pre holds the weights scaled by
+    // the caller in fp32, which the op must reproduce bit for bit with weight_scale 1.
+    const float weight_scale = rng.coin() ? 1.0f : 0.011048543f;
+    std::vector<float> w_pre(w.size());
+    for (size_t i = 0; i < w.size(); ++i) w_pre[i] = w[i] * weight_scale;
+    bool prescaled = false;
 
     // scores and/or a fused selection of width k (ops/indexer_scores.h "Fused selection").
     auto run = [&](Backend& b, float* scores, int32_t* selected = nullptr, int64_t k = 0) {
@@ -62,7 +68,8 @@ void check_indexer_case(Rng& rng, Backend& ref_b, std::vector<NamedBackend>& bac
         p.q_type = qt;
         p.q_token_stride = ql.token_stride;
         p.q_head_stride = ql.head_stride;
-        p.weights = w.data();
+        p.weights = prescaled ? w_pre.data() : w.data();
+        p.weight_scale = prescaled ? 1.0f : weight_scale;
         p.weights_row_stride = w_stride;
         p.keys = cache.view();
         p.key_format = fmt;
@@ -115,7 +122,7 @@ void check_indexer_case(Rng& rng, Backend& ref_b, std::vector<NamedBackend>& bac
                     s += std::fabs(q.get(t, h, i) * static_cast<double>(key[static_cast<size_t>(i)]));
                     dot += q.get(t, h, i) * static_cast<double>(key[static_cast<size_t>(i)]);
                 }
-                const double wh = std::fabs(w[static_cast<size_t>(t * w_stride + h)]);
+                const double wh = std::fabs(w_pre[static_cast<size_t>(t * w_stride + h)]);
                 bound += wh * (gamma_n(static_cast<double>(head_dim) + 1) * s + kU * std::fabs(dot));
                 sum_abs += wh * std::max(dot, 0.0);
             }
@@ -138,6 +145,16 @@ void check_indexer_case(Rng& rng, Backend& ref_b, std::vector<NamedBackend>& bac
                 ASSERT_EQ(bits, 0x7f7f7f7fu) << "column " << j << " of token " << t << " written";
             }
         EXPECT_TRUE(got.guards_intact("scores"));
+        {
+            prescaled = true;
+            GuardedBuffer pre(s_bytes);
+            ASSERT_TRUE(run(*nb.backend, pre.as<float>()).is_ok());
+            prescaled = false;
+            for (int64_t t = 0; t < n_tokens; ++t)
+                EXPECT_TRUE(bytes_equal(pre.as<float>() + t * s_stride, got.as<float>() + t * s_stride,
+                                        static_cast<size_t>(n_keys[static_cast<size_t>(t)]) * 4,
+                                        "weight_scale applied as one fp32 product per head weight"));
+        }
 
         // The fused selection is exactly the top-k of this backend's own scores, with or without a
         // score row written (k below, around and above the candidate counts).

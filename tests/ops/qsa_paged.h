@@ -8,7 +8,7 @@
 
 #include "rows.h"
 #include "ops/cache_view.h"
-#include "ops/qsa_block_tables.h"
+#include "ops/block_tables.h"
 
 namespace sieve::test {
 
@@ -53,8 +53,8 @@ struct QsaPagedCache {
         for (size_t q = 0; q < entries.size(); ++q)
             for (int64_t e = 0; e < entries[q]; ++e) fill_rows(entry(static_cast<int64_t>(q), e), t, 1, 1, n_values, n_values, 0, gen);
     }
-    QsaBlockTables tables(const std::vector<int32_t>& token_request) const {
-        QsaBlockTables t;
+    BlockTables tables(const std::vector<int32_t>& token_request) const {
+        BlockTables t;
         t.block_table = table.data();
         t.token_request = token_request.data();
         t.n_requests = static_cast<int64_t>(entries.size());

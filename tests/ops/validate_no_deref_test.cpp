@@ -24,6 +24,7 @@
 #include "ops/mla_head_proj.h"
 #include "ops/op_common.h"
 #include "ops/qsa_expand.h"
+#include "ops/selected_slots.h"
 #include "ops/qsa_pool.h"
 #include "ops/qsa_score.h"
 #include "ops/qsa_sparse_gqa.h"
@@ -345,6 +346,31 @@ TEST(ValidateNoDeref, QsaPoolAndExpand) {
         r.sel = i32_page();
         r.positions = i64_page();
         r.seq_lens = i64_page();
+    });
+}
+
+TEST(ValidateNoDeref, SelectedSlots) {
+    std::vector<int32_t> selected = {1, 0, -1, 2}, n_scored = {3, 0}, token_request = {0, 0}, table = {2, 0}, slots(4);
+    std::vector<int64_t> pos = {11, 7};
+    SelectedSlotsParams p;
+    p.selected = selected.data();
+    p.n_scored = n_scored.data();
+    p.positions = pos.data();
+    p.tables = {table.data(), token_request.data(), 1, 2};
+    p.slots = slots.data();
+    p.n_tokens = 2;
+    p.width = 2;
+    p.ratio = 4;
+    p.block_size = 2;
+    p.n_slots = 6;
+    p.selected_row_stride = 2;
+    p.slots_row_stride = 2;
+    expect_valid_unread(p, [](SelectedSlotsParams& r) {
+        r.selected = i32_page();
+        r.n_scored = i32_page();
+        r.positions = i64_page();
+        r.tables.block_table = i32_page();
+        r.tables.token_request = i32_page();
     });
 }
 

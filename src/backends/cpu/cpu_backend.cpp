@@ -174,6 +174,7 @@ public:
     // ---- caches (cpu_cache_ops.cpp) ----
     Status cache_store(const CacheStoreParams& p) override { return cpu::cache_store(*kernels_, *pool_, p); }
     Status kv_load(const KvLoadParams& p) override { return cpu::kv_load(*pool_, p); }
+    Status selected_slots(const SelectedSlotsParams& p) override { return cpu::selected_slots(*pool_, p); }
 
     // ---- DeepSeek-V4 (cpu_dsv4_ops.cpp) ----
     Status compressor_state_store(const CompressorStateStoreParams& p) override {

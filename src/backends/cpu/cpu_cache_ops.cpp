@@ -128,4 +128,28 @@ Status kv_load(ThreadPool& pool, const KvLoadParams& p) {
     return Status::ok();
 }
 
+// Rows split over the pool; a row's entries are independent (ops/selected_slots.h).
+Status selected_slots(ThreadPool& pool, const SelectedSlotsParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
+    parallel_chunks(pool, p.n_tokens, min_chunk_for(p.width, 1 << 16), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+            const int64_t visible = (p.positions[t] + 1) / p.ratio;
+            const int32_t* table = p.tables.block_table + p.tables.token_request[t] * p.tables.block_table_stride;
+            int32_t* out = p.slots + t * p.slots_row_stride;
+            if (p.selected == nullptr || (p.n_scored != nullptr && p.n_scored[t] == 0)) {
+                const int64_t n = visible < p.width ? visible : p.width;
+                for (int64_t j = 0; j < n; ++j) out[j] = static_cast<int32_t>(paged_slot(table, j, p.block_size));
+                for (int64_t j = n; j < p.width; ++j) out[j] = -1;
+                continue;
+            }
+            const int32_t* sel = p.selected + t * p.selected_row_stride;
+            for (int64_t j = 0; j < p.width; ++j) {
+                const int64_t e = sel[j];
+                out[j] = e >= 0 && e < visible ? static_cast<int32_t>(paged_slot(table, e, p.block_size)) : -1;
+            }
+        }
+    });
+    return Status::ok();
+}
+
 }  // namespace sieve::cpu

@@ -8,10 +8,12 @@
 #include "core/thread_pool.h"
 #include "ops/cache_store.h"
 #include "ops/kv_load.h"
+#include "ops/selected_slots.h"
 
 namespace sieve::cpu {
 
 Status cache_store(const CpuKernels& k, ThreadPool& pool, const CacheStoreParams& p);
 Status kv_load(ThreadPool& pool, const KvLoadParams& p);
+Status selected_slots(ThreadPool& pool, const SelectedSlotsParams& p);
 
 }  // namespace sieve::cpu

@@ -315,6 +315,7 @@ Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, Thre
     a.q_head_stride = p.q_head_stride;
     a.weights = p.weights;
     a.weights_row_stride = p.weights_row_stride;
+    a.weight_scale = p.weight_scale;
     a.keys = record_cache(p.keys, p.key_layout());
     a.key_slots = p.key_slots;
     a.key_slots_stride = p.key_slots_stride;

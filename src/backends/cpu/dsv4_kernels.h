@@ -64,6 +64,7 @@ struct IndexerScoresKernelArgs {
     int64_t q_token_stride = 0, q_head_stride = 0;
     const float* weights = nullptr;  // [n_tokens, n_heads]
     int64_t weights_row_stride = 0;
+    float weight_scale = 1.0f;  // applied to each head weight in fp32 (ops/indexer_scores.h)
     RecordCache keys;
     const int32_t* key_slots = nullptr;  // [n_lists, key_slots_stride]
     int64_t key_slots_stride = 0;

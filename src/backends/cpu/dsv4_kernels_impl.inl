@@ -291,7 +291,7 @@ inline float idx_score_exact(const IndexerScoresKernelArgs& a, int64_t t, int32_
         const char* q = static_cast<const char*>(a.q) + (t * a.q_token_stride + h * a.q_head_stride) * q_elem;
         float dot = 0.0f;
         for (int64_t i = 0; i < a.head_dim; ++i) dot += s_load(q, a.q_bf16, i) * k[i];
-        if (dot > 0.0f) s += a.weights[t * a.weights_row_stride + h] * dot;
+        if (dot > 0.0f) s += (a.weights[t * a.weights_row_stride + h] * a.weight_scale) * dot;
     }
     return s;
 }
@@ -409,7 +409,7 @@ __attribute__((noinline)) void idx_keys_f32(const float* const* rows, const floa
 // The token's head weights, zero past n_heads (padded heads then add w·ReLU(0) = 0).
 inline void idx_token_weights(const IndexerScoresKernelArgs& a, const IdxScratch& S, int64_t t, int64_t hp) {
     const float* w = a.weights + t * a.weights_row_stride;
-    for (int64_t h = 0; h < hp; ++h) S.w[h] = h < a.n_heads ? w[h] : 0.0f;
+    for (int64_t h = 0; h < hp; ++h) S.w[h] = h < a.n_heads ? w[h] * a.weight_scale : 0.0f;
 }
 
 // fp32 FMA path: f32 or bf16 q (widened exactly), f32 or fp8_row_scale keys (decoded exactly).

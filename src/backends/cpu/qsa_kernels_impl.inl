@@ -21,8 +21,8 @@
 namespace sieve::cpu::SIEVE_CPU_ISA_NS {
 namespace {
 
-// Byte offset from view.base of entry `e` of request row `q` (ops/qsa_block_tables.h).
-inline int64_t qsa_entry_offset(const CacheView& v, const QsaBlockTables& t, int64_t q, int64_t e) {
+// Byte offset from view.base of entry `e` of request row `q` (ops/block_tables.h).
+inline int64_t qsa_entry_offset(const CacheView& v, const BlockTables& t, int64_t q, int64_t e) {
     const int64_t block = t.block_table[q * t.block_table_stride + e / v.block_size];
     return block * v.block_bytes + (e % v.block_size) * v.entry_bytes;
 }

@@ -32,7 +32,7 @@ Status indexer_scores(const IndexerScoresParams& p) {
                 for (int64_t i = 0; i < d; ++i)
                     dot += static_cast<double>(load(p.q, p.q_type, t * p.q_token_stride + h * p.q_head_stride + i)) *
                            key[static_cast<size_t>(i)];
-                score += static_cast<double>(p.weights[t * p.weights_row_stride + h]) * std::max(dot, 0.0);
+                score += static_cast<double>(p.weights[t * p.weights_row_stride + h] * p.weight_scale) * std::max(dot, 0.0);
             }
             *out = static_cast<float>(score);
         }

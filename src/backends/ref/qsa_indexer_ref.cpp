@@ -12,8 +12,8 @@ namespace sieve::ref {
 
 namespace {
 
-// Bytes of entry `e` of request row `q` (ops/qsa_block_tables.h).
-const uint8_t* entry_row(const CacheView& v, const QsaBlockTables& t, int64_t q, int64_t e) {
+// Bytes of entry `e` of request row `q` (ops/block_tables.h).
+const uint8_t* entry_row(const CacheView& v, const BlockTables& t, int64_t q, int64_t e) {
     const int64_t block = t.block_table[q * t.block_table_stride + e / v.block_size];
     return v.row(block * v.block_size + e % v.block_size);
 }

@@ -53,6 +53,7 @@ public:
     size_t mla_head_proj_workspace_size(const MlaHeadProjParams&) const override { return 0; }
     Status mla_head_proj(const MlaHeadProjParams& p, Workspace) override { return ref::mla_head_proj(p); }
     Status kv_load(const KvLoadParams& p) override { return ref::kv_load(p); }
+    Status selected_slots(const SelectedSlotsParams& p) override { return ref::selected_slots(p); }
     Status compressor_state_store(const CompressorStateStoreParams& p) override { return ref::compressor_state_store(p); }
     Status compressor_pool(const CompressorPoolParams& p) override { return ref::compressor_pool(p); }
     size_t indexer_scores_workspace_size(const IndexerScoresParams&) const override { return 0; }

@@ -52,6 +52,7 @@ float quant_fp8_group(const float* v, int64_t n, uint8_t* q);
 uint8_t ue8m0_byte_of_scale(float s);
 Status cache_store(const CacheStoreParams& p);  // ops/cache_store.h
 Status kv_load(const KvLoadParams& p);          // ops/kv_load.h
+Status selected_slots(const SelectedSlotsParams& p);  // ops/selected_slots.h
 // The fp32 values of one cache entry (ops/kv_load.h's rule), out: [layout.dim]. What every ref op that
 // reads a cache reads.
 void load_record(const CacheView& v, const CacheRecordLayout& l, int64_t slot, float* out);

@@ -38,11 +38,9 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
     } else {
         ScopedStageTimer timer(times, Stage::indexer);
         // w_t = weights_proj(x_t) · c_I^-0.5 · H_I^-0.5 (§3.6; transformers scales ReLU(<q, k>) by c_I^-0.5
-        // instead: the same value).
+        // instead: the same value); the op applies the scale (ops/indexer_scores.h weight_scale).
         SIEVE_ASSIGN_OR_RETURN(float* iw, sized(s.index_w, N * HI, "indexer head weights"));  // [N, H_I] f32
         SIEVE_RETURN_IF_ERROR(w_.indexer_weights_proj.run(x, DType::f32, D, iw, DType::f32, HI, N, ws));
-        const float scale = static_cast<float>(config_.index_score_scale);
-        for (int64_t i = 0; i < N * HI; ++i) iw[i] *= scale;
         // qI_t = W_Iq · qr_t, rotated at p_t on the last r dims of each head (§3.6).
         SIEVE_ASSIGN_OR_RETURN(void* iq, act_buffer(s.index_q, N * HI * cI, "indexer queries"));  // [N, H_I, c_I] act
         SIEVE_RETURN_IF_ERROR(w_.indexer_wq_b.run(qr, act_, Rq, iq, act_, HI * cI, N, ws));
@@ -68,6 +66,7 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const float* x, cons
         ip.q_head_stride = cI;
         ip.weights = iw;
         ip.weights_row_stride = HI;
+        ip.weight_scale = static_cast<float>(config_.index_score_scale);  // applied by the op, in fp32
         ip.keys = keys.view;
         ip.key_format = key_layout_.format;
         ip.key_slots = key_slots;

@@ -55,9 +55,9 @@ int64_t pack_tables(const StepBatch& batch, const CacheGroup& group, std::vector
 
 // The tables of one cache group for tokens [token0, …): device copies of the packed table and of each
 // token's request row.
-QsaBlockTables block_tables(const StepBatch& batch, const int32_t* table, int64_t stride, const int32_t* token_request,
+BlockTables block_tables(const StepBatch& batch, const int32_t* table, int64_t stride, const int32_t* token_request,
                             int64_t token0) {
-    QsaBlockTables t;
+    BlockTables t;
     t.block_table = table;
     t.token_request = token_request + token0;
     t.n_requests = batch.n_requests();

@@ -1,9 +1,9 @@
-#include "ops/qsa_block_tables.h"
+#include "ops/block_tables.h"
 
 namespace sieve {
 
 // Messages are formatted only on failure: these checks run on every op call and must not allocate.
-Status validate_qsa_block_tables(const char* op, const char* name, const QsaBlockTables& t, int64_t n_tokens) {
+Status validate_block_tables(const char* op, const char* name, const BlockTables& t, int64_t n_tokens) {
     if (t.n_requests < 0) return invalid_argument_error("{}: {}.n_requests = {}, expected ≥ 0", op, name, t.n_requests);
     if (n_tokens == 0) return Status::ok();
     if (t.n_requests < 1)
@@ -20,7 +20,7 @@ Status validate_qsa_block_tables(const char* op, const char* name, const QsaBloc
     return Status::ok();
 }
 
-Status check_qsa_token_requests(const char* op, const char* name, const QsaBlockTables& t, int64_t n_tokens) {
+Status check_token_requests(const char* op, const char* name, const BlockTables& t, int64_t n_tokens) {
     for (int64_t i = 0; i < n_tokens; ++i) {
         const int32_t q = t.token_request[i];
         if (q < 0 || q >= t.n_requests)
@@ -30,7 +30,7 @@ Status check_qsa_token_requests(const char* op, const char* name, const QsaBlock
     return Status::ok();
 }
 
-Status validate_qsa_cache_view(const char* op, const char* name, const CacheView& view, int64_t min_entry_bytes) {
+Status validate_paged_view(const char* op, const char* name, const CacheView& view, int64_t min_entry_bytes) {
     if (view.base == nullptr) return invalid_argument_error("{}: {} cache view has no storage (base is null)", op, name);
     if (view.block_size < 1)
         return invalid_argument_error("{}: {} cache view block_size = {}, expected ≥ 1", op, name, view.block_size);
@@ -44,7 +44,7 @@ Status validate_qsa_cache_view(const char* op, const char* name, const CacheView
     return Status::ok();
 }
 
-Status check_qsa_entries_resident(const char* op, const char* name, const QsaBlockTables& t,
+Status check_entries_resident(const char* op, const char* name, const BlockTables& t,
                                   const CacheView& view, int64_t q, int64_t begin, int64_t end) {
     if (end <= begin) return Status::ok();
     const int64_t blocks = (end + view.block_size - 1) / view.block_size;
