@@ -57,7 +57,16 @@ public:
     virtual std::vector<int64_t> layers() const = 0;
     virtual std::vector<CacheGroupDesc> cache_groups() const = 0;
 
-    // Runs layer `layer_pos` (index into layers()) for every token of the step.
+    // Plans the step before any of its layers runs (DESIGN.md, one plan per step): the metadata its layers
+    // share (positions, block tables, slot lists) is built on the host and uploaded to the backend once,
+    // so that forward() only enqueues ops. Called once per step, with the batch every forward() of the
+    // step then receives; a model that plans nothing keeps the default.
+    virtual Status plan_step(const StepBatch& batch) {
+        (void)batch;
+        return Status::ok();
+    }
+
+    // Runs layer `layer_pos` (index into layers()) for every token of the step, after plan_step(batch).
     // input, output: [batch.n_tokens(), hidden_size()] f32. Caches of the step's requests are
     // reserved for entries up to each request's end(). A failure is the model's (unsupported
     // configuration, internal error): the runtime fails the whole step with it.

@@ -19,6 +19,7 @@ Status StepRunner::run(const StepBatch& batch, StepIo& io, bool chain, StageTime
     host_rows_.resize(n);
     const std::span<float> rows(host_rows_);
 
+    SIEVE_RETURN_IF_ERROR(model_.plan_step(batch));
     const std::vector<int64_t> layers = model_.layers();
     DeviceBuffer* in = activations_[0].get();
     DeviceBuffer* out = activations_[1].get();
