@@ -10,6 +10,13 @@ int64_t StepBatch::max_visible_entries(int64_t ratio) const {
     return w;
 }
 
+std::vector<int64_t> StepBatch::signature() const {
+    std::vector<int64_t> s;
+    s.reserve(requests.size() * 3);
+    for (const StepRequest& r : requests) s.insert(s.end(), {static_cast<int64_t>(r.id), r.start, r.n_tokens});
+    return s;
+}
+
 StepBatch make_step_batch(std::vector<StepRequest> requests, StepCaches caches) {
     StepBatch b;
     b.requests = std::move(requests);

@@ -44,6 +44,9 @@ struct StepBatch {
     // (ratio 1: the most positions; DeepSeek-V4's compressed entries: ratio m, deepseek_v4.md §3.5). Rows
     // and lists sized by it are as wide as the step can fill.
     int64_t max_visible_entries(int64_t ratio) const;
+    // The step's identity for what a model plans from it (AttentionModel::plan_step): (id, start,
+    // n_tokens) of every request, in order. Two steps of a request never share a start.
+    std::vector<int64_t> signature() const;
 };
 
 // Builds positions, query_start_loc and token_request from the requests (in the given order).

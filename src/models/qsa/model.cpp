@@ -87,12 +87,19 @@ std::vector<CacheGroupDesc> QsaModel::cache_groups() const {
     return qsa_cache_groups(config_, profile_, static_cast<int64_t>(layers_.size()));
 }
 
+Status QsaModel::plan_step(const StepBatch& batch) {
+    return no_bad_alloc([&] { return plan_qsa_step(config_, *backend_, batch, plan_); },
+                        [&] { return fmt::format("{}: planning a step of {} tokens", model_type_, batch.n_tokens()); });
+}
+
 Status QsaModel::forward(int64_t layer_pos, const StepBatch& batch, const float* input, float* output,
                          StageTimes* times) {
     if (layer_pos < 0 || layer_pos >= static_cast<int64_t>(layers_.size()))
         return invalid_argument_error("QSA model: layer position {} out of range [0, {})", layer_pos, layers_.size());
+    if (plan_.signature != batch.signature())
+        return internal_error("{}: forward of a step that plan_step did not plan", model_type_);
     QsaLayer& layer = *layers_[static_cast<size_t>(layer_pos)];
-    return no_bad_alloc([&] { return layer.forward(batch, input, output, scratch_, observer_, times); }, [&] {
+    return no_bad_alloc([&] { return layer.forward(batch, plan_, input, output, arena_, observer_, times); }, [&] {
         return fmt::format("{} layer {}, a step of {} tokens", model_type_, layer.layer(), batch.n_tokens());
     });
 }

@@ -45,10 +45,11 @@ public:
     int64_t max_position_embeddings() const override { return config_.max_position_embeddings; }
     std::vector<int64_t> layers() const override;
     std::vector<CacheGroupDesc> cache_groups() const override;
+    Status plan_step(const StepBatch& batch) override;
     Status forward(int64_t layer_pos, const StepBatch& batch, const float* input, float* output,
                    StageTimes* times) override;
     void set_selection_observer(SelectionObserver* observer) override { observer_ = observer; }
-    int64_t workspace_bytes() const override { return scratch_.bytes(); }
+    int64_t workspace_bytes() const override { return static_cast<int64_t>(arena_.capacity()) + plan_.bytes(); }
 
     const QsaConfig& config() const { return config_; }
     NumericsProfile profile() const { return profile_; }
@@ -61,7 +62,8 @@ private:
     QsaConfig config_;
     NumericsProfile profile_ = NumericsProfile::exact;
     std::vector<std::unique_ptr<QsaLayer>> layers_;
-    QsaScratch scratch_;
+    QsaStepPlan plan_;       // the current step's (plan_step)
+    WorkspaceBuffer arena_;  // the layers' buffers, carved by QsaLayer::forward
     SelectionObserver* observer_ = nullptr;
 };
 

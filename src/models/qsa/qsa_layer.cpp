@@ -39,29 +39,10 @@ struct Carver {
     void* take_bytes(size_t bytes) { return take<uint8_t>(bytes); }
 };
 
-// Packs the request rows of one cache group's block tables into `table` [n_requests, stride] (−1
-// past a request's end) and returns the stride.
-int64_t pack_tables(const StepBatch& batch, const CacheGroup& group, std::vector<int32_t>& table) {
-    int64_t stride = 1;
-    for (const StepRequest& r : batch.requests)
-        stride = std::max<int64_t>(stride, static_cast<int64_t>(group.block_table(r.id).size()));
-    table.assign(static_cast<size_t>(batch.n_requests() * stride), -1);
-    for (int64_t q = 0; q < batch.n_requests(); ++q) {
-        const std::vector<int32_t>& row = group.block_table(batch.requests[static_cast<size_t>(q)].id);
-        std::copy(row.begin(), row.end(), table.begin() + q * stride);
-    }
-    return stride;
-}
-
-// The tables of one cache group for tokens [token0, …): device copies of the packed table and of each
-// token's request row.
-BlockTables block_tables(const StepBatch& batch, const int32_t* table, int64_t stride, const int32_t* token_request,
-                            int64_t token0) {
-    BlockTables t;
-    t.block_table = table;
-    t.token_request = token_request + token0;
-    t.n_requests = batch.n_requests();
-    t.block_table_stride = stride;
+// The tables of one cache group for tokens [token0, …).
+BlockTables tables_from(const BlockTables& step, int64_t token0) {
+    BlockTables t = step;
+    t.token_request += token0;
     return t;
 }
 
@@ -96,16 +77,13 @@ Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLaye
     return l;
 }
 
-Status QsaLayer::forward(const StepBatch& batch, const float* input, float* output, QsaScratch& scratch,
-                         SelectionObserver* observer, StageTimes* times) {
+Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const float* input, float* output,
+                         WorkspaceBuffer& arena, SelectionObserver* observer, StageTimes* times) {
     const int64_t T = batch.n_tokens();
     if (T == 0) return Status::ok();
-    CacheGroup* kv_group = batch.caches.find(kQsaKvCache);
-    CacheGroup* comp_group = batch.caches.find(kQsaCompressedCache);
-    CacheGroup* ring_group = batch.caches.find(kQsaRingCache);
-    if (!kv_group || !comp_group || !ring_group)
-        return internal_error("QSA layer {}: the step lacks one of the cache groups {}, {}, {}", layer_, kQsaKvCache,
-                              kQsaCompressedCache, kQsaRingCache);
+    const CacheGroup* kv_group = plan.kv;
+    const CacheGroup* comp_group = plan.compressed;
+    const CacheGroup* ring_group = plan.ring;
     const bool exact = profile_ == NumericsProfile::exact;
     const DType act = exact ? DType::f32 : DType::bf16;  // activations and caches (see qsa_layer.h)
     const size_t ae = dtype_size(act);
@@ -114,30 +92,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     const int64_t R = c_.rotary_dim, N = pl_.total;
     const float eps = static_cast<float>(c_.rms_norm_eps);
 
-    // ---- per-token metadata (qsa.md §6) ----
-    std::vector<int64_t>& seq_lens = scratch.seq_lens;
-    std::vector<int32_t>& n_groups = scratch.n_groups;      // groups to score: visible, or 0 for dense rows
-    std::vector<int64_t>& completing = scratch.completing;  // tokens whose position closes a group (§4.3)
-    seq_lens.resize(static_cast<size_t>(T));
-    n_groups.resize(static_cast<size_t>(T));
-    completing.clear();
-    int64_t max_cols = 0, max_visible = 0;
-    for (int64_t t = 0; t < T; ++t) {
-        const int64_t p = batch.positions[static_cast<size_t>(t)];
-        const int64_t L = batch.requests[static_cast<size_t>(batch.token_request[static_cast<size_t>(t)])].end();
-        seq_lens[static_cast<size_t>(t)] = L;
-        const int64_t visible = std::min((p + 1) / r, L / r);  // §4.5
-        n_groups[static_cast<size_t>(t)] = static_cast<int32_t>(visible > c_.block_topk ? visible : 0);
-        max_cols = std::max<int64_t>(max_cols, n_groups[static_cast<size_t>(t)]);
-        max_visible = std::max(max_visible, visible);
-        if ((p + 1) % r == 0) completing.push_back(t);
-    }
-    // The step's selection widths: k_top = min(block_topk, the most groups a token of the step sees), at
-    // least 1, and W = k_top·r + r − 1 token slots (§4.6). A token seeing at most block_topk groups takes
-    // them all (ops/qsa_expand.h), whichever of the two is the bound, so rows are never wider than the step
-    // can fill, however far indexer_budget exceeds the context; a scored step has k_top = block_topk.
-    const int64_t k_top = std::max<int64_t>(1, std::min(c_.block_topk, max_visible)), W = k_top * r + r - 1;
-    const int64_t n_new = static_cast<int64_t>(completing.size());
+    const std::vector<int32_t>& n_groups = plan.n_groups;
+    const int64_t max_cols = plan.max_cols, k_top = plan.k_top, W = plan.width, n_new = plan.n_new();
     int64_t chunk_rows =
         max_cols == 0 ? T : std::clamp<int64_t>(static_cast<int64_t>(kScoreChunkBytes / (4 * static_cast<size_t>(max_cols))), 1, T);
 
@@ -159,29 +115,9 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     SIEVE_ASSIGN_OR_RETURN(const LinearPlan* in_plan, input_proj_.plan(in_lp));
     SIEVE_ASSIGN_OR_RETURN(const LinearPlan* out_plan, o_proj_.plan(out_lp));
 
-    const int64_t kv_stride = pack_tables(batch, *kv_group, scratch.kv_table);
-    const int64_t comp_stride = pack_tables(batch, *comp_group, scratch.compressed_table);
-
-    // The step's metadata on the device (ops read only device memory).
-    StepUploads& uploads = scratch.uploads;
-    uploads.reset();
-    SIEVE_ASSIGN_OR_RETURN(const int64_t* positions,
-                           uploads.put(backend_, std::span<const int64_t>(batch.positions), "the step's positions"));
-    SIEVE_ASSIGN_OR_RETURN(const int32_t* token_request,
-                           uploads.put(backend_, std::span<const int32_t>(batch.token_request), "token requests"));
-    SIEVE_ASSIGN_OR_RETURN(const int64_t* seq_lens_d,
-                           uploads.put(backend_, std::span<const int64_t>(seq_lens), "request lengths"));
-    SIEVE_ASSIGN_OR_RETURN(const int32_t* n_groups_d,
-                           uploads.put(backend_, std::span<const int32_t>(n_groups), "groups per token"));
-    SIEVE_ASSIGN_OR_RETURN(const int32_t* kv_table,
-                           uploads.put(backend_, std::span<const int32_t>(scratch.kv_table), "KV block tables"));
-    SIEVE_ASSIGN_OR_RETURN(
-        const int32_t* compressed_table,
-        uploads.put(backend_, std::span<const int32_t>(scratch.compressed_table), "compressed-key block tables"));
-
     QsaSparseGqaParams gp;
     gp.kv = kv_group->view(layer_slot_);
-    gp.tables = block_tables(batch, kv_table, kv_stride, token_request, 0);
+    gp.tables = plan.kv_tables;
     gp.n_tokens = T;
     gp.n_heads = Hq;
     gp.n_kv_heads = Hkv;
@@ -211,7 +147,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     sp.scores_row_stride = max_cols;
     sp.scale = static_cast<float>(c_.indexer_score_scale);  // Di^-0.5 (§4.4)
     sp.q_type = sp.key_type = act;
-    sp.tables.n_requests = batch.n_requests();
+    sp.tables = plan.compressed_tables;  // the workspace size depends on the number of requests
     if (fused) {
         sp.k = k_top;
         sp.selected_row_stride = k_top;
@@ -267,10 +203,10 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     };
     Carver sizing;
     carve(sizing);
-    auto arena = scratch.arena.reserve(backend_, sizing.offset, "the step's scratch");
-    if (!arena)
-        return arena.status().with_context(fmt::format("QSA layer {}, a step of {} tokens", layer_, T));
-    Carver cv{static_cast<uint8_t*>(*arena), 0};
+    auto base = arena.reserve(backend_, sizing.offset, "the step's scratch");
+    if (!base)
+        return base.status().with_context(fmt::format("QSA layer {}, a step of {} tokens", layer_, T));
+    Carver cv{static_cast<uint8_t*>(*base), 0};
     const auto buf = carve(cv);
     const size_t lin_ws_bytes = std::max(in_plan->workspace_bytes, out_plan->workspace_bytes);
 
@@ -298,7 +234,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
             RopeParams rp;
             rp.x = rp.y = y;
-            rp.positions = positions;
+            rp.positions = plan.positions;
             rp.inv_freq = rope_.inv_freq.as<float>();
             rp.n_tokens = T;
             rp.n_heads = n_heads;
@@ -340,30 +276,10 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         st.entry_offset = entry_offset;
         return backend_.cache_store(st);
     };
-    for (const CacheGroup* g : {kv_group, ring_group, comp_group})
-        if (g->n_slots() > INT32_MAX)
-            return unsupported_error("QSA layer {}: the '{}' cache has {} slots; cache_store addresses them as int32",
-                                     layer_, g->name(), g->n_slots());
     {
         ScopedStageTimer timer(times, Stage::compressor);
-        std::vector<int32_t>& kv_slots = scratch.kv_slots;
-        std::vector<int32_t>& ring_slots = scratch.ring_slots;
-        kv_slots.resize(static_cast<size_t>(T));
-        ring_slots.resize(static_cast<size_t>(T));
-        for (int64_t t = 0; t < T; ++t) {
-            const RequestId id = batch.request_of_token(t);
-            const int64_t p = batch.positions[static_cast<size_t>(t)];
-            const int64_t kv_slot = kv_group->slot(id, p), ring_slot = ring_group->slot(id, p);
-            if (kv_slot < 0 || ring_slot < 0)
-                return internal_error("QSA layer {}: request {} position {} has no {} entry (slot {}, ring slot {})",
-                                      layer_, id, p, kv_slot < 0 ? kQsaKvCache : kQsaRingCache, kv_slot, ring_slot);
-            kv_slots[static_cast<size_t>(t)] = static_cast<int32_t>(kv_slot);
-            ring_slots[static_cast<size_t>(t)] = static_cast<int32_t>(ring_slot);
-        }
-        SIEVE_ASSIGN_OR_RETURN(const int32_t* kv_slots_d,
-                               uploads.put(backend_, std::span<const int32_t>(kv_slots), "KV cache slots"));
-        SIEVE_ASSIGN_OR_RETURN(const int32_t* ring_slots_d,
-                               uploads.put(backend_, std::span<const int32_t>(ring_slots), "raw-key ring slots"));
+        const int32_t* kv_slots_d = plan.kv_slots;
+        const int32_t* ring_slots_d = plan.ring_slots;
         const auto* proj = static_cast<const uint8_t*>(buf.proj);
         const auto* kb = static_cast<const uint8_t*>(buf.k);
         // Entry [Hkv, 2, D]: K of kv head g at 2g·D, V at (2g + 1)·D (§5.1).
@@ -378,31 +294,9 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
 
         // ---- 3. compression of the groups completed in this step (§4.3, §5.3) ----
         if (n_new > 0) {
-            std::vector<int64_t>& member_slots = scratch.member_slots;      // [n_new, r] ring slots of the members
-            std::vector<int64_t>& pool_positions = scratch.pool_positions;  // [n_new] each group's first position g·r
-            member_slots.resize(static_cast<size_t>(n_new * r));
-            pool_positions.resize(static_cast<size_t>(n_new));
-            for (int64_t i = 0; i < n_new; ++i) {
-                const int64_t t = completing[static_cast<size_t>(i)];
-                const RequestId id = batch.request_of_token(t);
-                const int64_t g = batch.positions[static_cast<size_t>(t)] / r;
-                for (int64_t j = 0; j < r; ++j) {
-                    const int64_t s = ring_group->slot(id, g * r + j);
-                    if (s < 0)
-                        return internal_error("QSA layer {}: request {}: the raw key of position {} (group {}) is no "
-                                              "longer in the ring",
-                                              layer_, id, g * r + j, g);
-                    member_slots[static_cast<size_t>(i * r + j)] = s;
-                }
-                pool_positions[static_cast<size_t>(i)] = g * r;  // RoPE at the group's FIRST position (§4.3)
-            }
-            SIEVE_ASSIGN_OR_RETURN(const int64_t* member_slots_d,
-                                   uploads.put(backend_, std::span<const int64_t>(member_slots), "group member slots"));
-            SIEVE_ASSIGN_OR_RETURN(const int64_t* pool_positions_d,
-                                   uploads.put(backend_, std::span<const int64_t>(pool_positions), "group positions"));
             QsaPoolParams pp;
             pp.keys = ring_view;
-            pp.member_slots = member_slots_d;
+            pp.member_slots = plan.member_slots;
             pp.out = buf.pooled;
             pp.n_groups = n_new;
             pp.ratio = r;
@@ -422,7 +316,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
             RopeParams rp;
             rp.x = rp.y = buf.pooled;
-            rp.positions = pool_positions_d;
+            rp.positions = plan.pool_positions;
             rp.inv_freq = rope_.inv_freq.as<float>();
             rp.n_tokens = n_new;
             rp.head_dim = Di;
@@ -433,21 +327,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             rp.x_type = rp.y_type = act;
             rp.positions_type = DType::i64;
             SIEVE_RETURN_IF_ERROR(backend_.rope(rp));
-            std::vector<int32_t>& comp_slots = scratch.compressed_slots;  // [n_new] entry g of each group
-            comp_slots.resize(static_cast<size_t>(n_new));
-            for (int64_t i = 0; i < n_new; ++i) {
-                const int64_t t = completing[static_cast<size_t>(i)];
-                const RequestId id = batch.request_of_token(t);
-                const int64_t g = batch.positions[static_cast<size_t>(t)] / r;
-                const int64_t s = comp_group->slot(id, g);
-                if (s < 0)
-                    return internal_error("QSA layer {}: request {} has no compressed-key entry {}", layer_, id, g);
-                comp_slots[static_cast<size_t>(i)] = static_cast<int32_t>(s);
-            }
-            SIEVE_ASSIGN_OR_RETURN(const int32_t* comp_slots_d,
-                                   uploads.put(backend_, std::span<const int32_t>(comp_slots), "compressed-key slots"));
             SIEVE_RETURN_IF_ERROR(
-                store(buf.pooled, Di, n_new, Di, comp_slots_d, comp_view, *comp_group, records.keys, 0));
+                store(buf.pooled, Di, n_new, Di, plan.compressed_slots, comp_view, *comp_group, records.keys, 0));
         }
     }
 
@@ -462,8 +343,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
                 ScopedStageTimer timer(times, Stage::indexer);
                 sp.q = static_cast<const uint8_t*>(buf.iq) + static_cast<size_t>(t0 * Hi * Di) * ae;
                 sp.keys = comp_view;
-                sp.tables = block_tables(batch, compressed_table, comp_stride, token_request, t0);
-                sp.n_groups = n_groups_d + t0;
+                sp.tables = tables_from(plan.compressed_tables, t0);
+                sp.n_groups = plan.n_groups_d + t0;
                 sp.n_tokens = t1 - t0;
                 sp.scores = fused ? nullptr : buf.scores;
                 sp.selected = fused ? buf.sel + t0 * k_top : nullptr;
@@ -473,7 +354,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
                 ScopedStageTimer timer(times, Stage::topk);
                 TopkParams p = tk;
                 p.scores = buf.scores;
-                p.valid_len = n_groups_d + t0;
+                p.valid_len = plan.n_groups_d + t0;
                 p.out = buf.sel + t0 * k_top;
                 p.n_rows = t1 - t0;
                 SIEVE_RETURN_IF_ERROR(backend_.topk(p, {buf.topk_ws, topk_ws}));
@@ -482,8 +363,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         ScopedStageTimer timer(times, Stage::topk);
         QsaExpandParams ep;
         ep.sel = buf.sel + t0 * k_top;
-        ep.positions = positions + t0;
-        ep.seq_lens = seq_lens_d + t0;
+        ep.positions = plan.positions + t0;
+        ep.seq_lens = plan.seq_lens_d + t0;
         ep.out = buf.idx + t0 * W;
         ep.n_tokens = t1 - t0;
         ep.ratio = r;
@@ -497,9 +378,9 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
             const int64_t rows = t1 - t0;
             std::vector<int32_t> idx(static_cast<size_t>(rows * W));
             std::vector<float> scores(fused ? 0 : static_cast<size_t>(rows * max_cols));
-            SIEVE_RETURN_IF_ERROR(scratch.arena.download(backend_, buf.idx + t0 * W, idx.data(), idx.size() * 4));
+            SIEVE_RETURN_IF_ERROR(arena.download(backend_, buf.idx + t0 * W, idx.data(), idx.size() * 4));
             if (!scores.empty())
-                SIEVE_RETURN_IF_ERROR(scratch.arena.download(backend_, buf.scores, scores.data(), scores.size() * 4));
+                SIEVE_RETURN_IF_ERROR(arena.download(backend_, buf.scores, scores.data(), scores.size() * 4));
             for (int64_t t = t0; t < t1; ++t) {
                 const int32_t n = n_groups[static_cast<size_t>(t)];
                 std::span<const float> row_scores;
@@ -508,7 +389,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
                                        std::span<int32_t>(idx.data() + (t - t0) * W, static_cast<size_t>(W)), row_scores,
                                        r);
             }
-            SIEVE_RETURN_IF_ERROR(scratch.arena.upload(backend_, buf.idx + t0 * W, idx.data(), idx.size() * 4));
+            SIEVE_RETURN_IF_ERROR(arena.upload(backend_, buf.idx + t0 * W, idx.data(), idx.size() * 4));
         }
     }
 

@@ -34,35 +34,10 @@
 #include "models/planned_linear.h"
 #include "models/qsa/qsa_weights.h"
 #include "models/rope_table.h"
-#include "models/step_uploads.h"
+#include "models/qsa/step_plan.h"
 #include "models/workspace_buffer.h"
 
 namespace sieve {
-
-// Names of the three cache groups (as models/qsa/layout.cpp names the caches).
-inline constexpr const char* kQsaKvCache = "kv";
-inline constexpr const char* kQsaCompressedCache = "compressed_keys";
-inline constexpr const char* kQsaRingCache = "raw_key_ring";
-
-// Scratch shared by the layers of a model (grown on demand, reused across steps).
-struct QsaScratch {
-    WorkspaceBuffer arena;  // the step's buffers, carved by QsaLayer::forward
-    // Per-step metadata, kept to reuse their memory.
-    std::vector<int64_t> seq_lens, completing;                // [n_tokens], [groups completed in the step]
-    std::vector<int32_t> n_groups, kv_table, compressed_table;  // [n_tokens], packed block tables
-    std::vector<int32_t> kv_slots, ring_slots, compressed_slots;  // [n_tokens], [n_tokens], [completed groups]
-    std::vector<int64_t> member_slots, pool_positions;          // [completed groups, r], [completed groups]
-    StepUploads uploads;  // the device copies of the metadata above, for one layer's ops
-
-    // Bytes held (`sieve run`'s memory report).
-    int64_t bytes() const {
-        size_t b = arena.capacity() + uploads.capacity();
-        for (const auto* v : {&seq_lens, &completing, &member_slots, &pool_positions}) b += v->capacity() * 8;
-        for (const auto* v : {&n_groups, &kv_table, &compressed_table, &kv_slots, &ring_slots, &compressed_slots})
-            b += v->capacity() * 4;
-        return static_cast<int64_t>(b);
-    }
-};
 
 class QsaLayer {
 public:
@@ -73,9 +48,10 @@ public:
     int64_t layer() const { return layer_; }
     int64_t layer_slot() const { return layer_slot_; }
 
-    // The layer for every token of the step. input, output: [n_tokens, hidden] f32.
-    Status forward(const StepBatch& batch, const float* input, float* output, QsaScratch& scratch,
-                   SelectionObserver* observer, StageTimes* times);
+    // The layer for every token of the step planned in `plan`. input, output: [n_tokens, hidden] f32;
+    // `arena` holds the layer's buffers (shared by the layers, which run one after another).
+    Status forward(const StepBatch& batch, const QsaStepPlan& plan, const float* input, float* output,
+                   WorkspaceBuffer& arena, SelectionObserver* observer, StageTimes* times);
 
 private:
     QsaLayer(const QsaConfig& c, NumericsProfile profile, Backend& backend) : c_(c), profile_(profile), backend_(backend) {}

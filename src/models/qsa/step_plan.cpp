@@ -1,0 +1,133 @@
+#include "models/qsa/step_plan.h"
+
+#include <algorithm>
+#include <climits>
+#include <span>
+
+namespace sieve {
+
+namespace {
+
+// Packs the request rows of one cache group's block tables into `table` [n_requests, stride] (−1
+// past a request's end) and returns the stride.
+int64_t pack_tables(const StepBatch& batch, const CacheGroup& group, std::vector<int32_t>& table) {
+    int64_t stride = 1;
+    for (const StepRequest& r : batch.requests)
+        stride = std::max<int64_t>(stride, static_cast<int64_t>(group.block_table(r.id).size()));
+    table.assign(static_cast<size_t>(batch.n_requests() * stride), -1);
+    for (int64_t q = 0; q < batch.n_requests(); ++q) {
+        const std::vector<int32_t>& row = group.block_table(batch.requests[static_cast<size_t>(q)].id);
+        std::copy(row.begin(), row.end(), table.begin() + q * stride);
+    }
+    return stride;
+}
+
+// The slot of entry `e` of `id` in `group` as int32, or internal_error naming what is missing.
+Expected<int32_t> resident_slot(const CacheGroup& group, RequestId id, int64_t e, const char* what) {
+    const int64_t s = group.slot(id, e);
+    if (s < 0)
+        return internal_error("QSA step: request {} has no '{}' entry {} ({})", id, group.name(), e, what);
+    return static_cast<int32_t>(s);
+}
+
+}  // namespace
+
+int64_t QsaStepPlan::bytes() const {
+    size_t b = uploads.capacity();
+    for (const auto* v : {&seq_lens, &completing, &member_slot_list, &pool_position_list}) b += v->capacity() * 8;
+    for (const auto* v : {&n_groups, &kv_table_rows, &compressed_table_rows, &kv_slot_list, &ring_slot_list,
+                          &compressed_slot_list})
+        b += v->capacity() * 4;
+    return static_cast<int64_t>(b);
+}
+
+Status plan_qsa_step(const QsaConfig& c, Backend& backend, const StepBatch& batch, QsaStepPlan& plan) {
+    plan.signature = batch.signature();
+    plan.kv = batch.caches.find(kQsaKvCache);
+    plan.compressed = batch.caches.find(kQsaCompressedCache);
+    plan.ring = batch.caches.find(kQsaRingCache);
+    if (!plan.kv || !plan.compressed || !plan.ring)
+        return internal_error("QSA step: the step lacks one of the cache groups {}, {}, {}", kQsaKvCache,
+                              kQsaCompressedCache, kQsaRingCache);
+    for (const CacheGroup* g : {plan.kv, plan.ring, plan.compressed})
+        if (g->n_slots() > INT32_MAX)
+            return unsupported_error("QSA step: the '{}' cache has {} slots; the ops address them as int32", g->name(),
+                                     g->n_slots());
+    const int64_t T = batch.n_tokens(), r = c.indexer_compress_ratio;
+
+    // ---- per-token metadata (§6) ----
+    plan.seq_lens.resize(static_cast<size_t>(T));
+    plan.n_groups.resize(static_cast<size_t>(T));
+    plan.completing.clear();
+    plan.kv_slot_list.resize(static_cast<size_t>(T));
+    plan.ring_slot_list.resize(static_cast<size_t>(T));
+    int64_t max_cols = 0, max_visible = 0;
+    for (int64_t t = 0; t < T; ++t) {
+        const auto i = static_cast<size_t>(t);
+        const int64_t p = batch.positions[i];
+        const RequestId id = batch.request_of_token(t);
+        const int64_t L = batch.requests[static_cast<size_t>(batch.token_request[i])].end();
+        plan.seq_lens[i] = L;
+        const int64_t visible = std::min((p + 1) / r, L / r);  // §4.5
+        plan.n_groups[i] = static_cast<int32_t>(visible > c.block_topk ? visible : 0);
+        max_cols = std::max<int64_t>(max_cols, plan.n_groups[i]);
+        max_visible = std::max(max_visible, visible);
+        if ((p + 1) % r == 0) plan.completing.push_back(t);
+        SIEVE_ASSIGN_OR_RETURN(plan.kv_slot_list[i], resident_slot(*plan.kv, id, p, "the token's K|V"));
+        SIEVE_ASSIGN_OR_RETURN(plan.ring_slot_list[i], resident_slot(*plan.ring, id, p, "the token's raw key"));
+    }
+    plan.max_cols = max_cols;
+    // The step's selection widths: k_top = min(block_topk, the most groups a token of the step sees), at
+    // least 1, and W = k_top·r + r − 1 token slots (§4.6). A token seeing at most block_topk groups takes
+    // them all (ops/qsa_expand.h), whichever of the two is the bound, so rows are never wider than the step
+    // can fill, however far indexer_budget exceeds the context; a scored step has k_top = block_topk.
+    plan.k_top = std::max<int64_t>(1, std::min(c.block_topk, max_visible));
+    plan.width = plan.k_top * r + r - 1;
+
+    // ---- the groups completed in this step: ring members, RoPE positions, compressed entries (§4.3, §5.3) ----
+    const int64_t n_new = plan.n_new();
+    plan.member_slot_list.resize(static_cast<size_t>(n_new * r));
+    plan.pool_position_list.resize(static_cast<size_t>(n_new));
+    plan.compressed_slot_list.resize(static_cast<size_t>(n_new));
+    for (int64_t i = 0; i < n_new; ++i) {
+        const int64_t t = plan.completing[static_cast<size_t>(i)];
+        const RequestId id = batch.request_of_token(t);
+        const int64_t g = batch.positions[static_cast<size_t>(t)] / r;
+        for (int64_t j = 0; j < r; ++j) {
+            SIEVE_ASSIGN_OR_RETURN(plan.member_slot_list[static_cast<size_t>(i * r + j)],
+                                   resident_slot(*plan.ring, id, g * r + j, "a member of a completed group"));
+        }
+        plan.pool_position_list[static_cast<size_t>(i)] = g * r;  // RoPE at the group's FIRST position (§4.3)
+        SIEVE_ASSIGN_OR_RETURN(plan.compressed_slot_list[static_cast<size_t>(i)],
+                               resident_slot(*plan.compressed, id, g, "a completed group's pooled key"));
+    }
+
+    // ---- block tables, then everything to the device at once ----
+    const int64_t kv_stride = pack_tables(batch, *plan.kv, plan.kv_table_rows);
+    const int64_t comp_stride = pack_tables(batch, *plan.compressed, plan.compressed_table_rows);
+    StepUploads& up = plan.uploads;
+    up.reset();
+    SIEVE_ASSIGN_OR_RETURN(plan.positions, up.put(backend, std::span<const int64_t>(batch.positions), "the step's positions"));
+    SIEVE_ASSIGN_OR_RETURN(const int32_t* token_request,
+                           up.put(backend, std::span<const int32_t>(batch.token_request), "token requests"));
+    SIEVE_ASSIGN_OR_RETURN(plan.seq_lens_d, up.put(backend, std::span<const int64_t>(plan.seq_lens), "request lengths"));
+    SIEVE_ASSIGN_OR_RETURN(plan.n_groups_d, up.put(backend, std::span<const int32_t>(plan.n_groups), "groups per token"));
+    SIEVE_ASSIGN_OR_RETURN(const int32_t* kv_table,
+                           up.put(backend, std::span<const int32_t>(plan.kv_table_rows), "KV block tables"));
+    SIEVE_ASSIGN_OR_RETURN(const int32_t* comp_table, up.put(backend, std::span<const int32_t>(plan.compressed_table_rows),
+                                                             "compressed-key block tables"));
+    plan.kv_tables = {kv_table, token_request, batch.n_requests(), kv_stride};
+    plan.compressed_tables = {comp_table, token_request, batch.n_requests(), comp_stride};
+    SIEVE_ASSIGN_OR_RETURN(plan.kv_slots, up.put(backend, std::span<const int32_t>(plan.kv_slot_list), "KV cache slots"));
+    SIEVE_ASSIGN_OR_RETURN(plan.ring_slots,
+                           up.put(backend, std::span<const int32_t>(plan.ring_slot_list), "raw-key ring slots"));
+    SIEVE_ASSIGN_OR_RETURN(plan.member_slots,
+                           up.put(backend, std::span<const int64_t>(plan.member_slot_list), "group member slots"));
+    SIEVE_ASSIGN_OR_RETURN(plan.pool_positions,
+                           up.put(backend, std::span<const int64_t>(plan.pool_position_list), "group positions"));
+    SIEVE_ASSIGN_OR_RETURN(plan.compressed_slots, up.put(backend, std::span<const int32_t>(plan.compressed_slot_list),
+                                                         "compressed-key slots"));
+    return Status::ok();
+}
+
+}  // namespace sieve
