@@ -1,0 +1,303 @@
+// Kernel bodies of the linear register tiles and input conversions (ops/linear.h, cpu_linear.h).
+// A part of kernels_impl.inl, which includes it inside namespace sieve::cpu::<isa>::{anonymous} once per
+// ISA (simd.h "ODR safety"); not a standalone header.
+
+constexpr int kPanelVecs = static_cast<int>(kPanelCols) / kLanes;  // vectors per 16-column panel
+#if defined(__AVX512F__)
+// register tile: 8 rows × 2 panels = 16 zmm accumulators, so that one decoded weight vector serves 8
+// rows (small decode batches are bound by the FP8 → bf16 decode, not by the dot products)
+constexpr int kMaxRows = 8;
+constexpr int kTilePanels = 2;
+#elif defined(__AVX2__)
+constexpr int kMaxRows = 4;    // 4 rows × 1 panel (2 ymm) = 8 accumulators
+constexpr int kTilePanels = 1;
+#else
+constexpr int kMaxRows = 1;
+constexpr int kTilePanels = 1;
+#endif
+
+#if defined(__AVX512BF16__)
+// An fp8_pairs panel is read as one sequential stream, a 64-byte line per step, and a GEMV has nothing
+// else to hide the DRAM latency behind. The hardware prefetcher restarts at every 4 KiB page, so each
+// step also asks for the line a page ahead, into L2 (prefetcht1: prefetcht0 would hold the L1's few
+// miss buffers). Measured with `sieve bench`, V4 decode at batch 1 and 4, three interleaved A/B rounds:
+// projection and output stages 15–25 % faster; 2 and 8 KiB ahead, or none, were slower. The same
+// prefetch on the bf16 panels (Hy4, QSA) measured within noise, so they go without.
+constexpr int64_t kPanelPrefetchBytes = 4096;
+inline void prefetch_panel_ahead(const void* line) {
+    prefetch_l2(static_cast<const char*>(line) + kPanelPrefetchBytes);
+}
+
+// The fp8_pairs panels (kernels.h), packed only where AVX512_VBMI exists (cpu_linear.cpp): e4m3 → bf16 by
+// two 128-entry byte tables (vpermi2b on the code's low 7 bits: the high and the low byte of the bf16 of
+// the magnitude, subnormals included), the sign bit put back, the bytes unpacked low/high per 128-bit lane
+// into pair 2g and pair 2g + 1 of the group (the pack's byte order makes that the word order of
+// vdpbf16ps). 6 instructions per 64 weights where the arithmetic decode took 14: at 1–8 rows the FP8
+// GEMV/GEMM was bound by the decode, not by the weight stream. Exact: each bf16 is the e4m3 value.
+// Partial sums per 128-k block, then · S (a power of two: exact scaling).
+// bf16 bits of the e4m3 magnitude c (7 bits), by integer arithmetic so that the tables are constants:
+// this translation unit is compiled for AVX-512, and a table built at start-up would run its code on
+// every processor.
+constexpr uint16_t e4m3_magnitude_bf16(int c) {
+    const int e = c >> 3, m = c & 7;
+    if (e > 0) return static_cast<uint16_t>((e + 120) << 7 | m << 4);  // 2^(e−7)·(1 + m/8)
+    if (m == 0) return 0;
+    const int top = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // subnormal m·2^-9 = 2^(top−9)·(m / 2^top)
+    return static_cast<uint16_t>((top + 118) << 7 | ((m << (7 - top)) & 0x7f));
+}
+struct Fp8Tables {
+    alignas(64) uint8_t hi[128] = {}, lo[128] = {};
+    constexpr Fp8Tables() {
+        for (int c = 0; c < 128; ++c) {
+            hi[c] = static_cast<uint8_t>(e4m3_magnitude_bf16(c) >> 8);
+            lo[c] = static_cast<uint8_t>(e4m3_magnitude_bf16(c) & 0xff);
+        }
+    }
+};
+constexpr Fp8Tables kFp8Tables{};
+
+template <int MR, int NP>
+__attribute__((target("avx512vbmi"))) void fp8_pairs_tile(const LinearKernelArgs& a, int64_t row0, int64_t panel0,
+                                                          VF (&acc)[MR][NP * kPanelVecs]) {
+    const __m512i hi0 = _mm512_load_si512(kFp8Tables.hi), hi1 = _mm512_load_si512(kFp8Tables.hi + 64);
+    const __m512i lo0 = _mm512_load_si512(kFp8Tables.lo), lo1 = _mm512_load_si512(kFp8Tables.lo + 64);
+    const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+    const uint8_t* w[NP];
+    for (int p = 0; p < NP; ++p) w[p] = static_cast<const uint8_t*>(a.panels) + (panel0 + p) * a.panel_bytes;
+    const int64_t K = a.k, n_kb = (K + 127) / 128, k2n = (K + 1) / 2;
+    const float* scales = a.fp8_scale + (panel0 * kPanelCols / 128) * n_kb;
+    for (int64_t kb = 0; kb < n_kb; ++kb) {
+        __m512 part[MR][NP];
+        for (int r = 0; r < MR; ++r)
+            for (int p = 0; p < NP; ++p) part[r][p] = _mm512_setzero_ps();
+        const int64_t k2e = s_min(k2n, (kb + 1) * 64);
+        for (int64_t k2 = kb * 64; k2 < k2e; k2 += 2) {  // a group: pairs k2 and k2 + 1 (kb·64 is even)
+            __m512i wa[NP], wb[NP];
+            for (int p = 0; p < NP; ++p) {
+                const __m512i codes = _mm512_loadu_si512(w[p] + (k2 / 2) * 64);
+                prefetch_panel_ahead(w[p] + (k2 / 2) * 64);
+                const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, codes, hi1), codes, sign, 0xf8);
+                const __m512i lo = _mm512_permutex2var_epi8(lo0, codes, lo1);
+                wa[p] = _mm512_unpacklo_epi8(lo, hi);
+                wb[p] = _mm512_unpackhi_epi8(lo, hi);
+            }
+            const bool second = k2 + 1 < k2e;  // an odd K2 leaves the last group half full (zero bytes)
+            for (int r = 0; r < MR; ++r) {
+                const uint32_t* xr = a.x_pairs + (row0 + r) * a.x_pairs_stride;
+                const __m512i xa = _mm512_set1_epi32(static_cast<int32_t>(xr[k2]));
+                for (int p = 0; p < NP; ++p) part[r][p] = _mm512_dpbf16_ps(part[r][p], (__m512bh)wa[p], (__m512bh)xa);
+                if (second) {
+                    const __m512i xb = _mm512_set1_epi32(static_cast<int32_t>(xr[k2 + 1]));
+                    for (int p = 0; p < NP; ++p) part[r][p] = _mm512_dpbf16_ps(part[r][p], (__m512bh)wb[p], (__m512bh)xb);
+                }
+            }
+        }
+        const __m512 sc = _mm512_set1_ps(scales[kb]);
+        for (int r = 0; r < MR; ++r)
+            for (int p = 0; p < NP; ++p) acc[r][p].v = _mm512_fmadd_ps(part[r][p], sc, acc[r][p].v);
+    }
+}
+#endif
+
+template <int MR, int NP, PanelFormat F>
+void linear_register_tile(const LinearKernelArgs& a, int64_t row0, int64_t panel0) {
+    VF acc[MR][NP * kPanelVecs];
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NP * kPanelVecs; ++v) acc[r][v] = vf_zero();
+    const float* xr[MR];
+    for (int r = 0; r < MR; ++r) xr[r] = a.x + (row0 + r) * a.x_stride;
+    const char* panel[NP];
+    for (int p = 0; p < NP; ++p) panel[p] = static_cast<const char*>(a.panels) + (panel0 + p) * a.panel_bytes;
+    const int64_t K = a.k;
+
+    if constexpr (F == PanelFormat::f32) {
+        const float* w[NP];
+        for (int p = 0; p < NP; ++p) w[p] = reinterpret_cast<const float*>(panel[p]);
+        for (int64_t k = 0; k < K; ++k) {
+            VF wv[NP * kPanelVecs];
+            for (int p = 0; p < NP; ++p)
+                for (int v = 0; v < kPanelVecs; ++v) wv[p * kPanelVecs + v] = vf_load(w[p] + k * kPanelCols + v * kLanes);
+            for (int r = 0; r < MR; ++r) {
+                const VF xb = vf_set1(xr[r][k]);
+                for (int v = 0; v < NP * kPanelVecs; ++v) acc[r][v] = vf_fma(wv[v], xb, acc[r][v]);
+            }
+        }
+    } else if constexpr (F == PanelFormat::fp8) {
+        // W = e4m3 · S per 128×128 block; the tile's panels share one row block (linear_rows), so S
+        // scales the activation once per k instead of every weight: (x·S)·v, exact for power-of-two S.
+        const uint8_t* w[NP];
+        for (int p = 0; p < NP; ++p) w[p] = reinterpret_cast<const uint8_t*>(panel[p]);
+        const int64_t n_kb = (K + 127) / 128;
+        const float* scales = a.fp8_scale + (panel0 * kPanelCols / 128) * n_kb;
+        for (int64_t kb = 0; kb < K; kb += 128) {
+            const int64_t ke = s_min(K, kb + 128);
+            const float sc = scales[kb / 128];
+            for (int64_t k = kb; k < ke; ++k) {
+                VF wv[NP * kPanelVecs];
+                for (int p = 0; p < NP; ++p)
+                    for (int v = 0; v < kPanelVecs; ++v)
+                        wv[p * kPanelVecs + v] = vf_e4m3_decode(vi_load_i8(w[p] + k * kPanelCols + v * kLanes));
+                for (int r = 0; r < MR; ++r) {
+                    const VF xb = vf_set1(xr[r][k] * sc);
+                    for (int v = 0; v < NP * kPanelVecs; ++v) acc[r][v] = vf_fma(wv[v], xb, acc[r][v]);
+                }
+            }
+        }
+    } else if constexpr (F == PanelFormat::fp8_pairs) {
+#if defined(__AVX512BF16__)
+        fp8_pairs_tile<MR, NP>(a, row0, panel0, acc);
+#endif
+    } else {  // bf16 pairs
+        const int32_t* w[NP];
+        for (int p = 0; p < NP; ++p) w[p] = reinterpret_cast<const int32_t*>(panel[p]);
+#if defined(__AVX512BF16__)
+        if (a.dpbf16) {
+            const int64_t k2n = (K + 1) / 2;
+            for (int64_t k2 = 0; k2 < k2n; ++k2) {
+                __m512i wv[NP];
+                for (int p = 0; p < NP; ++p) wv[p] = _mm512_loadu_si512(w[p] + k2 * kPanelCols);
+                for (int r = 0; r < MR; ++r) {
+                    const __m512i xp = _mm512_set1_epi32(static_cast<int32_t>(a.x_pairs[(row0 + r) * a.x_pairs_stride + k2]));
+                    for (int p = 0; p < NP; ++p)
+                        acc[r][p].v = _mm512_dpbf16_ps(acc[r][p].v, (__m512bh)wv[p], (__m512bh)xp);
+                }
+            }
+        } else
+#endif
+        {
+            const VI hi_mask = vi_set1(static_cast<int32_t>(0xffff0000u));
+            for (int64_t k = 0; k < K; k += 2) {
+                const bool has_odd = k + 1 < K;
+                VF we[NP * kPanelVecs], wo[NP * kPanelVecs];
+                for (int p = 0; p < NP; ++p)
+                    for (int v = 0; v < kPanelVecs; ++v) {
+                        const VI pair = vi_load(w[p] + (k / 2) * kPanelCols + v * kLanes);
+                        we[p * kPanelVecs + v] = vf_from_bits(vi_shl<16>(pair));
+                        wo[p * kPanelVecs + v] = vf_from_bits(vi_and(pair, hi_mask));
+                    }
+                for (int r = 0; r < MR; ++r) {
+                    const VF x0 = vf_set1(xr[r][k]);
+                    const VF x1 = vf_set1(has_odd ? xr[r][k + 1] : 0.0f);
+                    for (int v = 0; v < NP * kPanelVecs; ++v) {
+                        acc[r][v] = vf_fma(we[v], x0, acc[r][v]);
+                        acc[r][v] = vf_fma(wo[v], x1, acc[r][v]);
+                    }
+                }
+            }
+        }
+    }
+    // y = acc + bias, cast once; the last panel may be partial.
+    for (int r = 0; r < MR; ++r) {
+        const int64_t yrow = (row0 + r) * a.y_stride;
+        for (int p = 0; p < NP; ++p) {
+            for (int v = 0; v < kPanelVecs; ++v) {
+                const int64_t col = (panel0 + p) * kPanelCols + v * kLanes;
+                VF out = acc[r][p * kPanelVecs + v];
+                if (col + kLanes <= a.n) {
+                    if (a.bias) out = vf_add(out, vf_load(a.bias + col));
+                    vf_store_row(a.y, a.y_bf16, yrow + col, out);
+                } else if (col < a.n) {
+                    float lanes[kLanes];
+                    vf_store(lanes, out);
+                    for (int l = 0; l < kLanes && col + l < a.n; ++l)
+                        s_store(a.y, a.y_bf16, yrow + col + l, a.bias ? lanes[l] + a.bias[col + l] : lanes[l]);
+                }
+            }
+        }
+    }
+}
+
+template <int MR, PanelFormat F>
+void linear_rows(const LinearKernelArgs& a, int64_t row0, int64_t p0, int64_t p1) {
+    int64_t p = p0;
+    for (; p + kTilePanels <= p1; p += kTilePanels) {
+        // fp8 tiles must not straddle a 128-row scale block (they do not when p is a multiple of
+        // kTilePanels, as the dispatcher's tasks are); any other tile goes panel by panel
+        if ((F == PanelFormat::fp8 || F == PanelFormat::fp8_pairs) &&
+            (p * kPanelCols) / 128 != ((p + kTilePanels) * kPanelCols - 1) / 128) {
+            for (int64_t q = p; q < p + kTilePanels; ++q) linear_register_tile<MR, 1, F>(a, row0, q);
+            continue;
+        }
+        linear_register_tile<MR, kTilePanels, F>(a, row0, p);
+    }
+    for (; p < p1; ++p) linear_register_tile<MR, 1, F>(a, row0, p);
+}
+
+template <PanelFormat F>
+void linear_tile_t(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
+    int64_t r = r0;
+    for (; r + kMaxRows <= r1; r += kMaxRows) linear_rows<kMaxRows, F>(a, r, p0, p1);
+    if constexpr (kMaxRows > 4) {
+        if (r + 4 <= r1) {
+            linear_rows<4, F>(a, r, p0, p1);
+            r += 4;
+        }
+    }
+    if constexpr (kMaxRows > 1) {
+        switch (r1 - r) {
+            case 1: linear_rows<1, F>(a, r, p0, p1); break;
+            case 2: if constexpr (kMaxRows > 2) linear_rows<2, F>(a, r, p0, p1); break;
+            case 3: if constexpr (kMaxRows > 3) linear_rows<3, F>(a, r, p0, p1); break;
+            default: break;
+        }
+    }
+}
+
+void linear_tile(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
+    switch (a.format) {
+        case PanelFormat::f32: return linear_tile_t<PanelFormat::f32>(a, r0, r1, p0, p1);
+        case PanelFormat::bf16_pairs: return linear_tile_t<PanelFormat::bf16_pairs>(a, r0, r1, p0, p1);
+        case PanelFormat::fp8: return linear_tile_t<PanelFormat::fp8>(a, r0, r1, p0, p1);
+        case PanelFormat::fp8_pairs:
+#if defined(__AVX512BF16__)
+            return linear_tile_t<PanelFormat::fp8_pairs>(a, r0, r1, p0, p1);
+#else
+            __builtin_trap();  // packed only for the avx512_bf16 table (cpu_linear.cpp)
+#endif
+    }
+}
+
+void linear_convert_x(const void* x, bool x_bf16, int64_t x_stride, bool round_bf16, int64_t k, float* out,
+                      int64_t out_stride, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+        const char* xr = static_cast<const char*>(x) + r * x_stride * (x_bf16 ? 2 : 4);
+        float* o = out + r * out_stride;
+        int64_t i = 0;
+        if (x_bf16 || !round_bf16) {  // widening is exact, and bf16 values need no rounding
+            for (; i + kLanes <= k; i += kLanes) vf_store(o + i, vf_load_row(xr, x_bf16, i));
+            for (; i < k; ++i) o[i] = s_load(xr, x_bf16, i);
+        } else {  // f32 → bf16 (RNE, as core) → f32
+            const float* xf = reinterpret_cast<const float*>(xr);
+            for (; i + kLanes <= k; i += kLanes) vf_store(o + i, vf_round_bf16(vf_load(xf + i)));
+            for (; i < k; ++i) o[i] = s_bf16_to_f32(s_f32_to_bf16(xf[i]));
+        }
+    }
+}
+
+void linear_convert_x_pairs(const void* x, bool x_bf16, int64_t x_stride, int64_t k, uint32_t* out,
+                            int64_t out_stride, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+        const char* xr = static_cast<const char*>(x) + r * x_stride * (x_bf16 ? 2 : 4);
+        uint32_t* o = out + r * out_stride;
+        for (int64_t j = 0; 2 * j < k; ++j) {
+            const uint32_t lo = x_bf16 ? static_cast<const uint16_t*>(static_cast<const void*>(xr))[2 * j]
+                                       : s_f32_to_bf16(reinterpret_cast<const float*>(xr)[2 * j]);
+            uint32_t hi = 0;
+            if (2 * j + 1 < k)
+                hi = x_bf16 ? static_cast<const uint16_t*>(static_cast<const void*>(xr))[2 * j + 1]
+                            : s_f32_to_bf16(reinterpret_cast<const float*>(xr)[2 * j + 1]);
+            o[j] = lo | (hi << 16);
+        }
+    }
+}
+
+void convert_f32_to_bf16_rows(const float* src, int64_t src_stride, uint16_t* dst, int64_t dst_stride, int64_t n,
+                              int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+        const float* s = src + r * src_stride;
+        uint16_t* d = dst + r * dst_stride;
+        int64_t i = 0;
+        for (; i + kLanes <= n; i += kLanes) vf_store_bf16(d + i, vf_load(s + i));
+        for (; i < n; ++i) d[i] = s_f32_to_bf16(s[i]);
+    }
+}
