@@ -40,28 +40,7 @@ struct AttentionLayout {
 
 Expected<AttentionLayout> attention_layout(const ModelConfig& config, NumericsProfile profile);
 
-// Per family (models/<family>/layout.cpp).
-AttentionLayout deepseek_v4_attention_layout(const DeepseekV4Config& config, NumericsProfile profile);
-AttentionLayout dsa_mla_attention_layout(const DsaMlaConfig& config, NumericsProfile profile);
-AttentionLayout qsa_attention_layout(const QsaConfig& config, NumericsProfile profile);
-
-// The entry layouts (ops/cache_record.h) of each family's caches in a profile: what its layers write and
-// what the CacheSpecs above count, in one place per family (models/<family>/layout.cpp).
-struct DeepseekV4CacheLayouts {
-    CacheRecordLayout kv;    // window and compressed K = V rows: f32 (§3.10) or fp8_model1 (§4.1)
-    CacheRecordLayout keys;  // indexer keys: f32 or fp8_row_scale (§4.3)
-};
-DeepseekV4CacheLayouts deepseek_v4_cache_layouts(const DeepseekV4Config& config, NumericsProfile profile);
-struct DsaMlaCacheLayouts {
-    CacheRecordLayout latent;  // [c | RoPE(kr)]: f32 or fp8_v32 (dsa_mla.md §3.4)
-    CacheRecordLayout keys;    // indexer keys: f32 or fp8_row_scale (§3.3)
-};
-DsaMlaCacheLayouts dsa_mla_cache_layouts(const DsaMlaConfig& config, NumericsProfile profile);
-struct QsaCacheLayouts {
-    CacheRecordLayout kv;    // [Hkv, 2, D]: K of kv head g at 2g·D, V at (2g + 1)·D (qsa.md §5.1)
-    CacheRecordLayout keys;  // raw-key ring and compressed keys, [Di] each (§5.2, §5.3)
-};
-QsaCacheLayouts qsa_cache_layouts(const QsaConfig& config, NumericsProfile profile);
+// Each family declares its own layout and cache entry layouts in models/<family>/layout.h.
 
 // CacheSpec::format of an entry layout: its format name and values, e.g. "f32 [512]", "fp8_row_scale [128]",
 // "fp8_model1 [448 + 64 rope]".

@@ -1,6 +1,7 @@
 // DeepSeek-V4 as a registered model family (models/family.h).
 #include <algorithm>
 
+#include "models/deepseek_v4/layout.h"
 #include "models/deepseek_v4/model.h"
 #include "models/family.h"
 

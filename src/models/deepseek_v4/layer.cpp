@@ -2,10 +2,9 @@
 // compressors are in layer_compressor.cpp, the indexer selection in layer_indexer.cpp.
 #include "models/deepseek_v4/layer.h"
 
-#include "models/attention_layout.h"
-
 #include <fmt/format.h>
 
+#include "models/deepseek_v4/layout.h"
 #include "ops/rope.h"
 
 namespace sieve::dsv4 {

@@ -1,7 +1,7 @@
 // DeepSeek-V4 attention tensors (specs/deepseek_v4.md §6) and caches (§4).
 #include <fmt/format.h>
 
-#include "models/attention_layout.h"
+#include "models/deepseek_v4/layout.h"
 
 namespace sieve {
 

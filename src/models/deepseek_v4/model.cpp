@@ -8,7 +8,7 @@
 #include "backends/backend.h"
 #include "io/weights.h"
 #include "models/allocation.h"
-#include "models/attention_layout.h"
+#include "models/deepseek_v4/layout.h"
 #include "models/deepseek_v4/layer.h"
 #include "models/deepseek_v4/scratch.h"
 

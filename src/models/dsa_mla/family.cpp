@@ -1,6 +1,7 @@
 // DSA on MLA (DeepSeek-V3.2, Tencent Hy4) as a registered model family (models/family.h).
 #include <algorithm>
 
+#include "models/dsa_mla/layout.h"
 #include "models/dsa_mla/model.h"
 #include "models/family.h"
 

@@ -1,7 +1,7 @@
 // DSA-on-MLA attention tensors (specs/dsa_mla.md §6) and caches (§3.3, §3.4, §4.1).
 #include <fmt/format.h>
 
-#include "models/attention_layout.h"
+#include "models/dsa_mla/layout.h"
 
 namespace sieve {
 

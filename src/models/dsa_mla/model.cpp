@@ -10,7 +10,7 @@
 
 #include "io/weights.h"
 #include "models/allocation.h"
-#include "models/attention_layout.h"
+#include "models/dsa_mla/layout.h"
 #include "models/dsa_mla/model_impl.h"
 #include "ops/hadamard.h"
 #include "ops/rope.h"

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "models/family.h"
+#include "models/qsa/layout.h"
 #include "models/qsa/model.h"
 
 namespace sieve {

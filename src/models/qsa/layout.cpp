@@ -1,7 +1,7 @@
 // QSA attention tensors (specs/qsa.md §3) and caches (§5).
 #include <fmt/format.h>
 
-#include "models/attention_layout.h"
+#include "models/qsa/layout.h"
 
 namespace sieve {
 

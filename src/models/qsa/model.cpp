@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "models/allocation.h"
-#include "models/attention_layout.h"
+#include "models/qsa/layout.h"
 
 namespace sieve {
 

@@ -5,7 +5,7 @@
 #include <new>
 #include <span>
 
-#include "models/attention_layout.h"
+#include "models/qsa/layout.h"
 #include "ops/cache_store.h"
 
 #include "ops/qsa_expand.h"

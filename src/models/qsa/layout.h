@@ -1,0 +1,21 @@
+// The QSA layout (models/attention_layout.h) of a config and its cache entry layouts, from the
+// config alone (specs/qsa.md); layout.cpp defines them.
+#pragma once
+
+#include "io/config.h"
+#include "models/attention_layout.h"
+#include "ops/cache_record.h"
+
+namespace sieve {
+
+AttentionLayout qsa_attention_layout(const QsaConfig& config, NumericsProfile profile);
+
+// The entry layouts (ops/cache_record.h) of the family's caches in a profile: what its layers write and
+// what the CacheSpecs of the layout count.
+struct QsaCacheLayouts {
+    CacheRecordLayout kv;    // [Hkv, 2, D]: K of kv head g at 2g·D, V at (2g + 1)·D (qsa.md §5.1)
+    CacheRecordLayout keys;  // raw-key ring and compressed keys, [Di] each (§5.2, §5.3)
+};
+QsaCacheLayouts qsa_cache_layouts(const QsaConfig& config, NumericsProfile profile);
+
+}  // namespace sieve
