@@ -39,20 +39,6 @@ struct Carver {
     void* take_bytes(size_t bytes) { return take<uint8_t>(bytes); }
 };
 
-// Packs the request rows of one cache group's block tables into `table` [n_requests, stride] (−1
-// past a request's end) and returns the stride.
-int64_t pack_tables(const StepBatch& batch, const CacheGroup& group, std::vector<int32_t>& table) {
-    int64_t stride = 1;
-    for (const StepRequest& r : batch.requests)
-        stride = std::max<int64_t>(stride, static_cast<int64_t>(group.block_table(r.id).size()));
-    table.assign(static_cast<size_t>(batch.n_requests() * stride), -1);
-    for (int64_t q = 0; q < batch.n_requests(); ++q) {
-        const std::vector<int32_t>& row = group.block_table(batch.requests[static_cast<size_t>(q)].id);
-        std::copy(row.begin(), row.end(), table.begin() + q * stride);
-    }
-    return stride;
-}
-
 // The tables of one cache group for tokens [token0, …): device copies of the packed table and of each
 // token's request row.
 BlockTables block_tables(const StepBatch& batch, const int32_t* table, int64_t stride, const int32_t* token_request,
@@ -159,8 +145,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     SIEVE_ASSIGN_OR_RETURN(const LinearPlan* in_plan, input_proj_.plan(in_lp));
     SIEVE_ASSIGN_OR_RETURN(const LinearPlan* out_plan, o_proj_.plan(out_lp));
 
-    const int64_t kv_stride = pack_tables(batch, *kv_group, scratch.kv_table);
-    const int64_t comp_stride = pack_tables(batch, *comp_group, scratch.compressed_table);
+    const int64_t kv_stride = pack_block_tables(batch, *kv_group, scratch.kv_table);
+    const int64_t comp_stride = pack_block_tables(batch, *comp_group, scratch.compressed_table);
 
     // The step's metadata on the device (ops read only device memory).
     StepUploads& uploads = scratch.uploads;
