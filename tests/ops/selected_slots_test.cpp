@@ -156,9 +156,13 @@ TEST(SelectedSlots, RandomStepsMatchTheFormula) {
             const bool every = !c.with_selected || (c.with_n_scored && c.n_scored[static_cast<size_t>(t)] == 0);
             for (int64_t j = 0; j < c.width; ++j) {
                 const int64_t e = every ? j : c.selected[static_cast<size_t>(t * c.selected_stride + j)];
-                const int64_t block = c.table[static_cast<size_t>(c.token_request[static_cast<size_t>(t)] * c.table_stride +
-                                                                  (e >= 0 ? e / c.block_size : 0))];
-                want.push_back(e >= 0 && e < visible ? static_cast<int32_t>(block * c.block_size + e % c.block_size) : -1);
+                if (e < 0 || e >= visible) {  // none: its block may lie past the table
+                    want.push_back(-1);
+                    continue;
+                }
+                const int64_t block =
+                    c.table[static_cast<size_t>(c.token_request[static_cast<size_t>(t)] * c.table_stride + e / c.block_size)];
+                want.push_back(static_cast<int32_t>(block * c.block_size + e % c.block_size));
             }
         }
         for (auto& [name, b] : every_backend(ref, backends)) {
@@ -178,8 +182,9 @@ TEST(SelectedSlots, RandomStepsMatchTheFormula) {
 TEST(SelectedSlots, Refusals) {
     auto ref = ref_backend();
     auto backends = host_backends_under_test();
-    for (auto& [name, b] : every_backend(ref, backends)) {
-        SCOPED_TRACE(name);
+    for (const auto& named : every_backend(ref, backends)) {  // (no structured binding: clang 14 cannot capture one)
+        SCOPED_TRACE(named.first);
+        Backend* b = named.second;
         auto expect = [&](SlotsCase c, auto&& edit, const std::string& message) {
             SlotsRun run(c);
             SelectedSlotsParams p = run.params(c);
