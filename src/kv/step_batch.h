@@ -52,4 +52,9 @@ struct StepBatch {
 // Builds positions, query_start_loc and token_request from the requests (in the given order).
 StepBatch make_step_batch(std::vector<StepRequest> requests, StepCaches caches);
 
+// The step's block tables of one cache group, packed as the ops read them (ops/block_tables.h): row q
+// of `table` [n_requests, stride] is the table of batch.requests[q], −1 past its end. Returns the
+// stride: the longest table of the step, at least 1.
+int64_t pack_block_tables(const StepBatch& batch, const CacheGroup& group, std::vector<int32_t>& table);
+
 }  // namespace sieve

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <span>
 
+#include <fmt/format.h>
+
 #include "models/allocation.h"
 #include "models/dsa_mla/model_impl.h"
 #include "ops/hadamard.h"
@@ -26,28 +28,30 @@ void* at(void* base, DType t, int64_t elements) { return static_cast<char*>(base
 
 size_t bytes(int64_t n, DType t) { return static_cast<size_t>(n) * dtype_size(t); }
 
-// Width of the step's selection rows: min(index_topk, the most positions a token of the step sees). A row
-// never holds more than its p + 1 causal positions (§2.7), so a wider row would only be −1 padding, and
-// index_topk may be far above any context (up to max_position_embeddings): rows, slot lists and top-k
-// outputs are sized by what the step can use, never by index_topk alone.
-int64_t step_topk_width(const StepBatch& batch, int64_t index_topk) {
-    return std::min(index_topk, batch.max_visible_entries(1));
-}
-
-std::vector<int64_t> step_signature(const StepBatch& batch) {
-    std::vector<int64_t> s;
-    for (const StepRequest& r : batch.requests) s.insert(s.end(), {r.id, r.start, r.n_tokens});
-    return s;
+// Calls the observer for tokens [t0, t1) on their host rows `rows` [t1 − t0, W]; with fill_unscored, the rows
+// of unscored tokens (n_keys == 0) first get every causal position, oldest first, then −1 (what attention
+// reads for them, §2.7, and what an observer always saw). scores_of(t): token t's scores, empty if unscored.
+template <typename ScoresOf>
+void observe_rows(SelectionObserver& observer, int64_t layer, const StepBatch& batch, const StepPlan& plan, int64_t t0,
+                  int64_t t1, std::span<int32_t> rows, bool fill_unscored, ScoresOf&& scores_of) {
+    const auto W = static_cast<size_t>(plan.width);
+    for (int64_t t = t0; t < t1; ++t) {
+        const std::span<int32_t> row = rows.subspan(static_cast<size_t>(t - t0) * W, W);
+        const int64_t pos = batch.positions[static_cast<size_t>(t)];
+        if (fill_unscored && plan.n_keys[static_cast<size_t>(t)] == 0)
+            for (size_t j = 0; j < W; ++j) row[j] = static_cast<int64_t>(j) <= pos ? static_cast<int32_t>(j) : -1;
+        observer.on_selection(layer, batch.request_of_token(t), pos, row, scores_of(t), 1);
+    }
 }
 
 // RoPE of a [n_tokens, n_heads, head_dim] view in place (ops/rope.h), the positions of the step.
 RopeParams rope_in_place(void* x, DType t, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t token_stride,
-                         int64_t head_stride, const StepBatch& batch, const RopeTable& table, int64_t rot_dim,
+                         int64_t head_stride, const StepPlan& plan, const RopeTable& table, int64_t rot_dim,
                          RopeConfigPairing pairing, RopeConfigSlice slice) {
     RopeParams p;
     p.x = x;
     p.y = x;
-    p.positions = batch.positions.data();
+    p.positions = plan.positions;
     p.positions_type = DType::i64;
     p.inv_freq = table.inv_freq.as<float>();
     p.n_tokens = n_tokens;
@@ -89,11 +93,10 @@ Status Model::head_proj(const DeviceTensor& weight, const void* x, int64_t x_tok
     return backend_.mla_head_proj(p, ws);
 }
 
-Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
-                      const float* input) {
+Status Model::project(const LayerWeights& w, const StepPlan& plan, int64_t T, int64_t layer_pos, const float* input) {
     const DsaMlaConfig& c = config_;
     const DType a = act_type_;
-    const int64_t T = batch.n_tokens(), D = c.hidden_size, H = c.num_attention_heads, Rq = c.q_lora_rank;
+    const int64_t D = c.hidden_size, H = c.num_attention_heads, Rq = c.q_lora_rank;
     const int64_t R = c.kv_lora_rank, Dr = c.qk_rope_head_dim, Dn = c.qk_nope_head_dim, Dqk = c.qk_head_dim;
     const int64_t w1 = R + Dr;
 
@@ -119,15 +122,15 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
     n.x_token_stride = n.y_token_stride = w1;
     SIEVE_RETURN_IF_ERROR(backend_.rms_norm(n));
     // RoPE(kr), interleaved on its Dr dims (§2.2)
-    SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(at(ckv, a, R), a, T, 1, Dr, w1, Dr, batch, rope_, Dr, c.rope_mla.pairing,
-                                                      RopeConfigSlice::last)));
+    SIEVE_RETURN_IF_ERROR(backend_.rope(
+        rope_in_place(at(ckv, a, R), a, T, 1, Dr, w1, Dr, plan, rope_, Dr, c.rope_mla.pairing, RopeConfigSlice::last)));
 
     // q = q_c·W_qbᵀ viewed [T, H, Dqk] = [q_nope | q_pe] (§2.1)
     SIEVE_ASSIGN_OR_RETURN(void* q, q_.reserve(backend_, bytes(T * H * Dqk, a), "q"));  // [T, H, Dqk]
     SIEVE_RETURN_IF_ERROR(w.q_b.run(qc, a, Rq, q, a, H * Dqk, T, op_workspace_));
     // q_mqa = [q_nope·W_UK | RoPE(q_pe)] (§2.5): the rope part written straight into q_mqa's last Dr dims.
     SIEVE_ASSIGN_OR_RETURN(void* qm, q_mqa_.reserve(backend_, bytes(T * H * (R + Dr), a), "q_mqa"));  // [T, H, R + Dr]
-    RopeParams rp = rope_in_place(at(q, a, Dn), a, T, H, Dr, H * Dqk, Dqk, batch, rope_, Dr,
+    RopeParams rp = rope_in_place(at(q, a, Dn), a, T, H, Dr, H * Dqk, Dqk, plan, rope_, Dr,
                                   c.rope_mla.pairing, RopeConfigSlice::last);
     rp.y = at(qm, a, R);
     rp.y_token_stride = H * (R + Dr);
@@ -142,24 +145,25 @@ Status Model::project(const LayerWeights& w, const StepBatch& batch, const StepC
     cw.x = ckv;
     cw.x_type = a;
     cw.x_row_stride = w1;
-    cw.slots = info.latent_slots.data();
-    cw.cache = info.latent->view(layer_pos);
+    cw.slots = plan.latent_slots;
+    cw.cache = plan.latent->view(layer_pos);
     cw.layout = latent_layout_;
-    cw.n_slots = info.latent->n_slots();
+    cw.n_slots = plan.latent->n_slots();
     cw.n_rows = T;
     cw.dim = w1;
     return backend_.cache_store(cw);
 }
 
-Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
+Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const StepPlan& plan, int64_t layer_pos,
                           const float* input, StepSelection& selection, StageTimes* times) {
     const DsaMlaConfig& c = config_;
     const DType a = act_type_;
     const bool fp8 = key_layout_.format == CacheRecordFormat::fp8_row_scale;
     const int64_t T = batch.n_tokens(), D = c.hidden_size, Rq = c.q_lora_rank;
-    const int64_t Dr = c.qk_rope_head_dim, Hi = c.index_n_heads, Di = c.index_head_dim, K = c.index_topk;
-    // Row width W ≤ K: a scored row has more than K candidates, so W = K whenever a row is scored.
-    const int64_t W = step_topk_width(batch, K);
+    const int64_t Dr = c.qk_rope_head_dim, Hi = c.index_n_heads, Di = c.index_head_dim;
+    // Row width W ≤ K (StepPlan::width): a scored row has more than K candidates, so W = K whenever a row
+    // is scored.
+    const int64_t W = plan.width;
     const int64_t wk = Di + Hi;
     const int64_t index_slot = indexer_slot_[static_cast<size_t>(layer_pos)];
     void* iq = nullptr;        // [T, Hi, Di] act
@@ -192,9 +196,9 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
         ln.y_type = a;
         SIEVE_RETURN_IF_ERROR(backend_.layer_norm(ln));
         // RoPE on the indexer rope slice: V3.2 NeoX on the first Dr dims, Hy4 interleaved on the last (§2.2).
-        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(iq, a, T, Hi, Di, Hi * Di, Di, batch, rope_, Dr, c.rope_indexer.pairing,
-                                                          c.rope_indexer.slice)));
-        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(k, a, T, 1, Di, Di, Di, batch, rope_,
+        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(iq, a, T, Hi, Di, Hi * Di, Di, plan, rope_, Dr,
+                                                          c.rope_indexer.pairing, c.rope_indexer.slice)));
+        SIEVE_RETURN_IF_ERROR(backend_.rope(rope_in_place(k, a, T, 1, Di, Di, Di, plan, rope_,
                                                           Dr, c.rope_indexer.pairing, c.rope_indexer.slice)));
         if (hadamard_) {  // deployed deepseek_v32: H_Di / sqrt(Di) on q and k before FP8 (§3.5)
             HadamardParams hp;
@@ -239,38 +243,33 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
         kp.x = k;
         kp.x_type = a;
         kp.x_row_stride = Di;
-        kp.slots = info.indexer_slots.data();
-        kp.cache = info.indexer->view(index_slot);
+        kp.slots = plan.indexer_slots;
+        kp.cache = plan.indexer->view(index_slot);
         kp.layout = key_layout_;
-        kp.n_slots = info.indexer->n_slots();
+        kp.n_slots = plan.indexer->n_slots();
         kp.n_rows = T;
         kp.dim = Di;
         SIEVE_RETURN_IF_ERROR(backend_.cache_store(kp));
     }
 
-    // Selection: rows with p + 1 ≤ K take every causal token (sparse = dense, §2.7) without scoring;
-    // the others are scored and cut to their top K, in chunks that bound the scores buffer; every row is
-    // W wide (step_topk_width). Without an observer nobody needs the scores: the op selects as it scores
-    // (ops/dsa_indexer.h "Fused selection") and no score row is written; the observed path (`sieve check`)
-    // selects the same.
-    selection.signature = step_signature(batch);
-    selection.width = W;
-    SIEVE_RETURN_IF_ERROR(scratch_resize(selection.topk, T * W, "the top-k rows"));
-    std::fill(selection.topk.begin(), selection.topk.end(), -1);
-    const bool keep_scores = observer_ != nullptr;
+    // Selection: rows with p + 1 ≤ K take every causal token (sparse = dense, §2.7) without scoring
+    // (selected_slots reads them as n_keys == 0 rows, StepSelection); the others are scored and cut to their
+    // top K, in chunks that bound the scores buffer; every row is W wide. Without an observer nobody needs
+    // the scores: the op selects as it scores (ops/dsa_indexer.h "Fused selection") and no score row is
+    // written; the observed path (`sieve check`) selects the same.
     const bool fused = observer_ == nullptr;
+    SIEVE_ASSIGN_OR_RETURN(void* rows_raw,
+                           selection.buffer.reserve(backend_, bytes(T * W, DType::i32), "the top-k rows"));
+    selection.rows = static_cast<int32_t*>(rows_raw);  // [T, W]
+    selection.step = plan.serial;
+    selection.explicit_unscored = !fused;
     selection.scores.clear();
-    selection.score_begin.assign(keep_scores ? static_cast<size_t>(T + 1) : 0, 0);
-    SIEVE_ASSIGN_OR_RETURN(void* nk_raw, n_keys_.reserve(backend_, bytes(T, DType::i32), "n_keys"));
-    int32_t* n_keys = static_cast<int32_t*>(nk_raw);  // [T] candidates scored per row (0: not scored)
-    for (int64_t t = 0; t < T; ++t) {
-        const int64_t candidates = batch.positions[static_cast<size_t>(t)] + 1;
-        n_keys[t] = candidates > K ? static_cast<int32_t>(candidates) : 0;
-    }
+    selection.score_begin.assign(fused ? 0 : static_cast<size_t>(T + 1), 0);
+    const std::vector<int32_t>& n_keys = plan.n_keys;
     for (int64_t r0 = 0; r0 < T;) {
         int64_t r1 = r0, n_cols = 0;
         while (r1 < T) {
-            const int64_t cols = std::max<int64_t>(n_cols, n_keys[r1]);
+            const int64_t cols = std::max<int64_t>(n_cols, n_keys[static_cast<size_t>(r1)]);
             if (r1 > r0 && (r1 - r0 + 1) * cols > kScoreBudgetFloats) break;
             n_cols = cols;
             ++r1;
@@ -296,13 +295,13 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 sp.weights_token_stride = wk;
                 // Hi^-0.5 on the head weights and Di^-0.5 on the dot products (§2.6), folded together.
                 sp.weight_scale = static_cast<float>(c.indexer_head_weight_scale * c.indexer_softmax_scale);
-                sp.keys = info.indexer->view(index_slot);
-                sp.n_slots = info.indexer->n_slots();
-                sp.block_table = info.indexer_tables.data();
-                sp.n_seqs = batch.n_requests();
-                sp.block_table_stride = info.table_stride;
-                sp.token_seq = info.token_seq.data() + r0;
-                sp.n_keys = n_keys + r0;
+                sp.keys = plan.indexer->view(index_slot);
+                sp.n_slots = plan.indexer->n_slots();
+                sp.block_table = plan.indexer_tables.block_table;
+                sp.n_seqs = plan.indexer_tables.n_requests;
+                sp.block_table_stride = plan.indexer_tables.block_table_stride;
+                sp.token_seq = plan.indexer_tables.token_request + r0;
+                sp.n_keys = plan.n_keys_device + r0;
                 sp.scores = scores;
                 sp.n_tokens = rows;
                 sp.n_heads = Hi;
@@ -311,7 +310,7 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 sp.scores_row_stride = n_cols;
                 sp.format = key_layout_.format;
                 if (fused) {
-                    sp.selected = selection.topk.data() + r0 * W;
+                    sp.selected = selection.rows + r0 * W;
                     sp.k = W;
                     sp.selected_row_stride = W;
                 }
@@ -326,8 +325,8 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 ScopedStageTimer timer(times, Stage::topk);
                 TopkParams tp;
                 tp.scores = scores;
-                tp.valid_len = n_keys + r0;
-                tp.out = selection.topk.data() + r0 * W;
+                tp.valid_len = plan.n_keys_device + r0;
+                tp.out = selection.rows + r0 * W;
                 tp.n_rows = rows;
                 tp.n_cols = n_cols;
                 tp.k = W;
@@ -338,86 +337,97 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 SIEVE_RETURN_IF_ERROR(backend_.topk(tp, ws));
             }
         }
-        for (int64_t t = r0; t < r1; ++t) {
-            int32_t* row = selection.topk.data() + t * W;
-            const int64_t pos = batch.positions[static_cast<size_t>(t)];
-            if (n_keys[t] == 0)
-                for (int64_t j = 0; j <= pos; ++j) row[j] = static_cast<int32_t>(j);  // every causal token
-            if (!observer_) continue;
-            std::span<const float> row_scores;
-            if (n_keys[t] > 0) row_scores = {scores + (t - r0) * n_cols, static_cast<size_t>(n_keys[t])};
-            observer_->on_selection(w.layer, batch.request_of_token(t), pos, {row, static_cast<size_t>(W)}, row_scores,
-                                    1);
-            if (keep_scores) {
+        if (observer_) {
+            // The one readback of a step: the chunk's rows and scores to the host, the observer's rows back
+            // before attention reads them (its changes reach the shared layers too, as they reuse these rows).
+            int32_t* chunk_rows = selection.rows + r0 * W;  // [rows, W]
+            const size_t row_bytes = bytes(rows * W, DType::i32);
+            SIEVE_RETURN_IF_ERROR(scratch_resize(observed_rows_, rows * W, "the observed top-k rows"));
+            SIEVE_RETURN_IF_ERROR(scratch_resize(observed_scores_, rows * n_cols, "the observed scores"));
+            SIEVE_RETURN_IF_ERROR(selection.buffer.download(backend_, chunk_rows, observed_rows_.data(), row_bytes));
+            if (n_cols > 0)
+                SIEVE_RETURN_IF_ERROR(scores_.download(backend_, scores, observed_scores_.data(),
+                                                       bytes(rows * n_cols, DType::f32)));
+            observe_rows(*observer_, w.layer, batch, plan, r0, r1, observed_rows_, true, [&](int64_t t) {
+                const int32_t n = n_keys[static_cast<size_t>(t)];
+                const std::span<const float> row_scores(observed_scores_.data() + (t - r0) * n_cols,
+                                                        static_cast<size_t>(n));
                 selection.scores.insert(selection.scores.end(), row_scores.begin(), row_scores.end());
                 selection.score_begin[static_cast<size_t>(t + 1)] = static_cast<int64_t>(selection.scores.size());
-            }
+                return row_scores;
+            });
+            SIEVE_RETURN_IF_ERROR(selection.buffer.upload(backend_, chunk_rows, observed_rows_.data(), row_bytes));
         }
         r0 = r1;
     }
     return Status::ok();
 }
 
-Status Model::reuse_selection(const LayerWeights& w, const StepBatch& batch, StepSelection& selection) {
-    auto it = selections_.find(w.topk_source_layer);
-    if (it == selections_.end() || it->second.signature != step_signature(batch))
+Expected<const StepSelection*> Model::reuse_selection(const LayerWeights& w, const StepBatch& batch,
+                                                       const StepPlan& plan) {
+    auto it = source_selections_.find(w.topk_source_layer);
+    if (it == source_selections_.end() || it->second.step != plan.serial || it->second.rows == nullptr)
         return internal_error("{}: shared layer {} reuses the top-k of layer {} (dsa_mla.md §1.3), which did not run "
                               "in this step before it",
                               model_type_, w.layer, w.topk_source_layer);
     const StepSelection& source = it->second;
-    selection.topk = source.topk;
-    selection.width = source.width;
-    if (!observer_) return Status::ok();
-    const int64_t W = selection.width;
-    const bool have_scores = source.score_begin.size() == static_cast<size_t>(batch.n_tokens() + 1);
-    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
-        std::span<const float> scores;
-        if (have_scores) {
-            const auto b = static_cast<size_t>(source.score_begin[static_cast<size_t>(t)]);
-            const auto e = static_cast<size_t>(source.score_begin[static_cast<size_t>(t + 1)]);
-            scores = {source.scores.data() + b, e - b};
-        }
-        observer_->on_selection(w.layer, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)],
-                                {selection.topk.data() + t * W, static_cast<size_t>(W)}, scores, 1);
-    }
-    return Status::ok();
+    if (!observer_) return &source;  // read in place
+    // The observer may change the rows it sees: it gets a copy, and the source's rows stay as the source
+    // layer left them for the shared layers after this one.
+    const int64_t T = batch.n_tokens(), W = plan.width;
+    const size_t row_bytes = bytes(T * W, DType::i32);
+    SIEVE_RETURN_IF_ERROR(scratch_resize(observed_rows_, T * W, "the observed top-k rows"));
+    SIEVE_RETURN_IF_ERROR(source.buffer.download(backend_, source.rows, observed_rows_.data(), row_bytes));
+    const bool have_scores = source.score_begin.size() == static_cast<size_t>(T + 1);
+    observe_rows(*observer_, w.layer, batch, plan, 0, T, observed_rows_, !source.explicit_unscored, [&](int64_t t) {
+        if (!have_scores) return std::span<const float>();
+        const auto b = static_cast<size_t>(source.score_begin[static_cast<size_t>(t)]);
+        const auto e = static_cast<size_t>(source.score_begin[static_cast<size_t>(t + 1)]);
+        return std::span<const float>(source.scores.data() + b, e - b);
+    });
+    StepSelection& copy = observed_shared_selection_;
+    SIEVE_ASSIGN_OR_RETURN(void* rows_raw, copy.buffer.reserve(backend_, row_bytes, "the observed top-k rows"));
+    copy.rows = static_cast<int32_t*>(rows_raw);
+    copy.step = plan.serial;
+    copy.explicit_unscored = true;
+    SIEVE_RETURN_IF_ERROR(copy.buffer.upload(backend_, copy.rows, observed_rows_.data(), row_bytes));
+    return &copy;
 }
 
-Status Model::attend(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
+Status Model::attend(const LayerWeights& w, const StepPlan& plan, int64_t T, int64_t layer_pos,
                      const StepSelection& selection) {
     const DsaMlaConfig& c = config_;
     const DType a = act_type_;
-    const int64_t T = batch.n_tokens(), H = c.num_attention_heads, R = c.kv_lora_rank, Dr = c.qk_rope_head_dim;
-    const int64_t K = selection.width, B = info.latent->block_size();  // the step's row width (≤ index_topk)
-    // Request-local positions → global latent-cache slots (§4.3); entries past the token's own position
-    // (as reference top-k rows list them for early tokens, §2.7) and −1 mean "none".
+    const int64_t H = c.num_attention_heads, R = c.kv_lora_rank, Dr = c.qk_rope_head_dim;
+    const int64_t K = plan.width;  // the step's row width (≤ index_topk)
+    // Request-local positions → global latent-cache slots (§4.3) on the device; entries past the token's
+    // own position (as reference top-k rows list them for early tokens, §2.7) and −1 mean "none". Unscored
+    // rows take every causal position unless the rows list them (StepSelection::explicit_unscored).
     SIEVE_ASSIGN_OR_RETURN(void* slots_raw, attn_slots_.reserve(backend_, bytes(T * K, DType::i32), "attn_slots"));
     int32_t* slots = static_cast<int32_t*>(slots_raw);  // [T, K]
-    for (int64_t t = 0; t < T; ++t) {
-        const int64_t pos = batch.positions[static_cast<size_t>(t)];
-        const int32_t* table = info.latent_tables.data() + info.token_seq[static_cast<size_t>(t)] * info.table_stride;
-        for (int64_t j = 0; j < K; ++j) {
-            const int64_t idx = selection.topk[static_cast<size_t>(t * K + j)];
-            int64_t slot = -1;
-            if (idx >= 0 && idx <= pos) {
-                const int32_t block = table[idx / B];
-                if (block < 0)
-                    return internal_error("{}: layer {} selects position {} of request {}, whose latent block is not "
-                                          "resident",
-                                          model_type_, w.layer, idx, batch.request_of_token(t));
-                slot = static_cast<int64_t>(block) * B + idx % B;
-            }
-            slots[t * K + j] = static_cast<int32_t>(slot);
-        }
-    }
+    SelectedSlotsParams sl;
+    sl.selected = selection.rows;
+    sl.n_scored = selection.explicit_unscored ? nullptr : plan.n_keys_device;
+    sl.positions = plan.positions;
+    sl.tables = plan.latent_tables;
+    sl.slots = slots;
+    sl.n_tokens = T;
+    sl.width = K;
+    sl.ratio = 1;  // one latent entry per token
+    sl.block_size = plan.latent->block_size();
+    sl.n_slots = plan.latent->n_slots();
+    sl.selected_row_stride = sl.slots_row_stride = K;
+    if (Status s = backend_.selected_slots(sl); !s.is_ok())
+        return s.with_context(
+            fmt::format("{} layer {}: the latent-cache slots of its selection", model_type_, w.layer));
     SIEVE_ASSIGN_OR_RETURN(void* q, q_mqa_.reserve(backend_, bytes(T * H * (R + Dr), a), "q_mqa"));
     SIEVE_ASSIGN_OR_RETURN(void* out, o_lat_.reserve(backend_, bytes(T * H * R, a), "o_lat"));  // [T, H, R]
     SparseMlaAttentionParams p;
     p.q = q;
     p.q_token_stride = H * (R + Dr);
     p.q_head_stride = R + Dr;
-    p.cache = info.latent->view(layer_pos);
-    p.n_slots = info.latent->n_slots();
+    p.cache = plan.latent->view(layer_pos);
+    p.n_slots = plan.latent->n_slots();
     p.slots = slots;
     p.slots_row_stride = K;
     p.sink = w.sink.as<float>();  // every path applies the sink (§2.11)

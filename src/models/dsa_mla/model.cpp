@@ -1,10 +1,12 @@
-// DSA-on-MLA model: loading (weights, RoPE table, cache specs), the cache groups and the per-step
-// bookkeeping (slots, block tables, shared top-k). The layer forward is forward.cpp.
+// DSA-on-MLA model: loading (weights, RoPE table, cache specs), the cache groups, the step's plan (slots,
+// block tables, candidate counts, uploaded once per step) and the layer dispatch. The layer forward is
+// forward.cpp.
 #include "models/dsa_mla/model.h"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -67,6 +69,7 @@ Status Model::init(const Checkpoint& checkpoint, const std::vector<int64_t>& req
         auto w = load_layer_weights(c, l, store, backend_, profile_);
         if (!w) return w.status().with_context(model_type_);
         indexer_slot_.push_back(w->kind == DsaLayerKind::full ? n_full_layers_++ : -1);
+        if (w->kind == DsaLayerKind::shared) source_selections_[w->topk_source_layer];  // kept for it (§1.3)
         layers_.push_back(std::move(*w));
     }
 
@@ -105,57 +108,99 @@ std::vector<CacheGroupDesc> Model::cache_groups() const {
     return groups;
 }
 
-Expected<StepCacheInfo> Model::step_cache_info(const StepBatch& batch) const {
-    StepCacheInfo info;
-    info.latent = batch.caches.find(kLatentGroup);
-    if (!info.latent) return internal_error("{}: the step has no '{}' cache group", model_type_, kLatentGroup);
-    if (n_full_layers_ > 0) {
-        info.indexer = batch.caches.find(kIndexerGroup);
-        if (!info.indexer) return internal_error("{}: the step has no '{}' cache group", model_type_, kIndexerGroup);
+int64_t Model::workspace_bytes() const {
+    size_t b = plan_uploads_.capacity();
+    for (const WorkspaceBuffer* s : {&op_workspace_, &q_c_, &ckv_, &q_, &q_mqa_, &o_lat_, &o_, &gate_, &idx_q_,
+                                     &idx_kw_, &idx_k_, &idx_q8_, &idx_q_scale_, &scores_, &attn_slots_})
+        b += s->capacity();
+    for (const auto& entry : source_selections_) b += entry.second.buffer.capacity();
+    b += unshared_selection_.buffer.capacity() + observed_shared_selection_.buffer.capacity();
+    return static_cast<int64_t>(b);
+}
+
+namespace {
+
+// Each token's own slot in `group` (where its cache entry is written): out [T].
+Status token_slots(const std::string& model_type, const StepBatch& batch, const CacheGroup& group,
+                   std::vector<int32_t>& out) {
+    out.resize(static_cast<size_t>(batch.n_tokens()));
+    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+        const RequestId id = batch.request_of_token(t);
+        const int64_t pos = batch.positions[static_cast<size_t>(t)];
+        const int64_t slot = group.slot(id, pos);
+        if (slot < 0)
+            return internal_error("{}: request {} position {} has no '{}' cache slot (not reserved)", model_type, id,
+                                  pos, group.name());
+        out[static_cast<size_t>(t)] = static_cast<int32_t>(slot);
     }
-    const int64_t T = batch.n_tokens();
-    info.token_seq.assign(batch.token_request.begin(), batch.token_request.end());
-    info.latent_slots.resize(static_cast<size_t>(T));
-    if (info.indexer) info.indexer_slots.resize(static_cast<size_t>(T));
+    return Status::ok();
+}
+
+}  // namespace
+
+Status Model::plan_step(const StepBatch& batch) {
+    return no_bad_alloc([&] { return build_step_plan(batch); }, [&] {
+        return fmt::format("{}: the plan of a step of {} tokens", model_type_, batch.n_tokens());
+    });
+}
+
+Status Model::build_step_plan(const StepBatch& batch) {
+    StepPlan& plan = plan_;
+    plan.planned = false;  // until this plan is complete
+    ++plan.serial;
+    plan.signature = batch.signature();
+    plan.latent = batch.caches.find(kLatentGroup);
+    if (!plan.latent) return internal_error("{}: the step has no '{}' cache group", model_type_, kLatentGroup);
+    plan.indexer = nullptr;
+    if (n_full_layers_ > 0) {
+        plan.indexer = batch.caches.find(kIndexerGroup);
+        if (!plan.indexer) return internal_error("{}: the step has no '{}' cache group", model_type_, kIndexerGroup);
+    }
     // The cache ops address slots as int32 (as block tables hold blocks).
-    for (const CacheGroup* g : {info.latent, info.indexer})
+    for (const CacheGroup* g : {plan.latent, plan.indexer})
         if (g != nullptr && g->n_slots() > INT32_MAX)
             return unsupported_error("{}: the '{}' cache has {} slots; the cache ops address them as int32", model_type_,
                                      g->name(), g->n_slots());
+    const int64_t T = batch.n_tokens(), K = config_.index_topk;
+    plan.width = std::min(K, batch.max_visible_entries(1));
+    plan.n_keys.resize(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) {
-        const RequestId id = batch.request_of_token(t);
-        const int64_t pos = batch.positions[static_cast<size_t>(t)];
-        const int64_t latent_slot = info.latent->slot(id, pos);
-        if (latent_slot < 0)
-            return internal_error("{}: request {} position {} has no '{}' cache slot (not reserved)", model_type_, id,
-                                  pos, kLatentGroup);
-        info.latent_slots[static_cast<size_t>(t)] = static_cast<int32_t>(latent_slot);
-        if (info.indexer) {
-            const int64_t key_slot = info.indexer->slot(id, pos);
-            if (key_slot < 0)
-                return internal_error("{}: request {} position {} has no '{}' cache slot (not reserved)", model_type_,
-                                      id, pos, kIndexerGroup);
-            info.indexer_slots[static_cast<size_t>(t)] = static_cast<int32_t>(key_slot);
+        const int64_t candidates = batch.positions[static_cast<size_t>(t)] + 1;
+        plan.n_keys[static_cast<size_t>(t)] = candidates > K ? static_cast<int32_t>(candidates) : 0;
+    }
+    SIEVE_RETURN_IF_ERROR(token_slots(model_type_, batch, *plan.latent, plan.latent_slots_host));
+    const int64_t latent_stride = pack_block_tables(batch, *plan.latent, plan.latent_table_host);
+    int64_t indexer_stride = 0;
+    if (plan.indexer) {
+        SIEVE_RETURN_IF_ERROR(token_slots(model_type_, batch, *plan.indexer, plan.indexer_slots_host));
+        indexer_stride = pack_block_tables(batch, *plan.indexer, plan.indexer_table_host);
+    }
+
+    // One upload of the step's metadata for every layer (host backends: a memcpy per array per step).
+    plan.positions = nullptr;
+    plan.latent_slots = plan.indexer_slots = plan.n_keys_device = nullptr;
+    plan.latent_tables = plan.indexer_tables = BlockTables{};
+    if (T > 0) {
+        plan_uploads_.reset();
+        auto put = [&]<typename V>(const std::vector<V>& values, const char* what) {
+            return plan_uploads_.put(backend_, std::span<const V>(values), what);
+        };
+        SIEVE_ASSIGN_OR_RETURN(plan.positions, put(batch.positions, "the step's positions"));
+        SIEVE_ASSIGN_OR_RETURN(const int32_t* token_request, put(batch.token_request, "the step's token requests"));
+        SIEVE_ASSIGN_OR_RETURN(plan.n_keys_device, put(plan.n_keys, "the step's indexer candidate counts"));
+        SIEVE_ASSIGN_OR_RETURN(plan.latent_slots, put(plan.latent_slots_host, "the step's latent slots"));
+        SIEVE_ASSIGN_OR_RETURN(const int32_t* latent_table,
+                               put(plan.latent_table_host, "the step's latent block tables"));
+        plan.latent_tables = {latent_table, token_request, batch.n_requests(), latent_stride};
+        if (plan.indexer) {
+            SIEVE_ASSIGN_OR_RETURN(plan.indexer_slots, put(plan.indexer_slots_host, "the step's indexer key slots"));
+            SIEVE_ASSIGN_OR_RETURN(const int32_t* indexer_table,
+                                   put(plan.indexer_table_host, "the step's indexer block tables"));
+            plan.indexer_tables = {indexer_table, token_request, batch.n_requests(), indexer_stride};
         }
     }
-    for (const StepRequest& r : batch.requests) {
-        info.table_stride = std::max<int64_t>(info.table_stride, static_cast<int64_t>(info.latent->block_table(r.id).size()));
-        if (info.indexer)
-            info.table_stride =
-                std::max<int64_t>(info.table_stride, static_cast<int64_t>(info.indexer->block_table(r.id).size()));
-    }
-    const size_t n = batch.requests.size() * static_cast<size_t>(info.table_stride);
-    info.latent_tables.assign(n, -1);
-    if (info.indexer) info.indexer_tables.assign(n, -1);
-    for (size_t r = 0; r < batch.requests.size(); ++r) {
-        const std::vector<int32_t>& lt = info.latent->block_table(batch.requests[r].id);
-        std::copy(lt.begin(), lt.end(), info.latent_tables.begin() + static_cast<ptrdiff_t>(r * info.table_stride));
-        if (info.indexer) {
-            const std::vector<int32_t>& it = info.indexer->block_table(batch.requests[r].id);
-            std::copy(it.begin(), it.end(), info.indexer_tables.begin() + static_cast<ptrdiff_t>(r * info.table_stride));
-        }
-    }
-    return info;
+    plan.planned = true;
+    return Status::ok();
 }
 
 Status Model::forward(int64_t layer_pos, const StepBatch& batch, const float* input, float* output, StageTimes* times) {
@@ -163,6 +208,10 @@ Status Model::forward(int64_t layer_pos, const StepBatch& batch, const float* in
         return invalid_argument_error("{}: layer position {} out of range (the model runs {} layers)", model_type_,
                                       layer_pos, layers_.size());
     const LayerWeights& w = layers_[static_cast<size_t>(layer_pos)];
+    if (!plan_.planned || plan_.signature != batch.signature())
+        return internal_error("{}: layer {} runs a step that was not planned (plan_step(batch) comes first, "
+                              "attention_model.h)",
+                              model_type_, w.layer);
     if (batch.n_tokens() == 0) return Status::ok();
     return no_bad_alloc([&] { return forward_layer(w, layer_pos, batch, input, output, times); }, [&] {
         return fmt::format("{} layer {}, a step of {} tokens", model_type_, w.layer, batch.n_tokens());
@@ -171,27 +220,28 @@ Status Model::forward(int64_t layer_pos, const StepBatch& batch, const float* in
 
 Status Model::forward_layer(const LayerWeights& w, int64_t layer_pos, const StepBatch& batch, const float* input,
                             float* output, StageTimes* times) {
-    SIEVE_ASSIGN_OR_RETURN(StepCacheInfo info, step_cache_info(batch));
+    const StepPlan& plan = plan_;
+    const int64_t T = batch.n_tokens();
     {
         ScopedStageTimer timer(times, Stage::projections);
-        SIEVE_RETURN_IF_ERROR(project(w, batch, info, layer_pos, input));
+        SIEVE_RETURN_IF_ERROR(project(w, plan, T, layer_pos, input));
     }
+    const StepSelection* selection = nullptr;
     if (w.kind == DsaLayerKind::full) {
-        StepSelection& selection = selections_[w.layer];
-        SIEVE_RETURN_IF_ERROR(run_indexer(w, batch, info, layer_pos, input, selection, times));
-        ScopedStageTimer timer(times, Stage::attention);
-        SIEVE_RETURN_IF_ERROR(attend(w, batch, info, layer_pos, selection));
+        auto source = source_selections_.find(w.layer);
+        StepSelection& own = source != source_selections_.end() ? source->second : unshared_selection_;
+        SIEVE_RETURN_IF_ERROR(run_indexer(w, batch, plan, layer_pos, input, own, times));
+        selection = &own;
     } else {
-        StepSelection selection;
-        {
-            ScopedStageTimer timer(times, Stage::topk);
-            SIEVE_RETURN_IF_ERROR(reuse_selection(w, batch, selection));
-        }
+        ScopedStageTimer timer(times, Stage::topk);
+        SIEVE_ASSIGN_OR_RETURN(selection, reuse_selection(w, batch, plan));
+    }
+    {
         ScopedStageTimer timer(times, Stage::attention);
-        SIEVE_RETURN_IF_ERROR(attend(w, batch, info, layer_pos, selection));
+        SIEVE_RETURN_IF_ERROR(attend(w, plan, T, layer_pos, *selection));
     }
     ScopedStageTimer timer(times, Stage::output);
-    return output_projection(w, batch.n_tokens(), input, output);
+    return output_projection(w, T, input, output);
 }
 
 }  // namespace dsa_mla

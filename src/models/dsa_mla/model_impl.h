@@ -1,5 +1,5 @@
 // The DSA-on-MLA model class behind load_dsa_mla_model (model.h). Internal to models/dsa_mla:
-// model.cpp holds loading, caches and per-step bookkeeping; forward.cpp the layer forward.
+// model.cpp holds loading, caches and the step's plan; forward.cpp the layer forward.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,9 @@
 #include "models/planned_linear.h"
 #include "models/dsa_mla/weights.h"
 #include "models/rope_table.h"
+#include "models/step_uploads.h"
+#include "models/workspace_buffer.h"
+#include "ops/block_tables.h"
 #include "ops/dsa_indexer.h"
 #include "ops/mla_head_proj.h"
 #include "ops/sparse_mla.h"
@@ -23,25 +26,44 @@ inline constexpr int64_t kCacheBlockSize = 64;  // FLASHMLA_SPARSE block size (d
 inline constexpr const char* kLatentGroup = "latent_kv";
 inline constexpr const char* kIndexerGroup = "indexer_keys";
 
-// Where the step's tokens live in the two cache groups (built once per forward call).
-struct StepCacheInfo {
+// The step's metadata, built on the host once per step by plan_step and uploaded (DESIGN.md "a step is
+// planned once"); every layer's ops read the device copies, so a layer only enqueues ops.
+struct StepPlan {
+    uint64_t serial = 0;              // counts the planned steps: a selection of an earlier step is stale
+    bool planned = false;             // false until a plan_step succeeds
+    std::vector<int64_t> signature;   // (id, start, n_tokens) per request: which batch was planned
     CacheGroup* latent = nullptr;
-    CacheGroup* indexer = nullptr;           // null when no full layer is loaded
-    std::vector<int32_t> latent_slots;       // [T]
-    std::vector<int32_t> indexer_slots;      // [T] (empty without indexer group)
-    std::vector<int32_t> latent_tables;      // [n_requests, table_stride], −1 padded
-    std::vector<int32_t> indexer_tables;     // [n_requests, table_stride]
-    int64_t table_stride = 0;
-    std::vector<int32_t> token_seq;          // [T] index into batch.requests
+    CacheGroup* indexer = nullptr;    // null when no full layer is loaded
+    // W = min(index_topk, the most positions a token of the step sees): a row never holds more than its
+    // p + 1 causal positions (§2.7), and index_topk may be far above any context (up to
+    // max_position_embeddings), so rows, slot lists and top-k outputs are sized by what the step can use.
+    int64_t width = 0;
+    // [T] candidates the indexer scores per token: p + 1, or 0 when p + 1 ≤ index_topk (every causal
+    // token is selected without scoring: sparse = dense, §2.7). The host copy chunks the scoring.
+    std::vector<int32_t> n_keys;
+    // Host staging of the uploads below (kept to reuse their memory).
+    std::vector<int32_t> latent_slots_host, indexer_slots_host, latent_table_host, indexer_table_host;
+
+    // Device copies (plan_uploads_), valid until the next plan_step.
+    const int64_t* positions = nullptr;      // [T]
+    const int32_t* latent_slots = nullptr;   // [T] each token's own latent-cache slot
+    const int32_t* indexer_slots = nullptr;  // [T] each token's own indexer-key slot (null without indexer group)
+    const int32_t* n_keys_device = nullptr;  // [T] n_keys
+    BlockTables latent_tables, indexer_tables;  // packed per request; token_request = each token's request row
 };
 
-// The top-k a full layer selected in the current step, for the shared layers after it (§1.3).
+// The top-k rows a full layer selected in the current step, for its attention and for the shared layers
+// after it (§1.3): device memory, read in place by every layer that uses them.
 struct StepSelection {
-    std::vector<int64_t> signature;  // (id, start, n_tokens) per request of the step that produced it
-    int64_t width = 0;               // W = min(index_topk, most positions a token of the step sees)
-    std::vector<int32_t> topk;       // [T, W] request-local positions, −1 padded
+    uint64_t step = 0;          // StepPlan::serial of the step that wrote the rows
+    WorkspaceBuffer buffer;     // holds the rows
+    int32_t* rows = nullptr;    // [T, W] request-local positions, ascending, −1 padded
+    // Rows of unscored tokens (n_keys == 0) list every causal position explicitly (written for an
+    // observer); otherwise they are undefined and selected_slots takes every visible entry for them
+    // (n_scored = n_keys, ops/selected_slots.h).
+    bool explicit_unscored = false;
     // Observer support (kept only while an observer is set): each token's candidate scores.
-    std::vector<float> scores;       // concatenated rows
+    std::vector<float> scores;         // concatenated rows
     std::vector<int64_t> score_begin;  // [T + 1] offsets into scores (empty row: not scored)
 };
 
@@ -58,29 +80,26 @@ public:
     int64_t max_position_embeddings() const override { return config_.max_position_embeddings; }
     std::vector<int64_t> layers() const override;
     std::vector<CacheGroupDesc> cache_groups() const override;
+    Status plan_step(const StepBatch& batch) override;
     Status forward(int64_t layer_pos, const StepBatch& batch, const float* input, float* output,
                    StageTimes* times) override;
     void set_selection_observer(SelectionObserver* observer) override { observer_ = observer; }
-    int64_t workspace_bytes() const override {
-        int64_t b = 0;
-        for (const WorkspaceBuffer* s : {&op_workspace_, &q_c_, &ckv_, &q_, &q_mqa_, &o_lat_, &o_, &gate_, &idx_q_, &idx_kw_,
-                                 &idx_k_, &idx_q8_, &idx_q_scale_, &scores_, &n_keys_, &attn_slots_})
-            b += static_cast<int64_t>(s->capacity());
-        return b;
-    }
+    int64_t workspace_bytes() const override;
 
 private:
-    Expected<StepCacheInfo> step_cache_info(const StepBatch& batch) const;
+    Status build_step_plan(const StepBatch& batch);
     // forward() of one loaded layer, inside its out-of-memory boundary.
     Status forward_layer(const LayerWeights& w, int64_t layer_pos, const StepBatch& batch, const float* input,
                          float* output, StageTimes* times);
     // Stages of forward (forward.cpp).
-    Status project(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
+    Status project(const LayerWeights& w, const StepPlan& plan, int64_t n_tokens, int64_t layer_pos,
                    const float* input);
-    Status run_indexer(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
+    Status run_indexer(const LayerWeights& w, const StepBatch& batch, const StepPlan& plan, int64_t layer_pos,
                        const float* input, StepSelection& selection, StageTimes* times);
-    Status reuse_selection(const LayerWeights& w, const StepBatch& batch, StepSelection& selection);
-    Status attend(const LayerWeights& w, const StepBatch& batch, const StepCacheInfo& info, int64_t layer_pos,
+    // The selection a shared layer attends with: its source layer's rows, or (with an observer) the
+    // observer's copy of them.
+    Expected<const StepSelection*> reuse_selection(const LayerWeights& w, const StepBatch& batch, const StepPlan& plan);
+    Status attend(const LayerWeights& w, const StepPlan& plan, int64_t n_tokens, int64_t layer_pos,
                   const StepSelection& selection);
     Status output_projection(const LayerWeights& w, int64_t n_tokens, const float* input, float* output);
     // ops/mla_head_proj.h over [n_tokens, n_heads, in] → [n_tokens, n_heads, out] in the activation type.
@@ -101,12 +120,21 @@ private:
     CacheSpec latent_spec_, indexer_spec_;       // from dsa_mla_attention_layout (layout.cpp)
     RopeTable rope_;                             // [Dr / 2], one table for both slices (§2.2)
     SelectionObserver* observer_ = nullptr;
-    std::map<int64_t, StepSelection> selections_;  // by full (source) layer index
+
+    // The step's plan (plan_step) and the device memory of its uploads.
+    StepPlan plan_;
+    StepUploads plan_uploads_;
+    // Selections of the step: one per full layer that a loaded shared layer reuses (by layer index, §1.3),
+    // one for every other full layer, and the copy an observer sees of a shared layer's.
+    std::map<int64_t, StepSelection> source_selections_;
+    StepSelection unshared_selection_, observed_shared_selection_;
+    std::vector<int32_t> observed_rows_;   // host copies of what an observer sees: rows,
+    std::vector<float> observed_scores_;   // and the scores of one indexer chunk
 
     // Scratch (grown on demand; ops allocate nothing themselves).
     WorkspaceBuffer op_workspace_;
     WorkspaceBuffer q_c_, ckv_, q_, q_mqa_, o_lat_, o_, gate_;
-    WorkspaceBuffer idx_q_, idx_kw_, idx_k_, idx_q8_, idx_q_scale_, scores_, n_keys_, attn_slots_;
+    WorkspaceBuffer idx_q_, idx_kw_, idx_k_, idx_q8_, idx_q_scale_, scores_, attn_slots_;
 };
 
 }  // namespace sieve::dsa_mla

@@ -8,20 +8,6 @@ namespace sieve {
 
 namespace {
 
-// Packs the request rows of one cache group's block tables into `table` [n_requests, stride] (−1
-// past a request's end) and returns the stride.
-int64_t pack_tables(const StepBatch& batch, const CacheGroup& group, std::vector<int32_t>& table) {
-    int64_t stride = 1;
-    for (const StepRequest& r : batch.requests)
-        stride = std::max<int64_t>(stride, static_cast<int64_t>(group.block_table(r.id).size()));
-    table.assign(static_cast<size_t>(batch.n_requests() * stride), -1);
-    for (int64_t q = 0; q < batch.n_requests(); ++q) {
-        const std::vector<int32_t>& row = group.block_table(batch.requests[static_cast<size_t>(q)].id);
-        std::copy(row.begin(), row.end(), table.begin() + q * stride);
-    }
-    return stride;
-}
-
 // The slot of entry `e` of `id` in `group` as int32, or internal_error naming what is missing.
 Expected<int32_t> resident_slot(const CacheGroup& group, RequestId id, int64_t e, const char* what) {
     const int64_t s = group.slot(id, e);
@@ -103,8 +89,8 @@ Status plan_qsa_step(const QsaConfig& c, Backend& backend, const StepBatch& batc
     }
 
     // ---- block tables, then everything to the device at once ----
-    const int64_t kv_stride = pack_tables(batch, *plan.kv, plan.kv_table_rows);
-    const int64_t comp_stride = pack_tables(batch, *plan.compressed, plan.compressed_table_rows);
+    const int64_t kv_stride = pack_block_tables(batch, *plan.kv, plan.kv_table_rows);
+    const int64_t comp_stride = pack_block_tables(batch, *plan.compressed, plan.compressed_table_rows);
     StepUploads& up = plan.uploads;
     up.reset();
     SIEVE_ASSIGN_OR_RETURN(plan.positions, up.put(backend, std::span<const int64_t>(batch.positions), "the step's positions"));

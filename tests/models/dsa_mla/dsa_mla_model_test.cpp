@@ -514,8 +514,69 @@ TEST(DsaMlaModel, LoadErrors) {
     expect_error(wide, all, StatusCode::unsupported, {"kv_lora_rank = 160"}, {}, NumericsProfile::deployed);
 }
 
+// On a device the host cannot touch (host-copy, backends/host_copy) the model equals the same model on the
+// inner backend bit for bit: without an observer (the fused selection on the device, unscored rows left to
+// selected_slots, shared layers reading their source's rows in place), with one (the one readback: rows and
+// scores down, rows back up) and with one that changes the rows (attention and the shared layers must use
+// the changed rows), in both profiles, in one step and in chunks.
+TEST(DsaMlaModel, HostCopyEqualsItsInnerBackend) {
+    enum class Mode { fused, observed, changed };
+    const auto drop_first = [](std::span<int32_t> selected) {
+        if (selected.size() < 2 || selected[1] < 0) return;
+        std::rotate(selected.begin(), selected.begin() + 1, selected.end());
+        selected.back() = -1;
+    };
+    for (const char* name : {"deepseek_v32", "hy_v4"}) {
+        Fixture f = load_fixture(name);
+        for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+            std::vector<std::vector<RunResult>> runs;  // [backend][schedule × mode]
+            for (const char* spec : {"cpu", "host-copy:cpu"}) {
+                auto b = backend(spec);
+                auto model = load(f.config, *f.checkpoint, *b, profile);
+                ASSERT_TRUE(model.has_value()) << model.status().to_string();
+                runs.emplace_back();
+                for (const char* schedule : {"one-shot", "chunk:16"})
+                    for (const Mode mode : {Mode::fused, Mode::observed, Mode::changed}) {
+                        SCOPED_TRACE(fmt::format("{} {} {} {} mode {}", name, numerics_profile_name(profile), spec,
+                                                 schedule, static_cast<int>(mode)));
+                        RunOptions o = schedule_options(schedule);
+                        o.observe = mode != Mode::fused;
+                        if (mode == Mode::changed)
+                            o.override_selection = [&](int64_t, int64_t, int64_t, std::span<int32_t> selected) {
+                                drop_first(selected);
+                            };
+                        auto run = run_model(**model, f, o);
+                        ASSERT_TRUE(run.has_value()) << run.status().to_string();
+                        runs.back().push_back(std::move(*run));
+                    }
+            }
+            for (size_t i = 0; i < runs[0].size(); ++i) {
+                SCOPED_TRACE(fmt::format("{} {} run {}", name, numerics_profile_name(profile), i));
+                EXPECT_EQ(runs[0][i].outputs, runs[1][i].outputs);
+                EXPECT_EQ(runs[0][i].selections, runs[1][i].selections);
+                EXPECT_EQ(runs[0][i].scores, runs[1][i].scores);
+            }
+            // The changed rows reached attention (one shot: run 2 against run 1), and a shared layer saw its
+            // source's rows as the observer left them (§1.3), which it changed once more.
+            const RunResult& changed = runs[1][2];
+            EXPECT_NE(changed.outputs, runs[1][1].outputs);
+            const DsaMlaConfig& c = *f.config.dsa_mla();
+            for (const auto& [key, rows] : changed.selections) {
+                const int64_t source = c.layers[static_cast<size_t>(key.second)].topk_source_layer;
+                if (source == key.second) continue;
+                for (const auto& [position, row] : rows) {
+                    std::vector<int32_t> want = changed.selections.at({key.first, source}).at(position);
+                    drop_first(want);
+                    EXPECT_EQ(row, want) << "request " << key.first << " layer " << key.second << " position "
+                                         << position;
+                }
+            }
+        }
+    }
+}
+
 // A shared layer run without its source layer in the same step is an error, never a silent reuse of stale
-// indices (dsa_mla.md §1.3, §7.9).
+// indices (dsa_mla.md §1.3, §7.9); so is a layer of a step that was not planned (attention_model.h).
 TEST(DsaMlaModel, SharedLayerNeedsItsSourceInTheSameStep) {
     Fixture f = load_fixture("hy_v4");
     auto b = backend();
@@ -530,13 +591,24 @@ TEST(DsaMlaModel, SharedLayerNeedsItsSourceInTheSameStep) {
     }
     const StepBatch batch = make_step_batch({{7, 0, 3, false}}, caches);
     std::vector<float> in(3 * 64, 0.5f), out(3 * 64);
+    const Status unplanned = (*model)->forward(0, batch, in.data(), out.data(), nullptr);
+    EXPECT_EQ(unplanned.code(), StatusCode::internal);
+    EXPECT_NE(unplanned.message().find("not planned"), std::string::npos) << unplanned.to_string();
+    ASSERT_TRUE((*model)->plan_step(batch).is_ok());
     const Status s = (*model)->forward(1, batch, in.data(), out.data(), nullptr);
     EXPECT_EQ(s.code(), StatusCode::internal);
     EXPECT_NE(s.message().find("reuses the top-k of layer 0"), std::string::npos) << s.to_string();
     ASSERT_TRUE((*model)->forward(0, batch, in.data(), out.data(), nullptr).is_ok());
     EXPECT_TRUE((*model)->forward(1, batch, in.data(), out.data(), nullptr).is_ok());
     const StepBatch next = make_step_batch({{7, 0, 2, false}}, caches);  // another step: layer 0 not rerun
-    EXPECT_EQ((*model)->forward(1, next, in.data(), out.data(), nullptr).code(), StatusCode::internal);
+    EXPECT_EQ((*model)->forward(1, next, in.data(), out.data(), nullptr).code(), StatusCode::internal);  // not planned
+    ASSERT_TRUE((*model)->plan_step(next).is_ok());
+    const Status stale = (*model)->forward(1, next, in.data(), out.data(), nullptr);
+    EXPECT_EQ(stale.code(), StatusCode::internal);
+    EXPECT_NE(stale.message().find("did not run in this step"), std::string::npos) << stale.to_string();
+    // The same batch planned again is a new step too: its source must run again.
+    ASSERT_TRUE((*model)->plan_step(batch).is_ok());
+    EXPECT_EQ((*model)->forward(1, batch, in.data(), out.data(), nullptr).code(), StatusCode::internal);
 }
 
 }  // namespace
