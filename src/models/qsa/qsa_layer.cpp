@@ -6,6 +6,7 @@
 #include <span>
 
 #include "models/attention_layout.h"
+#include "models/step_block_tables.h"
 #include "ops/cache_store.h"
 
 #include "ops/qsa_expand.h"
@@ -24,34 +25,6 @@ namespace {
 // chunk their prefill logits the same way, with 128 MiB; qsa.md §12 item 4), or of the fused
 // selection's workspace.
 constexpr size_t kScoreChunkBytes = size_t{64} << 20;
-
-// Carves typed sub-buffers out of one scratch allocation: a first pass with base == nullptr sums
-// the sizes, the second hands out the pointers.
-struct Carver {
-    uint8_t* base = nullptr;
-    size_t offset = 0;
-    template <typename T>
-    T* take(size_t count) {
-        T* p = base ? reinterpret_cast<T*>(base + offset) : nullptr;
-        offset += workspace_round_up(count * sizeof(T));
-        return p;
-    }
-    void* take_bytes(size_t bytes) { return take<uint8_t>(bytes); }
-};
-
-// Packs the request rows of one cache group's block tables into `table` [n_requests, stride] (−1
-// past a request's end) and returns the stride.
-int64_t pack_tables(const StepBatch& batch, const CacheGroup& group, std::vector<int32_t>& table) {
-    int64_t stride = 1;
-    for (const StepRequest& r : batch.requests)
-        stride = std::max<int64_t>(stride, static_cast<int64_t>(group.block_table(r.id).size()));
-    table.assign(static_cast<size_t>(batch.n_requests() * stride), -1);
-    for (int64_t q = 0; q < batch.n_requests(); ++q) {
-        const std::vector<int32_t>& row = group.block_table(batch.requests[static_cast<size_t>(q)].id);
-        std::copy(row.begin(), row.end(), table.begin() + q * stride);
-    }
-    return stride;
-}
 
 // The tables of one cache group for tokens [token0, …): device copies of the packed table and of each
 // token's request row.
@@ -159,8 +132,8 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     SIEVE_ASSIGN_OR_RETURN(const LinearPlan* in_plan, input_proj_.plan(in_lp));
     SIEVE_ASSIGN_OR_RETURN(const LinearPlan* out_plan, o_proj_.plan(out_lp));
 
-    const int64_t kv_stride = pack_tables(batch, *kv_group, scratch.kv_table);
-    const int64_t comp_stride = pack_tables(batch, *comp_group, scratch.compressed_table);
+    const int64_t kv_stride = pack_block_tables(batch, *kv_group, scratch.kv_table);
+    const int64_t comp_stride = pack_block_tables(batch, *comp_group, scratch.compressed_table);
 
     // The step's metadata on the device (ops read only device memory).
     StepUploads& uploads = scratch.uploads;
@@ -237,7 +210,7 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
     const size_t gqa_ws = backend_.qsa_sparse_gqa_workspace_size(gp);
 
     // ---- scratch ----
-    auto carve = [&](Carver& cv) {
+    auto carve = [&](WorkspaceCarver& cv) {
         struct Buffers {
             void* proj;               // [T, N] act: q_gate | k | v | index_q | index_k (QsaProjectionLayout)
             void* q;                  // [T, Hq, D] act, normed and rotated
@@ -265,12 +238,12 @@ Status QsaLayer::forward(const StepBatch& batch, const float* input, float* outp
         b.gqa_ws = cv.take_bytes(gqa_ws);
         return b;
     };
-    Carver sizing;
+    WorkspaceCarver sizing;
     carve(sizing);
     auto arena = scratch.arena.reserve(backend_, sizing.offset, "the step's scratch");
     if (!arena)
         return arena.status().with_context(fmt::format("QSA layer {}, a step of {} tokens", layer_, T));
-    Carver cv{static_cast<uint8_t*>(*arena), 0};
+    WorkspaceCarver cv{static_cast<uint8_t*>(*arena), 0};
     const auto buf = carve(cv);
     const size_t lin_ws_bytes = std::max(in_plan->workspace_bytes, out_plan->workspace_bytes);
 
