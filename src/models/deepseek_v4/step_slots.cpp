@@ -7,29 +7,30 @@ namespace sieve::dsv4 {
 
 namespace {
 
-Expected<int32_t> resident(const BoundCache& c, RequestId request, int64_t entry) {
-    const int64_t s = c.group->slot(request, entry);
+Expected<int32_t> resident(const CacheGroup& c, RequestId request, int64_t entry) {
+    const int64_t s = c.slot(request, entry);
     if (s < 0)
         return internal_error("cache {}: entry {} of request {} is not resident (the runtime released or never "
                               "reserved it)",
-                              c.group->name(), entry, request);
+                              c.name(), entry, request);
     if (s > std::numeric_limits<int32_t>::max())
-        return unsupported_error("cache {}: slot {} does not fit the int32 slot lists of the ops", c.group->name(), s);
+        return unsupported_error("cache {}: slot {} does not fit the int32 slot lists of the ops", c.name(), s);
     return static_cast<int32_t>(s);
 }
 
 // Slots of entries [0, n) of `request`, block by block: one table lookup per request rather than one per
 // entry (a 128K-token request has 32K CSA entries, and the lookups per entry took 0.15 ms of a 2 ms
-// decode indexer stage). Errors as resident().
-Status leading_entry_slots(const BoundCache& c, RequestId request, int64_t n, int32_t* out) {
-    const std::vector<int32_t>& table = c.group->block_table(request);
-    const int64_t bs = c.group->block_size();
+// decode indexer stage). out == nullptr only checks them. Errors as resident().
+Status leading_entry_slots(const CacheGroup& c, RequestId request, int64_t n, int32_t* out) {
+    const std::vector<int32_t>& table = c.block_table(request);
+    const int64_t bs = c.block_size();
     for (int64_t b = 0; b * bs < n; ++b) {
         const int64_t e0 = b * bs, e1 = std::min(n, e0 + bs);
         const int64_t block = b < static_cast<int64_t>(table.size()) ? table[static_cast<size_t>(b)] : -1;
         if (block < 0) return resident(c, request, e0).status();
         if (block * bs + (e1 - e0 - 1) > std::numeric_limits<int32_t>::max()) return resident(c, request, e1 - 1).status();
-        for (int64_t e = e0; e < e1; ++e) out[e] = static_cast<int32_t>(block * bs + (e - e0));
+        if (out != nullptr)
+            for (int64_t e = e0; e < e1; ++e) out[e] = static_cast<int32_t>(block * bs + (e - e0));
     }
     return Status::ok();
 }
@@ -42,7 +43,7 @@ Expected<BoundCache> bind_cache(const StepBatch& batch, const CacheBinding& bind
     if (binding.layer_slot < 0 || binding.layer_slot >= g->n_layers())
         return internal_error("cache group {} has {} layer storages, asked for {}", binding.group, g->n_layers(),
                               binding.layer_slot);
-    return BoundCache{g, g->view(binding.layer_slot), g->n_slots()};
+    return BoundCache{g->view(binding.layer_slot), g->n_slots()};
 }
 
 CacheStoreParams record_store(const void* x, DType x_type, int64_t x_row_stride, int64_t n_rows, const int32_t* slots,
@@ -61,14 +62,14 @@ CacheStoreParams record_store(const void* x, DType x_type, int64_t x_row_stride,
     return p;
 }
 
-Status token_slots(const StepBatch& batch, const BoundCache& cache, int32_t* out) {
+Status token_slots(const StepBatch& batch, const CacheGroup& cache, int32_t* out) {
     for (int64_t t = 0; t < batch.n_tokens(); ++t) {
         SIEVE_ASSIGN_OR_RETURN(out[t], resident(cache, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)]));
     }
     return Status::ok();
 }
 
-Status window_slots(const StepBatch& batch, const BoundCache& cache, int64_t window, int32_t* out) {
+Status window_slots(const StepBatch& batch, const CacheGroup& cache, int64_t window, int32_t* out) {
     for (int64_t t = 0; t < batch.n_tokens(); ++t) {
         const int64_t p = batch.positions[static_cast<size_t>(t)];
         const RequestId r = batch.request_of_token(t);
@@ -90,7 +91,7 @@ int64_t count_emissions(const StepBatch& batch, int64_t ratio) {
     return n;
 }
 
-Status emission_slots(const StepBatch& batch, const BoundCache& state, const BoundCache& dest, int64_t ratio,
+Status emission_slots(const StepBatch& batch, const CacheGroup& state, const CacheGroup& dest, int64_t ratio,
                       bool overlap, int32_t* gather, int32_t* entry_slots, int64_t* entry_positions) {
     const int64_t rows = (overlap ? 2 : 1) * ratio;
     int64_t e = 0;
@@ -114,12 +115,9 @@ Status emission_slots(const StepBatch& batch, const BoundCache& state, const Bou
     return Status::ok();
 }
 
-Status visible_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out) {
-    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
-        const int64_t n = std::min(width, (batch.positions[static_cast<size_t>(t)] + 1) / ratio);
-        SIEVE_RETURN_IF_ERROR(leading_entry_slots(cache, batch.request_of_token(t), n, out + t * width));
-        std::fill(out + t * width + n, out + (t + 1) * width, -1);
-    }
+Status check_visible_entries(const StepBatch& batch, const CacheGroup& cache, int64_t ratio) {
+    for (const StepRequest& r : batch.requests)
+        SIEVE_RETURN_IF_ERROR(leading_entry_slots(cache, r.id, r.end() / ratio, nullptr));
     return Status::ok();
 }
 
@@ -129,34 +127,12 @@ int64_t max_request_entries(const StepBatch& batch, int64_t ratio) {
     return w;
 }
 
-Status request_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out) {
+Status request_entry_slots(const StepBatch& batch, const CacheGroup& cache, int64_t ratio, int64_t width, int32_t* out) {
     for (int64_t i = 0; i < batch.n_requests(); ++i) {
         const StepRequest& r = batch.requests[static_cast<size_t>(i)];
-        const int64_t n = r.end() / ratio;
-        for (int64_t j = 0; j < width; ++j) {
-            if (j >= n) {
-                out[i * width + j] = -1;
-                continue;
-            }
-            SIEVE_ASSIGN_OR_RETURN(out[i * width + j], resident(cache, r.id, j));
-        }
-    }
-    return Status::ok();
-}
-
-Status selected_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, const int32_t* selected,
-                            int64_t width, int32_t* out) {
-    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
-        const int64_t n = (batch.positions[static_cast<size_t>(t)] + 1) / ratio;
-        const RequestId r = batch.request_of_token(t);
-        for (int64_t j = 0; j < width; ++j) {
-            const int32_t k = selected[t * width + j];
-            if (k < 0 || k >= n) {
-                out[t * width + j] = -1;
-                continue;
-            }
-            SIEVE_ASSIGN_OR_RETURN(out[t * width + j], resident(cache, r, k));
-        }
+        const int64_t n = std::min(width, r.end() / ratio);
+        SIEVE_RETURN_IF_ERROR(leading_entry_slots(cache, r.id, n, out + i * width));
+        std::fill(out + i * width + n, out + (i + 1) * width, -1);
     }
     return Status::ok();
 }
