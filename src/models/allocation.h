@@ -1,8 +1,8 @@
 // Allocation failures of a model as Status, never as an exception escaping load or forward: the host
-// vectors a step uses as scratch grow through scratch_resize / scratch_at_least, whose failure is an
-// out_of_memory naming the bytes and the buffer; no_bad_alloc is the boundary of a whole call, for the
-// allocations no sizing names (containers of bookkeeping), so a step or a config too large for the
-// machine is an error of that call.
+// vectors a step uses as scratch grow through scratch_resize, whose failure is an out_of_memory naming
+// the bytes and the buffer; no_bad_alloc is the boundary of a whole call, for the allocations no sizing
+// names (containers of bookkeeping), so a step or a config too large for the machine is an error of that
+// call.
 #pragma once
 
 #include <cstddef>
@@ -30,13 +30,6 @@ Status scratch_resize(std::vector<T>& v, int64_t n, std::string_view what) {
         return out_of_memory_error("cannot allocate {} × {} bytes for {}", count, sizeof(T), what);
     }
     return Status::ok();
-}
-
-// At least n elements (grown, never shrunk; contents not kept meaningful): the data pointer.
-template <typename T>
-Expected<T*> scratch_at_least(std::vector<T>& v, int64_t n, std::string_view what) {
-    if (static_cast<int64_t>(v.size()) < n) SIEVE_RETURN_IF_ERROR(scratch_resize(v, n, what));
-    return v.data();
 }
 
 // f() (returning Status or Expected<T>), with a std::bad_alloc it throws turned into out_of_memory

@@ -37,9 +37,9 @@ Status PlannedLinear::run(const LinearPlan& plan, const LinearParams& p, Workspa
     return s.is_ok() ? s : s.with_context(name_);
 }
 
-Status PlannedLinear::run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
-                          int64_t n_tokens, WorkspaceBuffer& workspace) const {
-    if (n_tokens == 0) return Status::ok();
+namespace {
+LinearParams linear_params(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
+                           int64_t n_tokens) {
     LinearParams p;
     p.x = x;
     p.y = y;
@@ -48,10 +48,33 @@ Status PlannedLinear::run(const void* x, DType x_type, int64_t x_stride, void* y
     p.y_row_stride = y_stride;
     p.x_type = x_type;
     p.y_type = y_type;
-    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* plan, this->plan(p));
-    auto ws = workspace.workspace(*backend_, plan->workspace_bytes, "the linear workspace");
+    return p;
+}
+}  // namespace
+
+Status PlannedLinear::run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
+                          int64_t n_tokens, WorkspaceBuffer& workspace) const {
+    if (n_tokens == 0) return Status::ok();
+    SIEVE_ASSIGN_OR_RETURN(const size_t bytes, workspace_bytes(x_type, x_stride, y_type, y_stride, n_tokens));
+    auto ws = workspace.workspace(*backend_, bytes, "the linear workspace");
     if (!ws) return ws.status().with_context(name_);
-    return run(*plan, p, *ws);
+    return run(x, x_type, x_stride, y, y_type, y_stride, n_tokens, *ws);
+}
+
+Status PlannedLinear::run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
+                          int64_t n_tokens, Workspace workspace) const {
+    if (n_tokens == 0) return Status::ok();
+    const LinearParams p = linear_params(x, x_type, x_stride, y, y_type, y_stride, n_tokens);
+    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* plan, this->plan(p));
+    return run(*plan, p, workspace);
+}
+
+Expected<size_t> PlannedLinear::workspace_bytes(DType x_type, int64_t x_stride, DType y_type, int64_t y_stride,
+                                                int64_t n_tokens) const {
+    if (n_tokens == 0) return size_t{0};
+    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* plan,
+                           this->plan(linear_params(nullptr, x_type, x_stride, nullptr, y_type, y_stride, n_tokens)));
+    return plan->workspace_bytes;
 }
 
 }  // namespace sieve

@@ -35,6 +35,12 @@ public:
     // from `workspace`.
     Status run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
                int64_t n_tokens, WorkspaceBuffer& workspace) const;
+    // The same with a workspace the caller carved: at least workspace_bytes() of the same shape.
+    Status run(const void* x, DType x_type, int64_t x_stride, void* y, DType y_type, int64_t y_stride,
+               int64_t n_tokens, Workspace workspace) const;
+    // The workspace the plan of that shape needs (0 for no tokens).
+    Expected<size_t> workspace_bytes(DType x_type, int64_t x_stride, DType y_type, int64_t y_stride,
+                                     int64_t n_tokens) const;
 
 private:
     Backend* backend_ = nullptr;

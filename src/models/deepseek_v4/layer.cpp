@@ -1,5 +1,6 @@
 // The layer's forward: query and K=V paths, caches, attention and output projection. The
-// compressors are in layer_compressor.cpp, the indexer selection in layer_indexer.cpp.
+// compressors are in layer_compressor.cpp, the indexer selection in layer_indexer.cpp, the sizes of the
+// step's scratch in layer_scratch.cpp.
 #include "models/deepseek_v4/layer.h"
 
 #include <fmt/format.h>
@@ -10,9 +11,6 @@
 namespace sieve::dsv4 {
 
 namespace {
-
-// Tokens whose queries are normalized and rotated in one fp32 buffer (§2.2, §2.3).
-constexpr int64_t kQueryNormTokens = 16;
 
 // Byte offset helper for activation buffers whose element type is decided at run time.
 void* at(void* base, int64_t elements, DType t) {
@@ -49,6 +47,21 @@ Status AttentionLayer::init() {
     return Status::ok();
 }
 
+void AttentionLayer::add_plan_needs(StepPlanNeeds& needs) const {
+    needs.window = caches_.swa.group;
+    needs.sliding_window = config_.sliding_window;
+    if (spec_.kind == DeepseekV4LayerKind::swa) return;
+    const int64_t m = spec_.compress_ratio;
+    needs.add(StepPlanNeeds::Compressed{caches_.compressed.group, m});
+    if (w_.compressor)
+        needs.add(StepPlanNeeds::Compressor{caches_.state.group, caches_.compressed.group, m, w_.compressor->overlap});
+    if (w_.indexer_compressor)
+        needs.add(StepPlanNeeds::Compressor{caches_.indexer_state.group, caches_.indexer_keys.group, m,
+                                            w_.indexer_compressor->overlap});
+    if (spec_.kind == DeepseekV4LayerKind::csa)
+        needs.add(StepPlanNeeds::Indexer{caches_.indexer_keys.group, m, config_.index_topk});
+}
+
 Status AttentionLayer::rope(void* x, DType x_type, void* y, DType y_type, const int64_t* positions, int64_t n_tokens,
                             int64_t n_heads, int64_t head_dim, bool inverse) {
     RopeParams p;
@@ -72,27 +85,82 @@ Status AttentionLayer::rope(void* x, DType x_type, void* y, DType y_type, const 
     return backend_.rope(p);
 }
 
-Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* out, StageTimes* times,
-                               SelectionObserver* observer, Scratch& s) {
+SparseMqaParams AttentionLayer::attention_params(const StepPlan& plan, const BoundCache& window,
+                                                 const BoundCache* compressed, int64_t n_compressed,
+                                                 const LayerScratch& b) const {
+    const int64_t H = config_.num_attention_heads, d = config_.head_dim;
+    SparseMqaParams p;
+    p.q = b.q;
+    p.q_type = act_;
+    p.q_token_stride = H * d;
+    p.q_head_stride = d;
+    p.window = window.view;
+    p.window_format = kv_layout_.format;
+    p.window_slots = plan.window().slots;
+    p.n_window = plan.window().width;
+    p.window_slots_stride = plan.window().width;
+    if (compressed != nullptr) {
+        p.compressed = compressed->view;
+        p.compressed_format = kv_layout_.format;
+        p.compressed_slots = b.compressed_slots;
+        p.n_compressed = n_compressed;
+        p.compressed_slots_stride = n_compressed;
+    }
+    p.sink = w_.sink.as<float>();
+    p.scale = static_cast<float>(config_.softmax_scale);  // d^-0.5, no YaRN mscale (§1.2)
+    p.out = b.o;
+    p.out_type = act_;
+    p.out_token_stride = H * d;
+    p.out_head_stride = d;
+    p.n_tokens = plan.n_tokens();
+    p.n_heads = H;
+    p.head_dim = d;
+    p.rope_dim = config_.rope_head_dim;
+    return p;
+}
+
+Status AttentionLayer::compressed_slots(const StepPlan& plan, const PlannedCompressed& c, const int32_t* rows,
+                                        int64_t width, const LayerScratch& b) {
+    SelectedSlotsParams p;
+    p.selected = rows;
+    p.positions = plan.positions();
+    p.tables = c.tables;
+    p.slots = b.compressed_slots;
+    p.n_tokens = plan.n_tokens();
+    p.width = width;
+    p.ratio = c.ratio;
+    p.block_size = c.block_size;
+    p.n_slots = c.n_slots;
+    p.selected_row_stride = width;
+    p.slots_row_stride = width;
+    return backend_.selected_slots(p);
+}
+
+Status AttentionLayer::forward(const StepBatch& batch, const StepPlan& plan, const float* x, float* out,
+                               StageTimes* times, SelectionObserver* observer, Scratch& s) {
     const int64_t N = batch.n_tokens();
     if (N == 0) return Status::ok();
     const int64_t D = config_.hidden_size, H = config_.num_attention_heads, d = config_.head_dim;
     const int64_t Rq = config_.q_lora_rank, G = config_.o_groups, Ro = config_.o_lora_rank, Hg = config_.heads_per_group;
     const float eps = static_cast<float>(config_.rms_norm_eps);  // every norm of the layer (§3.10)
-    const int64_t* positions = batch.positions.data();
-    WorkspaceBuffer& ws = s.workspace;
+    const int64_t* positions = plan.positions();
+
+    // The layer's sub-buffers, inside what plan_step reserved for the step.
+    SIEVE_ASSIGN_OR_RETURN(const ScratchShape shape, scratch_shape(batch, plan, observer != nullptr));
+    if (const size_t need = layer_scratch_bytes(shape); need > s.arena.capacity())
+        return internal_error("deepseek_v4 layer {}: the step's scratch holds {} B, the layer needs {} B (an observer "
+                              "set after plan_step?)",
+                              layer_, s.arena.capacity(), need);
+    WorkspaceCarver carver{static_cast<uint8_t*>(s.arena.data())};
+    const LayerScratch b = carve_layer_scratch(carver, shape);
 
     // ---- query and K = V paths (§3.1, §3.2) ----
-    // [N, q_lora_rank] act: q_norm output, also the indexer's input
-    SIEVE_ASSIGN_OR_RETURN(void* qr, act_buffer(s.qr, N * Rq, "q_norm rows"));
-    void* q_att = nullptr;           // [N, H, d] act: the rotated queries
     {
         ScopedStageTimer timer(times, Stage::projections);
-        SIEVE_ASSIGN_OR_RETURN(void* qa, act_buffer(s.qa, N * Rq, "wq_a rows"));  // [N, q_lora_rank] act
-        SIEVE_RETURN_IF_ERROR(w_.wq_a.run(x, DType::f32, D, qa, act_, Rq, N, ws));
+        SIEVE_RETURN_IF_ERROR(w_.wq_a.run(x, DType::f32, D, b.qa, act_, Rq, N, b.op));
         RmsNormParams qn;
-        qn.x = qa;
-        qn.y = qr;
+        qn.x = b.qa;
+        qn.y = b.qr;
         qn.weight = w_.q_norm.as<float>();
         qn.n_tokens = N;
         qn.dim = Rq;
@@ -101,21 +169,17 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         qn.x_type = qn.y_type = act_;
         SIEVE_RETURN_IF_ERROR(backend_.rms_norm(qn));
 
-        // [N, H, d] act: wq_b output, then the rotated queries
-        SIEVE_ASSIGN_OR_RETURN(void* q, act_buffer(s.q, N * H * d, "queries"));
-        SIEVE_RETURN_IF_ERROR(w_.wq_b.run(qr, act_, Rq, q, act_, H * d, N, ws));
+        SIEVE_RETURN_IF_ERROR(w_.wq_b.run(b.qr, act_, Rq, b.q, act_, H * d, N, b.op));
         // Per-head weight-free RMSNorm (§2.2) in fp32, RoPE in fp32, one rounding to the activation type
         // (vLLM CPU qnorm_rope: "fp32 throughout, single rounding"), a few tokens at a time so that the
         // fp32 rows stay a small buffer (a 2048-token chunk would need 256 MiB).
-        const int64_t chunk = std::min<int64_t>(N, kQueryNormTokens);
-        // [chunk, H, d] f32: head-normed
-        SIEVE_ASSIGN_OR_RETURN(float* q32, sized(s.q32, chunk * H * d, "head-normed queries"));
+        const int64_t chunk = shape.norm_tokens;
         for (int64_t t0 = 0; t0 < N; t0 += chunk) {
             const int64_t n = std::min(chunk, N - t0);
-            void* q_rows = at(q, t0 * H * d, act_);
+            void* q_rows = at(b.q, t0 * H * d, act_);
             RmsNormParams hn;
             hn.x = q_rows;
-            hn.y = q32;
+            hn.y = b.q32;
             hn.weight_mode = RmsNormWeight::none;
             hn.n_tokens = n;
             hn.n_heads = H;
@@ -126,97 +190,56 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
             hn.x_type = act_;
             hn.y_type = DType::f32;
             SIEVE_RETURN_IF_ERROR(backend_.rms_norm(hn));
-            SIEVE_RETURN_IF_ERROR(rope(q32, DType::f32, q_rows, act_, positions + t0, n, H, d, false));
+            SIEVE_RETURN_IF_ERROR(rope(b.q32, DType::f32, q_rows, act_, positions + t0, n, H, d, false));
         }
-        q_att = q;
 
-        SIEVE_ASSIGN_OR_RETURN(float* kv, sized(s.kv, 2 * N * d, "K = V rows"));
-        void* kv_raw = kv;        // [N, d] act: wkv output
-        void* kv_n = kv + N * d;  // [N, d] act: normed and rotated K = V rows
-        SIEVE_RETURN_IF_ERROR(w_.wkv.run(x, DType::f32, D, kv_raw, act_, d, N, ws));
+        SIEVE_RETURN_IF_ERROR(w_.wkv.run(x, DType::f32, D, b.kv_raw, act_, d, N, b.op));
         RmsNormParams kn = qn;
-        kn.x = kv_raw;
-        kn.y = kv_n;
+        kn.x = b.kv_raw;
+        kn.y = b.kv;
         kn.weight = w_.kv_norm.as<float>();
         kn.dim = d;
         kn.x_token_stride = kn.y_token_stride = d;
         SIEVE_RETURN_IF_ERROR(backend_.rms_norm(kn));
-        SIEVE_RETURN_IF_ERROR(rope(kv_n, act_, kv_n, act_, positions, N, 1, d, false));
+        SIEVE_RETURN_IF_ERROR(rope(b.kv, act_, b.kv, act_, positions, N, 1, d, false));
 
         // Every token's row goes into the window cache before anyone attends (§5 step 3).
         SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
-        SIEVE_ASSIGN_OR_RETURN(int32_t* slots, sized(s.swa_slots, N, "window slots"));  // [N]
-        SIEVE_RETURN_IF_ERROR(token_slots(batch, swa, slots));
-        SIEVE_RETURN_IF_ERROR(backend_.cache_store(record_store(kv_n, act_, d, N, slots, swa, kv_layout_)));
+        SIEVE_RETURN_IF_ERROR(
+            backend_.cache_store(record_store(b.kv, act_, d, N, plan.window().token_slots, swa, kv_layout_)));
     }
 
     // ---- compressors (§3.4), before the indexer scores and attention (§5 steps 4–5) ----
     if (w_.compressor) {
         ScopedStageTimer timer(times, Stage::compressor);
-        SIEVE_RETURN_IF_ERROR(run_compressor(batch, x, *w_.compressor, caches_.state, caches_.compressed, kv_layout_, s));
+        SIEVE_RETURN_IF_ERROR(
+            run_compressor(batch, plan, x, *w_.compressor, caches_.state, caches_.compressed, kv_layout_, b));
         if (w_.indexer_compressor)
-            SIEVE_RETURN_IF_ERROR(run_compressor(batch, x, *w_.indexer_compressor, caches_.indexer_state,
-                                                 caches_.indexer_keys, key_layout_, s));
+            SIEVE_RETURN_IF_ERROR(run_compressor(batch, plan, x, *w_.indexer_compressor, caches_.indexer_state,
+                                                 caches_.indexer_keys, key_layout_, b));
     }
 
     // ---- compressed rows each token reads (§3.5, §3.7) ----
     int64_t n_comp = 0;
-    int32_t* comp_list = nullptr;  // [N, n_comp] compressed-cache slots each token reads, −1 = none
     BoundCache comp;
     if (spec_.kind != DeepseekV4LayerKind::swa) {
         SIEVE_ASSIGN_OR_RETURN(comp, bind_cache(batch, caches_.compressed));
-        const int64_t m = spec_.compress_ratio;
-        if (spec_.kind == DeepseekV4LayerKind::hca) {
-            n_comp = batch.max_visible_entries(m);
-            SIEVE_ASSIGN_OR_RETURN(comp_list, sized(s.comp_list, N * n_comp, "compressed slot lists"));
-            SIEVE_RETURN_IF_ERROR(visible_entry_slots(batch, comp, m, n_comp, comp_list));
-        } else {
-            SIEVE_RETURN_IF_ERROR(select_top_k(batch, x, qr, times, observer, s, &n_comp));
-            SIEVE_ASSIGN_OR_RETURN(comp_list, sized(s.comp_list, N * n_comp, "compressed slot lists"));
-            SIEVE_RETURN_IF_ERROR(selected_entry_slots(batch, comp, m, s.selected.data(), n_comp, comp_list));
+        SIEVE_ASSIGN_OR_RETURN(const PlannedCompressed* planned, plan.compressed(caches_.compressed.group));
+        const int32_t* rows = nullptr;  // HCA: every visible entry (§3.5)
+        n_comp = planned->visible;
+        if (spec_.kind == DeepseekV4LayerKind::csa) {
+            SIEVE_ASSIGN_OR_RETURN(const PlannedIndexer* ix, plan.indexer(caches_.indexer_keys.group));
+            SIEVE_RETURN_IF_ERROR(select_top_k(batch, plan, *ix, x, times, observer, b, s, &rows));
+            n_comp = ix->width;
         }
+        SIEVE_RETURN_IF_ERROR(compressed_slots(plan, *planned, rows, n_comp, b));
     }
 
     // ---- sparse attention with sink (§3.8) ----
-    SIEVE_ASSIGN_OR_RETURN(void* o, act_buffer(s.o, N * H * d, "attention output"));  // [N, H, d] act: attention output
     {
         ScopedStageTimer timer(times, Stage::attention);
         SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
-        // min(w, the most positions a token sees): the window of p is [p − w + 1, p] ∩ [0, p] (§3.2), so a
-        // wider list would only hold −1, and sliding_window may be far above any context.
-        const int64_t w = std::min(config_.sliding_window, batch.max_visible_entries(1));
-        SIEVE_ASSIGN_OR_RETURN(int32_t* window, sized(s.window, N * w, "window slot lists"));  // [N, w]
-        SIEVE_RETURN_IF_ERROR(window_slots(batch, swa, w, window));
-        SparseMqaParams p;
-        p.q = q_att;
-        p.q_type = act_;
-        p.q_token_stride = H * d;
-        p.q_head_stride = d;
-        p.window = swa.view;
-        p.window_format = kv_layout_.format;
-        p.window_slots = window;
-        p.n_window = w;
-        p.window_slots_stride = w;
-        if (n_comp > 0) {
-            p.compressed = comp.view;
-            p.compressed_format = kv_layout_.format;
-            p.compressed_slots = comp_list;
-            p.n_compressed = n_comp;
-            p.compressed_slots_stride = n_comp;
-        }
-        p.sink = w_.sink.as<float>();
-        p.scale = static_cast<float>(config_.softmax_scale);  // d^-0.5, no YaRN mscale (§1.2)
-        p.out = o;
-        p.out_type = act_;
-        p.out_token_stride = H * d;
-        p.out_head_stride = d;
-        p.n_tokens = N;
-        p.n_heads = H;
-        p.head_dim = d;
-        p.rope_dim = config_.rope_head_dim;
-        SIEVE_ASSIGN_OR_RETURN(const Workspace attention_ws,
-                               ws.workspace(backend_, backend_.sparse_mqa_workspace_size(p), "attention"));
-        SIEVE_RETURN_IF_ERROR(backend_.sparse_mqa(p, attention_ws));
+        SIEVE_RETURN_IF_ERROR(backend_.sparse_mqa(attention_params(plan, swa, n_comp > 0 ? &comp : nullptr, n_comp, b), b.op));
     }
 
     // ---- inverse RoPE and grouped output projection (§3.9) ----
@@ -224,10 +247,10 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
         ScopedStageTimer timer(times, Stage::output);
         // The inverse rotation writes each group's heads as one contiguous [N, (H/G)·d] block, so that every
         // wo_a GEMM reads a dense input (a strided one can be far slower, e.g. in oneDNN).
-        void* og = q_att;  // [G, N, (H/G)·d] act, in the queries' buffer: attention has read them
+        void* og = b.q;  // [G, N, (H/G)·d] act, in the queries' buffer: attention has read them
         for (int64_t g = 0; g < G; ++g) {
             RopeParams p;
-            p.x = at(o, g * Hg * d, act_);
+            p.x = at(b.o, g * Hg * d, act_);
             p.y = at(og, g * N * Hg * d, act_);
             p.positions = positions;
             p.inv_freq = rope_.inv_freq.as<float>();
@@ -246,11 +269,10 @@ Status AttentionLayer::forward(const StepBatch& batch, const float* x, float* ou
             p.positions_type = DType::i64;
             SIEVE_RETURN_IF_ERROR(backend_.rope(p));
         }
-        SIEVE_ASSIGN_OR_RETURN(void* z, act_buffer(s.z, N * G * Ro, "grouped output rows"));  // [N, G·o_lora_rank] act
         for (int64_t g = 0; g < G; ++g)
             SIEVE_RETURN_IF_ERROR(w_.wo_a[static_cast<size_t>(g)].run(at(og, g * N * Hg * d, act_), act_, Hg * d,
-                                                                       at(z, g * Ro, act_), act_, G * Ro, N, ws));
-        SIEVE_RETURN_IF_ERROR(w_.wo_b.run(z, act_, G * Ro, out, DType::f32, D, N, ws));
+                                                                       at(b.z, g * Ro, act_), act_, G * Ro, N, b.op));
+        SIEVE_RETURN_IF_ERROR(w_.wo_b.run(b.z, act_, G * Ro, out, DType::f32, D, N, b.op));
     }
     return Status::ok();
 }

@@ -8,6 +8,10 @@
 // in the order of §5 "Order of operations inside one layer": every token's rows are stored before any
 // token attends, and an entry completed in this step is visible to the token completing it.
 //
+// Device rules (DESIGN.md "Layers of the code"): the forward only enqueues ops on device memory — the
+// step's metadata from the StepPlan (step_plan.h), its buffers carved from the model's arena (scratch.h) —
+// and reads nothing back, except the selection rows an observer is shown.
+//
 // Numerics by profile ("Decisions for sieve"):
 //   exact     fp32 activations and linears, f32 cache rows, fp32 indexer keys.
 //   deployed  bf16 activations between ops (vLLM CPU: bf16 GEMM outputs, fp32 norm / RoPE math rounded
@@ -26,10 +30,14 @@
 #include "kv/step_batch.h"
 #include "models/attention_model.h"
 #include "models/deepseek_v4/scratch.h"
+#include "models/deepseek_v4/step_plan.h"
 #include "models/deepseek_v4/step_slots.h"
 #include "models/deepseek_v4/weights.h"
 #include "models/rope_table.h"
 #include "ops/cache_record.h"
+#include "ops/indexer_scores.h"
+#include "ops/sparse_mqa.h"
+#include "ops/topk.h"
 
 namespace sieve::dsv4 {
 
@@ -50,29 +58,44 @@ public:
     Status init();
 
     int64_t layer() const { return layer_; }
-    // x, out: [batch.n_tokens(), hidden_size] f32.
-    Status forward(const StepBatch& batch, const float* x, float* out, StageTimes* times, SelectionObserver* observer,
-                   Scratch& s);
+    // Adds the cache-group lists the layer reads to what a step's plan builds.
+    void add_plan_needs(StepPlanNeeds& needs) const;
+    // The layer's sub-buffers for the planned step (with the score rows an observer reads when `observed`).
+    Expected<ScratchShape> scratch_shape(const StepBatch& batch, const StepPlan& plan, bool observed) const;
+    // x, out: [batch.n_tokens(), hidden_size] f32. `plan` is the batch's plan, and s.arena holds at least the
+    // bytes of scratch_shape().
+    Status forward(const StepBatch& batch, const StepPlan& plan, const float* x, float* out, StageTimes* times,
+                   SelectionObserver* observer, Scratch& s);
 
     CacheRecordLayout kv_layout() const { return kv_layout_; }    // window and compressed rows
     CacheRecordLayout key_layout() const { return key_layout_; }  // indexer keys
 
 private:
-    // Pooled entries of the tokens that complete one (§3.4), stored in `dest`. in: [N, D] f32.
-    Status run_compressor(const StepBatch& batch, const float* x, const CompressorWeights& w,
+    // Pooled entries of the tokens that complete one (§3.4), stored in `dest`. x: [N, D] f32.
+    Status run_compressor(const StepBatch& batch, const StepPlan& plan, const float* x, const CompressorWeights& w,
                           const CacheBinding& state, const CacheBinding& dest, const CacheRecordLayout& dest_layout,
-                          Scratch& s);
-    // CSA selection (§3.6): s.selected [N, *width] local entry ids, ascending then −1, with *width =
-    // min(index_topk, the most entries a token of the step sees).
-    Status select_top_k(const StepBatch& batch, const float* x, const void* qr, StageTimes* times,
-                        SelectionObserver* observer, Scratch& s, int64_t* width);
+                          const LayerScratch& b);
+    // CSA selection (§3.6) into b.selected [N, W]: local entry ids, ascending then −1. *rows is b.selected, or
+    // nullptr for the short-context fallback without an observer: every visible entry (ops/selected_slots.h).
+    Status select_top_k(const StepBatch& batch, const StepPlan& plan, const PlannedIndexer& ix, const float* x,
+                        StageTimes* times, SelectionObserver* observer, const LayerScratch& b, Scratch& s,
+                        const int32_t** rows);
+    // Shows the observer each token's selection row and its scores (the one readback), then puts the rows it
+    // may have changed back; the short-context fallback shows every causal entry, unscored.
+    Status observe_selection(const StepBatch& batch, const PlannedIndexer& ix, SelectionObserver& observer,
+                             const LayerScratch& b, Scratch& s);
+    // The compressed slots each token reads (§3.5, §3.7) into b.compressed_slots [N, n_compressed]: the
+    // entries of `rows` (nullptr: every visible entry) through the group's block tables.
+    Status compressed_slots(const StepPlan& plan, const PlannedCompressed& c, const int32_t* rows, int64_t width,
+                            const LayerScratch& b);
+    // The ops' params whose workspace the scratch sizes (pointers from `b`, null while counting).
+    IndexerScoresParams indexer_params(const StepBatch& batch, const StepPlan& plan, const PlannedIndexer& ix,
+                                       const BoundCache& keys, bool fused, const LayerScratch& b) const;
+    TopkParams topk_params(const StepPlan& plan, const PlannedIndexer& ix, const LayerScratch& b) const;
+    SparseMqaParams attention_params(const StepPlan& plan, const BoundCache& window, const BoundCache* compressed,
+                                     int64_t n_compressed, const LayerScratch& b) const;
     Status rope(void* x, DType x_type, void* y, DType y_type, const int64_t* positions, int64_t n_tokens,
                 int64_t n_heads, int64_t head_dim, bool inverse);
-    // A buffer of n activations (act_: 4 or 2 bytes each) in a float vector.
-    Expected<void*> act_buffer(std::vector<float>& v, int64_t n, std::string_view what) const {
-        SIEVE_ASSIGN_OR_RETURN(float* p, sized(v, act_ == DType::bf16 ? (n + 1) / 2 : n, what));
-        return static_cast<void*>(p);
-    }
 
     const DeepseekV4Config& config_;
     const DeepseekV4Layer& spec_;

@@ -4,29 +4,26 @@
 
 namespace sieve::dsv4 {
 
-Status AttentionLayer::run_compressor(const StepBatch& batch, const float* x, const CompressorWeights& w,
-                                      const CacheBinding& state_binding, const CacheBinding& dest_binding,
-                                      const CacheRecordLayout& dest_layout, Scratch& s) {
+Status AttentionLayer::run_compressor(const StepBatch& batch, const StepPlan& plan, const float* x,
+                                      const CompressorWeights& w, const CacheBinding& state_binding,
+                                      const CacheBinding& dest_binding, const CacheRecordLayout& dest_layout,
+                                      const LayerScratch& b) {
     const int64_t N = batch.n_tokens(), D = config_.hidden_size;
     const int64_t width = w.width(), m = w.ratio, c = w.head_dim;
-    WorkspaceBuffer& ws = s.workspace;
+    SIEVE_ASSIGN_OR_RETURN(const PlannedCompressor* planned, plan.compressor(state_binding.group));
 
     // a_s | b_s for every token, fp32 (§3.4: the reference runs these projections in fp32; vLLM GPU
-    // produces fp32 from bf16 inputs).
-    // [N, 2·width] f32: a_s | b_s
-    SIEVE_ASSIGN_OR_RETURN(float* comp, sized(s.comp, N * 2 * width, "compressor projections"));
-    SIEVE_RETURN_IF_ERROR(w.wkv_gate.run(x, DType::f32, D, comp, DType::f32, 2 * width, N, ws));
+    // produces fp32 from bf16 inputs), into b.comp [N, 2·width].
+    SIEVE_RETURN_IF_ERROR(w.wkv_gate.run(x, DType::f32, D, b.comp, DType::f32, 2 * width, N, b.op));
 
     SIEVE_ASSIGN_OR_RETURN(BoundCache state, bind_cache(batch, state_binding));
     SIEVE_ASSIGN_OR_RETURN(BoundCache dest, bind_cache(batch, dest_binding));
-    SIEVE_ASSIGN_OR_RETURN(int32_t* state_slots, sized(s.state_slots, N, "compressor state slots"));  // [N]
-    SIEVE_RETURN_IF_ERROR(token_slots(batch, state, state_slots));
     CompressorStateStoreParams sp;
-    sp.kv = comp;
-    sp.gate = comp + width;
+    sp.kv = b.comp;
+    sp.gate = b.comp + width;
     sp.ape = w.ape.as<float>();
-    sp.positions = batch.positions.data();
-    sp.slots = state_slots;
+    sp.positions = plan.positions();
+    sp.slots = planned->state_slots;
     sp.state = state.view;
     sp.n_tokens = N;
     sp.width = width;
@@ -34,34 +31,23 @@ Status AttentionLayer::run_compressor(const StepBatch& batch, const float* x, co
     sp.kv_row_stride = sp.gate_row_stride = 2 * width;
     SIEVE_RETURN_IF_ERROR(backend_.compressor_state_store(sp));
 
-    const int64_t n_emit = count_emissions(batch, m);
+    const int64_t n_emit = planned->n_emit;
     if (n_emit == 0) return Status::ok();
-    const int64_t rows = w.coff() * m;
-    // [n_emit, coff·m]
-    SIEVE_ASSIGN_OR_RETURN(int32_t* gather, sized(s.gather, n_emit * rows, "compressor gather lists"));
-    // [n_emit]
-    SIEVE_ASSIGN_OR_RETURN(int32_t* entry_slots, sized(s.entry_slots, n_emit, "compressed entry slots"));
-    // [n_emit]
-    SIEVE_ASSIGN_OR_RETURN(int64_t* entry_positions, sized(s.entry_positions, n_emit, "compressed entry positions"));
-    SIEVE_RETURN_IF_ERROR(
-        emission_slots(batch, state, dest, m, w.overlap, gather, entry_slots, entry_positions));
-
-    SIEVE_ASSIGN_OR_RETURN(float* pooled, sized(s.pooled, n_emit * c, "pooled entries"));  // [n_emit, c] f32
     CompressorPoolParams pp;
     pp.state = state.view;
-    pp.gather_slots = gather;
-    pp.out = pooled;
+    pp.gather_slots = planned->gather;
+    pp.out = b.pooled;  // [n_emit, c] f32
     pp.n_entries = n_emit;
     pp.head_dim = c;
     pp.ratio = m;
     pp.overlap = w.overlap;
-    pp.gather_stride = rows;
+    pp.gather_stride = w.coff() * m;
     pp.out_row_stride = c;
     SIEVE_RETURN_IF_ERROR(backend_.compressor_pool(pp));
 
     // RMSNorm on the fp32 pooled value (vLLM order, §3.4; no bf16 rounding first), eps = rms_norm_eps.
     RmsNormParams np;
-    np.x = np.y = pooled;
+    np.x = np.y = b.pooled;
     np.weight = w.norm.as<float>();
     np.n_tokens = n_emit;
     np.dim = c;
@@ -69,9 +55,9 @@ Status AttentionLayer::run_compressor(const StepBatch& batch, const float* x, co
     np.eps = static_cast<float>(config_.rms_norm_eps);
     SIEVE_RETURN_IF_ERROR(backend_.rms_norm(np));
     // RoPE at k·m on the last r dims, the layer's table (§3.4, §1.3).
-    SIEVE_RETURN_IF_ERROR(rope(pooled, DType::f32, pooled, DType::f32, entry_positions, n_emit, 1, c, false));
+    SIEVE_RETURN_IF_ERROR(rope(b.pooled, DType::f32, b.pooled, DType::f32, planned->entry_positions, n_emit, 1, c, false));
 
-    return backend_.cache_store(record_store(pooled, DType::f32, c, n_emit, entry_slots, dest, dest_layout));
+    return backend_.cache_store(record_store(b.pooled, DType::f32, c, n_emit, planned->entry_slots, dest, dest_layout));
 }
 
 }  // namespace sieve::dsv4

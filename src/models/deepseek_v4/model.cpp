@@ -11,6 +11,7 @@
 #include "models/deepseek_v4/layout.h"
 #include "models/deepseek_v4/layer.h"
 #include "models/deepseek_v4/scratch.h"
+#include "models/deepseek_v4/step_plan.h"
 
 namespace sieve {
 
@@ -32,21 +33,30 @@ public:
     std::vector<int64_t> layers() const override { return layer_ids_; }
     std::vector<CacheGroupDesc> cache_groups() const override { return groups_; }
 
+    Status plan_step(const StepBatch& batch) override {
+        return no_bad_alloc([&] { return plan(batch); },
+                            [&] { return fmt::format("deepseek_v4: the plan of a step of {} tokens", batch.n_tokens()); });
+    }
     Status forward(int64_t layer_pos, const StepBatch& batch, const float* input, float* output,
                    StageTimes* times) override {
         if (layer_pos < 0 || layer_pos >= static_cast<int64_t>(layers_.size()))
             return invalid_argument_error("deepseek_v4: layer position {} out of range [0, {})", layer_pos, layers_.size());
         dsv4::AttentionLayer& layer = *layers_[static_cast<size_t>(layer_pos)];
-        return no_bad_alloc([&] { return layer.forward(batch, input, output, times, observer_, scratch_); }, [&] {
+        if (!plan_.planned(batch))
+            return internal_error("deepseek_v4 layer {}: a step of {} tokens that plan_step did not plan", layer.layer(),
+                                  batch.n_tokens());
+        return no_bad_alloc([&] { return layer.forward(batch, plan_, input, output, times, observer_, scratch_); }, [&] {
             return fmt::format("deepseek_v4 layer {}, a step of {} tokens", layer.layer(), batch.n_tokens());
         });
     }
     void set_selection_observer(SelectionObserver* observer) override { observer_ = observer; }
-    int64_t workspace_bytes() const override { return scratch_.bytes(); }
+    int64_t workspace_bytes() const override { return scratch_.bytes() + plan_.bytes(); }
 
     Status load(const Checkpoint& checkpoint, const DeepseekV4Options& options);
 
 private:
+    // The step's metadata (uploaded once) and its scratch arena, reserved for the largest layer.
+    Status plan(const StepBatch& batch);
     // The group a layer's cache of `spec` joins (created on first use); returns the layer's slot in it.
     Expected<dsv4::CacheBinding> join_group(const CacheSpec& spec, int64_t ratio, const DeepseekV4Options& options);
 
@@ -55,9 +65,22 @@ private:
     std::vector<int64_t> layer_ids_;
     std::vector<std::unique_ptr<dsv4::AttentionLayer>> layers_;
     std::vector<CacheGroupDesc> groups_;
+    dsv4::StepPlanNeeds plan_needs_;  // what the layers read from a step's plan
     SelectionObserver* observer_ = nullptr;
+    dsv4::StepPlan plan_;
     dsv4::Scratch scratch_;
 };
+
+Status DeepseekV4Model::plan(const StepBatch& batch) {
+    SIEVE_RETURN_IF_ERROR(plan_.build(*backend_, batch, plan_needs_));
+    // The counting pass: the largest layer's sub-buffers, reserved before any layer runs.
+    size_t bytes = 0;
+    for (const auto& layer : layers_) {
+        SIEVE_ASSIGN_OR_RETURN(const dsv4::ScratchShape shape, layer->scratch_shape(batch, plan_, observer_ != nullptr));
+        bytes = std::max(bytes, dsv4::layer_scratch_bytes(shape));
+    }
+    return scratch_.arena.reserve(*backend_, bytes, "the deepseek_v4 step's scratch").status();
+}
 
 Expected<dsv4::CacheBinding> DeepseekV4Model::join_group(const CacheSpec& spec, int64_t ratio,
                                                          const DeepseekV4Options& options) {
@@ -153,6 +176,7 @@ Status DeepseekV4Model::load(const Checkpoint& checkpoint, const DeepseekV4Optio
                 return internal_error("deepseek_v4 layer {}: cache {} has {} B entries in the layout, the layer writes {} B",
                                       layer, cs.name, cs.entry_bytes, want);
         }
+        l->add_plan_needs(plan_needs_);
         layers_.push_back(std::move(l));
     }
     return Status::ok();

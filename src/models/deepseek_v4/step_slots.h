@@ -1,7 +1,8 @@
-// The slot lists a DeepSeek-V4 layer hands its ops for one step (deepseek_v4.md §5 "Batch metadata"):
-// where each token's rows go and which cache rows each token reads, resolved through the step's
-// cache groups (kv/paged_cache.h: slot = block_table[entry / B] · B + entry % B). An entry the step
-// needs but the runtime did not keep resident is an internal error naming the cache, request and entry.
+// The slot lists of a DeepSeek-V4 step, built on the host once per step (deepseek_v4.md §5 "Batch
+// metadata"; step_plan.h uploads them): where each token's rows go and which cache rows each token reads,
+// resolved through a cache group's block tables (kv/paged_cache.h: slot = block_table[entry / B] · B +
+// entry % B). An entry the step needs but the runtime did not keep resident is an internal error naming
+// the cache, request and entry. And how a layer binds its storage in a group.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,7 @@ struct CacheBinding {
 };
 
 struct BoundCache {
-    const CacheGroup* group = nullptr;
-    CacheView view;
+    CacheView view;       // the layer's storage in the group
     int64_t n_slots = 0;  // the group's n_slots(): the bound of every slot into `view`
 };
 Expected<BoundCache> bind_cache(const StepBatch& batch, const CacheBinding& binding);
@@ -36,12 +36,12 @@ CacheStoreParams record_store(const void* x, DType x_type, int64_t x_row_stride,
 
 // out[t] = slot of the token's own position (per-token caches: SWA rows, compressor state rows).
 // out: [n_tokens]
-Status token_slots(const StepBatch& batch, const BoundCache& cache, int32_t* out);
+Status token_slots(const StepBatch& batch, const CacheGroup& cache, int32_t* out);
 
 // out[t, j] = slot of position p_t − window + 1 + j, −1 for positions < 0: the sliding window, oldest
 // first, the token itself last (§3.2: w entries including the query's own token).
 // out: [n_tokens, window]
-Status window_slots(const StepBatch& batch, const BoundCache& cache, int64_t window, int32_t* out);
+Status window_slots(const StepBatch& batch, const CacheGroup& cache, int64_t window, int32_t* out);
 
 // Tokens that complete a compressed entry ((p + 1) mod m = 0, §3.4 "Post-processing").
 int64_t count_emissions(const StepBatch& batch, int64_t ratio);
@@ -50,21 +50,16 @@ int64_t count_emissions(const StepBatch& batch, int64_t ratio);
 //   gather[e, j]      = state slot of position p − coff·m + 1 + j (−1 below 0), j < coff·m   [n_emit, coff·m]
 //   entry_slots[e]    = slot of entry k in the destination cache                               [n_emit]
 //   entry_positions[e] = k·m, the RoPE position of the entry (§3.4)                             [n_emit]
-Status emission_slots(const StepBatch& batch, const BoundCache& state, const BoundCache& dest, int64_t ratio,
+Status emission_slots(const StepBatch& batch, const CacheGroup& state, const CacheGroup& dest, int64_t ratio,
                       bool overlap, int32_t* gather, int32_t* entry_slots, int64_t* entry_positions);
 
-// out[t, j] = slot of entry j for j < ⌊(p_t + 1)/m⌋, −1 after (HCA: all visible entries, §3.5).
-// out: [n_tokens, width]
-Status visible_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out);
+// Checks that every entry a token of the step may read, k < ⌊(p_t + 1)/m⌋ (§3.5, §3.6), is resident:
+// entries 0 … ⌊end/m⌋ − 1 of each request. Errors as the lists above.
+Status check_visible_entries(const StepBatch& batch, const CacheGroup& cache, int64_t ratio);
 
 // Per request of the step, the slots of its entries 0 … ⌊end/m⌋ − 1 (the indexer keys it holds after
 // the step), −1 padded: out [n_requests, width], width = max_r ⌊end_r/m⌋.
 int64_t max_request_entries(const StepBatch& batch, int64_t ratio);
-Status request_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, int64_t width, int32_t* out);
-
-// out[t, j] = slot of entry selected[t, j] when 0 ≤ selected[t, j] < ⌊(p_t + 1)/m⌋, else −1 (a selection
-// outside the causal range means none: golden_format.md). selected, out: [n_tokens, width]
-Status selected_entry_slots(const StepBatch& batch, const BoundCache& cache, int64_t ratio, const int32_t* selected,
-                            int64_t width, int32_t* out);
+Status request_entry_slots(const StepBatch& batch, const CacheGroup& cache, int64_t ratio, int64_t width, int32_t* out);
 
 }  // namespace sieve::dsv4

@@ -25,20 +25,6 @@ namespace {
 // selection's workspace.
 constexpr size_t kScoreChunkBytes = size_t{64} << 20;
 
-// Carves typed sub-buffers out of one scratch allocation: a first pass with base == nullptr sums
-// the sizes, the second hands out the pointers.
-struct Carver {
-    uint8_t* base = nullptr;
-    size_t offset = 0;
-    template <typename T>
-    T* take(size_t count) {
-        T* p = base ? reinterpret_cast<T*>(base + offset) : nullptr;
-        offset += workspace_round_up(count * sizeof(T));
-        return p;
-    }
-    void* take_bytes(size_t bytes) { return take<uint8_t>(bytes); }
-};
-
 // The tables of one cache group for tokens [token0, …).
 BlockTables tables_from(const BlockTables& step, int64_t token0) {
     BlockTables t = step;
@@ -173,7 +159,7 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
     const size_t gqa_ws = backend_.qsa_sparse_gqa_workspace_size(gp);
 
     // ---- scratch ----
-    auto carve = [&](Carver& cv) {
+    auto carve = [&](WorkspaceCarver& cv) {
         struct Buffers {
             void* proj;               // [T, N] act: q_gate | k | v | index_q | index_k (QsaProjectionLayout)
             void* q;                  // [T, Hq, D] act, normed and rotated
@@ -201,12 +187,12 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
         b.gqa_ws = cv.take_bytes(gqa_ws);
         return b;
     };
-    Carver sizing;
+    WorkspaceCarver sizing;
     carve(sizing);
     auto base = arena.reserve(backend_, sizing.offset, "the step's scratch");
     if (!base)
         return base.status().with_context(fmt::format("QSA layer {}, a step of {} tokens", layer_, T));
-    Carver cv{static_cast<uint8_t*>(*base), 0};
+    WorkspaceCarver cv{static_cast<uint8_t*>(*base), 0};
     const auto buf = carve(cv);
     const size_t lin_ws_bytes = std::max(in_plan->workspace_bytes, out_plan->workspace_bytes);
 

@@ -1,22 +1,24 @@
-// Pieces of the DeepSeek-V4 layer: the slot lists of a step (window, compressor emissions, visible and
-// selected entries, indexer key lists) against CacheGroup::slot on hand-made batches with released
-// blocks; the short-context fallback selecting the same sets as scoring; selections outside the causal
-// range meaning "none"; the observer seeing every token.
+// Pieces of the DeepSeek-V4 layer: the slot lists of a step (window, compressor emissions, request
+// entries) against CacheGroup::slot on hand-made batches with released blocks; the step's plan (its device
+// lists, the block tables the selected_slots op reads, errors for entries not resident, forwards of a step
+// it did not plan); the short-context fallback selecting the same sets as scoring; selections outside the
+// causal range meaning "none"; the observer seeing every token; a device backend giving the same results.
 #include <fmt/format.h>
 
 #include "dsv4_test_util.h"
+#include "models/deepseek_v4/step_plan.h"
 #include "models/deepseek_v4/step_slots.h"
 
 namespace sieve::dsv4_test {
 namespace {
 
-// The caches of the slot-list tests live in host memory.
+// The caches of the slot-list tests live in host memory, and so do the plans (their lists are read back
+// directly).
 Backend& host() {
     static const std::unique_ptr<Backend> backend = std::move(make_backend("ref")).value();
     return *backend;
 }
 
-using dsv4::BoundCache;
 using dsv4::CacheBinding;
 
 struct Groups {
@@ -44,20 +46,13 @@ StepBatch make_batch(Groups& g) {
     return make_step_batch({StepRequest{7, 5, 6, false}, StepRequest{9, 0, 4, false}}, caches);
 }
 
-BoundCache bound(const StepBatch& b, const std::string& name) {
-    auto c = dsv4::bind_cache(b, CacheBinding{name, 0});
-    EXPECT_TRUE(c.has_value()) << c.status().to_string();
-    return *c;
-}
-
 TEST(DeepseekV4StepSlots, WindowAndTokenSlots) {
     Groups g = make_groups();
     const StepBatch b = make_batch(g);
     ASSERT_EQ(b.n_tokens(), 10);
-    const BoundCache swa = bound(b, "swa_kv");
     std::vector<int32_t> own(10), window(30);
-    ASSERT_TRUE(dsv4::token_slots(b, swa, own.data()).is_ok());
-    ASSERT_TRUE(dsv4::window_slots(b, swa, 3, window.data()).is_ok());
+    ASSERT_TRUE(dsv4::token_slots(b, *g.swa, own.data()).is_ok());
+    ASSERT_TRUE(dsv4::window_slots(b, *g.swa, 3, window.data()).is_ok());
     for (int64_t t = 0; t < b.n_tokens(); ++t) {
         const int64_t p = b.positions[static_cast<size_t>(t)];
         const RequestId r = b.request_of_token(t);
@@ -70,7 +65,7 @@ TEST(DeepseekV4StepSlots, WindowAndTokenSlots) {
     EXPECT_EQ(window[static_cast<size_t>(6 * 3 + 0)], -1);  // request 9, position 0: two empty slots
     // A window of 4 needs request 7's row 2, released: an internal error naming the cache, entry, request.
     std::vector<int32_t> w4(40);
-    const Status s = dsv4::window_slots(b, swa, 4, w4.data());
+    const Status s = dsv4::window_slots(b, *g.swa, 4, w4.data());
     EXPECT_EQ(s.code(), StatusCode::internal);
     EXPECT_NE(s.message().find("cache swa_kv: entry 2 of request 7 is not resident"), std::string::npos) << s.message();
     EXPECT_FALSE(dsv4::bind_cache(b, CacheBinding{"nope", 0}).has_value());
@@ -80,12 +75,12 @@ TEST(DeepseekV4StepSlots, WindowAndTokenSlots) {
 TEST(DeepseekV4StepSlots, CompressorEmissions) {
     Groups g = make_groups();
     const StepBatch b = make_batch(g);
-    const BoundCache state = bound(b, "state"), comp = bound(b, "comp");
     // (p + 1) % 4 == 0: request 7 position 7 (entry 1), request 9 position 3 (entry 0).
     ASSERT_EQ(dsv4::count_emissions(b, 4), 2);
     std::vector<int32_t> gather(16), entry_slots(2);
     std::vector<int64_t> entry_pos(2);
-    ASSERT_TRUE(dsv4::emission_slots(b, state, comp, 4, true, gather.data(), entry_slots.data(), entry_pos.data()).is_ok());
+    ASSERT_TRUE(
+        dsv4::emission_slots(b, *g.state, *g.comp, 4, true, gather.data(), entry_slots.data(), entry_pos.data()).is_ok());
     // Entry 1 of request 7: rows of positions 0..7 (Ca of block 0, Cb of block 1), rotated at 4.
     for (int64_t j = 0; j < 8; ++j) EXPECT_EQ(gather[static_cast<size_t>(j)], g.state->slot(7, j));
     EXPECT_EQ(entry_slots[0], g.comp->slot(7, 1));
@@ -99,32 +94,16 @@ TEST(DeepseekV4StepSlots, CompressorEmissions) {
     ASSERT_EQ(dsv4::count_emissions(b, 2), 5);
 }
 
-TEST(DeepseekV4StepSlots, VisibleSelectedAndRequestEntries) {
+TEST(DeepseekV4StepSlots, RequestEntries) {
     Groups g = make_groups();
     const StepBatch b = make_batch(g);
-    const BoundCache comp = bound(b, "comp");
     ASSERT_EQ(b.max_visible_entries(4), 2);  // position 10 sees entries 0, 1
-    std::vector<int32_t> vis(20);
-    ASSERT_TRUE(dsv4::visible_entry_slots(b, comp, 4, 2, vis.data()).is_ok());
-    for (int64_t t = 0; t < b.n_tokens(); ++t) {
-        const int64_t n = (b.positions[static_cast<size_t>(t)] + 1) / 4;  // causal: k < ⌊(p + 1)/4⌋
-        for (int64_t j = 0; j < 2; ++j)
-            EXPECT_EQ(vis[static_cast<size_t>(t * 2 + j)], j < n ? g.comp->slot(b.request_of_token(t), j) : -1);
-    }
     ASSERT_EQ(dsv4::max_request_entries(b, 4), 2);
     std::vector<int32_t> keys(4);
-    ASSERT_TRUE(dsv4::request_entry_slots(b, comp, 4, 2, keys.data()).is_ok());
+    ASSERT_TRUE(dsv4::request_entry_slots(b, *g.comp, 4, 2, keys.data()).is_ok());
     EXPECT_EQ(keys, (std::vector<int32_t>{static_cast<int32_t>(g.comp->slot(7, 0)), static_cast<int32_t>(g.comp->slot(7, 1)),
                                           static_cast<int32_t>(g.comp->slot(9, 0)), -1}));
-    // Selections: entries past the causal range (or −1) mean none.
-    std::vector<int32_t> sel(20, -1), out(20);
-    sel[0] = 1;  // token 0 (position 5): n_c = 1, entry 1 is in the future
-    sel[1] = 0;
-    sel[2 * 5 + 0] = 1;  // token 5 (position 10): n_c = 2
-    ASSERT_TRUE(dsv4::selected_entry_slots(b, comp, 4, sel.data(), 2, out.data()).is_ok());
-    EXPECT_EQ(out[0], -1);
-    EXPECT_EQ(out[1], g.comp->slot(7, 0));
-    EXPECT_EQ(out[10], g.comp->slot(7, 1));
+    EXPECT_TRUE(dsv4::check_visible_entries(b, *g.comp, 4).is_ok());
 }
 
 // Entry lists over several blocks (they are written block by block), and a released block in the range.
@@ -135,20 +114,123 @@ TEST(DeepseekV4StepSlots, EntryListsSpanBlocksAndNameAReleasedOne) {
     StepCaches caches;
     caches.groups = {comp.get()};
     const StepBatch b = make_step_batch({StepRequest{7, 4, 1, false}}, caches);  // position 4: entries 0..4
-    const BoundCache c = bound(b, "comp");
-    std::vector<int32_t> keys(7), vis(7);
-    ASSERT_TRUE(dsv4::request_entry_slots(b, c, 1, 7, keys.data()).is_ok());
-    ASSERT_TRUE(dsv4::visible_entry_slots(b, c, 1, 7, vis.data()).is_ok());
-    for (int64_t j = 0; j < 7; ++j) {
-        const int32_t want = j < 5 ? static_cast<int32_t>(comp->slot(7, j)) : -1;
-        EXPECT_EQ(keys[static_cast<size_t>(j)], want) << j;
-        EXPECT_EQ(vis[static_cast<size_t>(j)], want) << j;
-    }
+    std::vector<int32_t> keys(7);
+    ASSERT_TRUE(dsv4::request_entry_slots(b, *comp, 1, 7, keys.data()).is_ok());
+    for (int64_t j = 0; j < 7; ++j) EXPECT_EQ(keys[static_cast<size_t>(j)], j < 5 ? comp->slot(7, j) : -1) << j;
+    EXPECT_TRUE(dsv4::check_visible_entries(b, *comp, 1).is_ok());
     comp->release_before(7, 2);  // entries 0, 1 (block 0) are gone
-    const Status s = dsv4::request_entry_slots(b, c, 1, 7, keys.data());
+    const Status s = dsv4::request_entry_slots(b, *comp, 1, 7, keys.data());
     EXPECT_EQ(s.code(), StatusCode::internal);
     EXPECT_NE(s.message().find("cache comp: entry 0 of request 7 is not resident"), std::string::npos) << s.message();
-    EXPECT_EQ(dsv4::visible_entry_slots(b, c, 1, 7, vis.data()).code(), StatusCode::internal);
+    const Status v = dsv4::check_visible_entries(b, *comp, 1);
+    EXPECT_EQ(v.code(), StatusCode::internal);
+    EXPECT_NE(v.message().find("cache comp: entry 0 of request 7 is not resident"), std::string::npos) << v.message();
+}
+
+// What the layers of make_groups() read: a window of 3, a compressor of ratio 4 into "comp", whose entries
+// attention reads and an indexer scores (top-1, so the step is scored).
+dsv4::StepPlanNeeds make_needs(int64_t window) {
+    dsv4::StepPlanNeeds n;
+    n.window = "swa_kv";
+    n.sliding_window = window;
+    n.add(dsv4::StepPlanNeeds::Compressor{"state", "comp", 4, true});
+    n.add(dsv4::StepPlanNeeds::Compressor{"state", "comp", 4, true});  // a second layer of the same groups
+    n.add(dsv4::StepPlanNeeds::Compressed{"comp", 4});
+    n.add(dsv4::StepPlanNeeds::Indexer{"comp", 4, 1});
+    return n;
+}
+
+// The plan's device lists are the host lists of the step (one per group, however many layers read it), and
+// its block tables give the selected_slots op the same slots as CacheGroup::slot.
+TEST(DeepseekV4StepPlan, ListsAndTablesOfTheStep) {
+    Groups g = make_groups();
+    const StepBatch b = make_batch(g);
+    const dsv4::StepPlanNeeds needs = make_needs(3);
+    ASSERT_EQ(needs.compressors.size(), 1u);
+    dsv4::StepPlan plan;
+    ASSERT_TRUE(plan.build(host(), b, needs).is_ok());
+    EXPECT_TRUE(plan.planned(b));
+    const int64_t N = b.n_tokens();
+    ASSERT_EQ(plan.n_tokens(), N);
+    EXPECT_EQ(std::vector<int64_t>(plan.positions(), plan.positions() + N), b.positions);
+
+    std::vector<int32_t> own(10), window(30);
+    ASSERT_TRUE(dsv4::token_slots(b, *g.swa, own.data()).is_ok());
+    ASSERT_TRUE(dsv4::window_slots(b, *g.swa, 3, window.data()).is_ok());
+    ASSERT_EQ(plan.window().width, 3);
+    EXPECT_EQ(std::vector<int32_t>(plan.window().token_slots, plan.window().token_slots + N), own);
+    EXPECT_EQ(std::vector<int32_t>(plan.window().slots, plan.window().slots + 3 * N), window);
+
+    auto c = plan.compressor("state");
+    ASSERT_TRUE(c.has_value()) << c.status().to_string();
+    ASSERT_EQ((*c)->n_emit, 2);
+    EXPECT_EQ((*c)->entry_slots[0], g.comp->slot(7, 1));
+    EXPECT_EQ((*c)->entry_positions[1], 0);
+    for (int64_t j = 0; j < 8; ++j) EXPECT_EQ((*c)->gather[j], g.state->slot(7, j));
+    EXPECT_FALSE(plan.compressor("comp").has_value());
+
+    auto ix = plan.indexer("comp");
+    ASSERT_TRUE(ix.has_value()) << ix.status().to_string();
+    EXPECT_TRUE((*ix)->scored);  // request 7 holds 2 entries > top-1
+    EXPECT_EQ((*ix)->width, 1);
+    ASSERT_EQ((*ix)->max_keys, 2);
+    for (int64_t t = 0; t < N; ++t) EXPECT_EQ((*ix)->n_keys[t], (b.positions[static_cast<size_t>(t)] + 1) / 4);
+    EXPECT_EQ((*ix)->key_slots[1], g.comp->slot(7, 1));
+    EXPECT_EQ((*ix)->key_slots[3], -1);
+
+    // Every visible entry, and a selection with entries outside the causal range, through the op.
+    auto comp = plan.compressed("comp");
+    ASSERT_TRUE(comp.has_value()) << comp.status().to_string();
+    ASSERT_EQ((*comp)->visible, 2);
+    std::vector<int32_t> slots(static_cast<size_t>(2 * N), -7);
+    SelectedSlotsParams p;
+    p.positions = plan.positions();
+    p.tables = (*comp)->tables;
+    p.slots = slots.data();
+    p.n_tokens = N;
+    p.width = 2;
+    p.ratio = 4;
+    p.block_size = (*comp)->block_size;
+    p.n_slots = (*comp)->n_slots;
+    p.selected_row_stride = p.slots_row_stride = 2;
+    ASSERT_TRUE(host().selected_slots(p).is_ok());
+    for (int64_t t = 0; t < N; ++t) {
+        const int64_t n = (b.positions[static_cast<size_t>(t)] + 1) / 4;  // causal: k < ⌊(p + 1)/4⌋
+        for (int64_t j = 0; j < 2; ++j)
+            EXPECT_EQ(slots[static_cast<size_t>(t * 2 + j)], j < n ? g.comp->slot(b.request_of_token(t), j) : -1);
+    }
+    std::vector<int32_t> sel(static_cast<size_t>(2 * N), -1);
+    sel[0] = 1;  // token 0 (position 5) sees entry 0 only: entry 1 is in the future
+    sel[1] = 0;
+    sel[2 * 5 + 0] = 1;  // token 5 (position 10) sees entries 0, 1
+    p.selected = sel.data();
+    ASSERT_TRUE(host().selected_slots(p).is_ok());
+    EXPECT_EQ(slots[0], -1);
+    EXPECT_EQ(slots[1], g.comp->slot(7, 0));
+    EXPECT_EQ(slots[10], g.comp->slot(7, 1));
+
+    // Another step is not this plan's.
+    StepCaches caches;
+    caches.groups = {g.swa.get(), g.comp.get(), g.state.get()};
+    EXPECT_FALSE(plan.planned(make_step_batch({StepRequest{7, 5, 5, false}, StepRequest{9, 0, 4, false}}, caches)));
+    EXPECT_FALSE(plan.planned(make_step_batch({StepRequest{9, 0, 4, false}, StepRequest{7, 5, 6, false}}, caches)));
+}
+
+// An entry the plan needs that is not resident is an internal error of plan time naming the cache, the
+// request and the entry; so is a compressed entry a token may select. A failed plan plans nothing.
+TEST(DeepseekV4StepPlan, EntriesNotResidentAreNamed) {
+    Groups g = make_groups();
+    const StepBatch b = make_batch(g);
+    dsv4::StepPlan plan;
+    ASSERT_TRUE(plan.build(host(), b, make_needs(3)).is_ok());
+    Status s = plan.build(host(), b, make_needs(4));
+    EXPECT_EQ(s.code(), StatusCode::internal);
+    EXPECT_NE(s.message().find("cache swa_kv: entry 2 of request 7 is not resident"), std::string::npos) << s.message();
+    EXPECT_FALSE(plan.planned(b));
+    g.comp->free_request(9);
+    s = plan.build(host(), b, make_needs(3));
+    EXPECT_EQ(s.code(), StatusCode::internal);
+    EXPECT_NE(s.message().find("cache comp: entry 0 of request 9 is not resident"), std::string::npos) << s.message();
 }
 
 std::unique_ptr<AttentionModel> exact_model(const Fixture& f, Backend& backend) {
@@ -243,6 +325,65 @@ TEST(DeepseekV4Indexer, FusedSelectionMatchesScoresThenTopk) {
             for (const auto& [request, layers] : a.outputs)
                 for (size_t l = 0; l < layers.size(); ++l)
                     EXPECT_EQ(layers[l], b.outputs.at(request)[l]) << "request " << request << " layer position " << l;
+        }
+    }
+}
+
+// One plan per step (DESIGN.md): a forward of a batch plan_step did not plan is an internal error, never a
+// forward over another step's lists.
+TEST(DeepseekV4Model, ForwardNeedsThePlanOfItsStep) {
+    Fixture f = load_fixture();
+    auto backend = std::move(make_backend("cpu")).value();
+    auto model = exact_model(f, *backend);
+    std::vector<std::unique_ptr<CacheGroup>> groups;
+    StepCaches caches;
+    for (const CacheGroupDesc& d : model->cache_groups()) {
+        groups.push_back(std::move(CacheGroup::create(*backend, d.name, d.spec, d.block_size, 8, d.n_layers)).value());
+        ASSERT_TRUE(groups.back()->reserve(7, groups.back()->entries_for_tokens(5)).is_ok());
+        caches.groups.push_back(groups.back().get());
+    }
+    const StepBatch batch = make_step_batch({{7, 0, 5, false}}, caches);
+    const int64_t D = model->hidden_size();
+    auto in = std::move(backend->buffer_alloc(static_cast<size_t>(5 * D) * 4, BufferUsage::workspace, "in")).value();
+    auto out = std::move(backend->buffer_alloc(static_cast<size_t>(5 * D) * 4, BufferUsage::workspace, "out")).value();
+    Status s = model->forward(0, batch, in->as<float>(), out->as<float>(), nullptr);
+    EXPECT_EQ(s.code(), StatusCode::internal);
+    EXPECT_NE(s.message().find("did not plan"), std::string::npos) << s.to_string();
+    ASSERT_TRUE(model->plan_step(batch).is_ok());
+    EXPECT_TRUE(model->forward(0, batch, in->as<float>(), out->as<float>(), nullptr).is_ok());
+    EXPECT_GT(model->workspace_bytes(), 0);
+    const StepBatch next = make_step_batch({{7, 0, 4, false}}, caches);  // another step, not planned
+    EXPECT_EQ(model->forward(0, next, in->as<float>(), out->as<float>(), nullptr).code(), StatusCode::internal);
+}
+
+// On a device whose memory the host cannot touch (backends/host_copy), the model runs every schedule with
+// the results of the backend the device runs its ops on, bit for bit: observed (score rows, top-k, the rows
+// downloaded and uploaded back) and fused, scored steps and short-context ones, both profiles.
+TEST(DeepseekV4Model, HostCopyDeviceMatchesItsInnerBackend) {
+    Fixture f = load_fixture();
+    auto host = std::move(make_backend("cpu")).value();
+    auto device = std::move(make_backend("host-copy:cpu")).value();
+    for (NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
+        for (bool observe : {true, false}) {
+            SCOPED_TRACE(fmt::format("{} {}", numerics_profile_name(profile), observe ? "observed" : "fused"));
+            DeepseekV4Options o;
+            o.profile = profile;
+            o.backend = host.get();
+            auto on_host = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+            o.backend = device.get();
+            auto on_device = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+            ASSERT_TRUE(on_host.has_value()) << on_host.status().to_string();
+            ASSERT_TRUE(on_device.has_value()) << on_device.status().to_string();
+            RunOptions run;
+            run.engine.scheduler.max_tokens_per_step = 7;
+            run.observe = observe;
+            const RunResult a = run_fixture(f, **on_host, run), b = run_fixture(f, **on_device, run);
+            ASSERT_TRUE(a.status.is_ok()) << a.status.to_string();
+            ASSERT_TRUE(b.status.is_ok()) << b.status.to_string();
+            EXPECT_EQ(a.outputs, b.outputs);
+            EXPECT_EQ(a.selections, b.selections);
+            EXPECT_EQ(a.scores, b.scores);
+            EXPECT_EQ(observe, !b.selections.empty());
         }
     }
 }
