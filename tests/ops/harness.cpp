@@ -151,6 +151,12 @@ std::vector<NamedBackend> backends_under_test() {
 
 std::unique_ptr<Backend> ref_backend() { return make_ref_backend(); }
 
+std::vector<std::pair<std::string, Backend*>> ref_and(Backend& ref, std::vector<NamedBackend>& backends) {
+    std::vector<std::pair<std::string, Backend*>> all = {{"ref", &ref}};
+    for (auto& nb : backends) all.push_back({nb.spec, nb.backend.get()});
+    return all;
+}
+
 std::vector<NamedBackend> host_backends_under_test() {
     std::vector<NamedBackend> out;
     for (NamedBackend& nb : backends_under_test())

@@ -50,6 +50,9 @@ std::unique_ptr<Backend> ref_backend();
 // copies), and the hand-computed known-value and byte-layout tests, which keep their few inputs in
 // stack arrays the mirror cannot upload. Every op's conformance cases run on every variant, devices too.
 std::vector<NamedBackend> host_backends_under_test();
+// ref first, then each of `backends`, as (spec, backend): for known-value tests every backend must pass,
+// the oracle included.
+std::vector<std::pair<std::string, Backend*>> ref_and(Backend& ref, std::vector<NamedBackend>& backends);
 // Where the mirror finds the heap block (start, bytes) holding a pointer that lies in no GuardedBuffer
 // (set by heap_registry.cpp in the binaries that link it; without it such a pointer fails the op).
 using HeapBlockLookup = bool (*)(const void* p, const void** start, size_t* bytes);

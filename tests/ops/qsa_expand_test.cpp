@@ -38,12 +38,6 @@ Status run_expand(Backend& b, const ExpandCase& c, std::vector<int32_t>& out, st
     return b.qsa_expand(p);
 }
 
-std::vector<std::pair<std::string, Backend*>> all_backends(std::unique_ptr<Backend>& ref, std::vector<NamedBackend>& bs) {
-    std::vector<std::pair<std::string, Backend*>> all = {{"ref", ref.get()}};
-    for (auto& nb : bs) all.push_back({nb.spec, nb.backend.get()});
-    return all;
-}
-
 std::set<int32_t> valid_set(const std::vector<int32_t>& out, int64_t t, int64_t width, int64_t stride) {
     std::set<int32_t> s;
     for (int64_t c = 0; c < width; ++c)
@@ -54,7 +48,7 @@ std::set<int32_t> valid_set(const std::vector<int32_t>& out, int64_t t, int64_t 
 TEST(QsaExpandKnownValues, SpecTestVectors) {
     auto ref = ref_backend();
     auto backends = backends_under_test();
-    for (auto& [name, b] : all_backends(ref, backends)) {
+    for (auto& [name, b] : ref_and(*ref, backends)) {
         SCOPED_TRACE(name);
         std::vector<int32_t> out, count;
         // §10 expansion, r = 4, token_topk = 8 (block_topk 2), W = 11.

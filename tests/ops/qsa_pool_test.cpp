@@ -85,9 +85,7 @@ TEST(QsaPoolKnownValues, MeanOfMembersInFp32ThenOneRounding) {
     p.ratio = 4;
     p.head_dim = 2;
     p.out_row_stride = 2;
-    std::vector<std::pair<std::string, Backend*>> all = {{"ref", ref.get()}};
-    for (auto& nb : backends) all.push_back({nb.spec, nb.backend.get()});
-    for (auto& [name, b] : all) {
+    for (auto& [name, b] : ref_and(*ref, backends)) {
         SCOPED_TRACE(name);
         float out[4] = {};
         p.out = out;

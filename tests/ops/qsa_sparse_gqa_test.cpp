@@ -203,9 +203,7 @@ TEST(QsaSparseGqaKnownValues, SoftmaxOverListedPositionsThenGate) {
     // l = 0.5·(2, 0) = (1, 0) → w = (e, 1)/(e + 1)
     const double e = std::exp(1.0);
     const double o0 = (e * 10 + 20) / (e + 1), o1 = (e * -2 + 4) / (e + 1);
-    std::vector<std::pair<std::string, Backend*>> all = {{"ref", ref.get()}};
-    for (auto& nb : backends) all.push_back({nb.spec, nb.backend.get()});
-    for (auto& [name, b] : all) {
+    for (auto& [name, b] : ref_and(*ref, backends)) {
         SCOPED_TRACE(name);
         float out[2][2];
         std::memset(out, 0x7f, sizeof out);

@@ -57,12 +57,6 @@ struct SlotsRun {
     }
 };
 
-std::vector<std::pair<std::string, Backend*>> every_backend(std::unique_ptr<Backend>& ref, std::vector<NamedBackend>& bs) {
-    std::vector<std::pair<std::string, Backend*>> all = {{"ref", ref.get()}};
-    for (auto& nb : bs) all.push_back({nb.spec, nb.backend.get()});
-    return all;
-}
-
 // Two requests, blocks of 2 entries: request 0's table [3, 0, 5], request 1's [1, -1, 4] (its second
 // block released). Ratio 4: position p sees ⌊(p + 1)/4⌋ entries.
 SlotsCase known_case() {
@@ -81,7 +75,7 @@ SlotsCase known_case() {
 TEST(SelectedSlots, KnownValues) {
     auto ref = ref_backend();
     auto backends = backends_under_test();
-    for (auto& [name, b] : every_backend(ref, backends)) {
+    for (auto& [name, b] : ref_and(*ref, backends)) {
         SCOPED_TRACE(name);
         SlotsCase c = known_case();
         SlotsRun run(c);
@@ -106,7 +100,7 @@ TEST(SelectedSlots, KnownValues) {
 TEST(SelectedSlots, ScoredAndUnscoredRowsMix) {
     auto ref = ref_backend();
     auto backends = backends_under_test();
-    for (auto& [name, b] : every_backend(ref, backends)) {
+    for (auto& [name, b] : ref_and(*ref, backends)) {
         SCOPED_TRACE(name);
         SlotsCase c = known_case();
         c.positions = {19, 3, 7};  // token 1 sees one entry
@@ -165,7 +159,7 @@ TEST(SelectedSlots, RandomStepsMatchTheFormula) {
                 want.push_back(static_cast<int32_t>(block * c.block_size + e % c.block_size));
             }
         }
-        for (auto& [name, b] : every_backend(ref, backends)) {
+        for (auto& [name, b] : ref_and(*ref, backends)) {
             SCOPED_TRACE(name + " round " + std::to_string(round));
             SlotsRun run(c);
             const Status st = b->selected_slots(run.params(c));
@@ -182,7 +176,7 @@ TEST(SelectedSlots, RandomStepsMatchTheFormula) {
 TEST(SelectedSlots, Refusals) {
     auto ref = ref_backend();
     auto backends = host_backends_under_test();
-    for (auto& named : every_backend(ref, backends)) {
+    for (auto& named : ref_and(*ref, backends)) {
         SCOPED_TRACE(named.first);
         Backend* b = named.second;
         auto expect = [&](SlotsCase c, auto&& edit, const std::string& message) {
