@@ -1,6 +1,9 @@
 #include "kv/step_batch.h"
 
 #include <algorithm>
+#include <limits>
+
+#include "ops/block_tables.h"
 
 namespace sieve {
 
@@ -44,6 +47,35 @@ int64_t pack_block_tables(const StepBatch& batch, const CacheGroup& group, std::
         std::copy(row.begin(), row.end(), table.begin() + q * stride);
     }
     return stride;
+}
+
+Status resident_entry_slots(const CacheGroup& group, RequestId request, int64_t begin, int64_t end, int32_t* out) {
+    constexpr int64_t kMaxSlot = std::numeric_limits<int32_t>::max();
+    const std::vector<int32_t>& table = group.block_table(request);
+    const int64_t bs = group.block_size();
+    for (int64_t e0 = begin; e0 < end;) {
+        const int64_t b = e0 / bs, e1 = std::min(end, (b + 1) * bs);
+        if (e0 < 0 || b >= static_cast<int64_t>(table.size()) || table[static_cast<size_t>(b)] < 0)
+            return internal_error("cache {}: entry {} of request {} is not resident (the runtime released or never "
+                                  "reserved it)",
+                                  group.name(), e0, request);
+        const int64_t first = paged_slot(table.data(), e0, bs);  // the block's entries are consecutive slots
+        if (first + (e1 - 1 - e0) > kMaxSlot)
+            return unsupported_error("cache {}: slot {} does not fit the int32 slot lists of the ops", group.name(),
+                                     std::max(first, kMaxSlot + 1));
+        if (out != nullptr)
+            for (int64_t e = e0; e < e1; ++e) out[e - begin] = static_cast<int32_t>(first + (e - e0));
+        e0 = e1;
+    }
+    return Status::ok();
+}
+
+Status token_slots(const StepBatch& batch, const CacheGroup& group, int32_t* out) {
+    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+        const int64_t p = batch.positions[static_cast<size_t>(t)];
+        SIEVE_RETURN_IF_ERROR(resident_entry_slots(group, batch.request_of_token(t), p, p + 1, out + t));
+    }
+    return Status::ok();
 }
 
 }  // namespace sieve

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 #include "kv/paged_cache.h"
 
 namespace sieve {
@@ -56,5 +58,14 @@ StepBatch make_step_batch(std::vector<StepRequest> requests, StepCaches caches);
 // of `table` [n_requests, stride] is the table of batch.requests[q], −1 past its end. Returns the
 // stride: the longest table of the step, at least 1.
 int64_t pack_block_tables(const StepBatch& batch, const CacheGroup& group, std::vector<int32_t>& table);
+
+// The slots of entries [begin, end) of `request` in `group` into out[0, end − begin) (nullptr: only
+// checked), block by block through its table (ops/block_tables.h paged_slot): one table lookup per block,
+// not one per entry. The first entry that is not resident is an internal error naming the cache, the
+// request and the entry; a slot past int32 (the ops' slot lists) is unsupported.
+Status resident_entry_slots(const CacheGroup& group, RequestId request, int64_t begin, int64_t end, int32_t* out);
+
+// out[t] = the slot of token t's own position in `group` (where its cache row is written). out: [n_tokens]
+Status token_slots(const StepBatch& batch, const CacheGroup& group, int32_t* out);
 
 }  // namespace sieve

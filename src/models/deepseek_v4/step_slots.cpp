@@ -1,7 +1,6 @@
 #include "models/deepseek_v4/step_slots.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "ops/block_tables.h"
 
@@ -9,41 +8,12 @@ namespace sieve::dsv4 {
 
 namespace {
 
-Status not_resident(const CacheGroup& c, RequestId request, int64_t entry) {
-    return internal_error("cache {}: entry {} of request {} is not resident (the runtime released or never "
-                          "reserved it)",
-                          c.name(), entry, request);
-}
-
-// Slots of the request's entries [begin, end) into out[0, end − begin) (nullptr: only checked), block by
-// block through its table (ops/block_tables.h paged_slot): one table lookup per range, not one per entry (a
-// 128K-token request has 32K CSA entries, and the lookups per entry took 0.15 ms of a 2 ms decode indexer
-// stage). The first entry that is not resident is an internal error naming the cache, request and entry.
-Status entry_range_slots(const CacheGroup& c, RequestId request, int64_t begin, int64_t end, int32_t* out) {
-    constexpr int64_t kMaxSlot = std::numeric_limits<int32_t>::max();
-    const std::vector<int32_t>& table = c.block_table(request);
-    const int64_t bs = c.block_size();
-    for (int64_t e0 = begin; e0 < end;) {
-        const int64_t b = e0 / bs, e1 = std::min(end, (b + 1) * bs);
-        if (e0 < 0 || b >= static_cast<int64_t>(table.size()) || table[static_cast<size_t>(b)] < 0)
-            return not_resident(c, request, e0);
-        const int64_t first = paged_slot(table.data(), e0, bs);  // the block's entries are consecutive slots
-        if (first + (e1 - 1 - e0) > kMaxSlot)
-            return unsupported_error("cache {}: slot {} does not fit the int32 slot lists of the ops", c.name(),
-                                     std::max(first, kMaxSlot + 1));
-        if (out != nullptr)
-            for (int64_t e = e0; e < e1; ++e) out[e - begin] = static_cast<int32_t>(first + (e - e0));
-        e0 = e1;
-    }
-    return Status::ok();
-}
-
 // out[j] = slot of entry end − width + j, −1 for entries < 0: a window of the request's entries ending at
 // `end` (exclusive). out: [width]
 Status window_entry_slots(const CacheGroup& c, RequestId request, int64_t end, int64_t width, int32_t* out) {
     const int64_t begin = end - width, none = std::clamp<int64_t>(-begin, 0, width);
     std::fill(out, out + none, -1);
-    return entry_range_slots(c, request, begin + none, end, out + none);
+    return resident_entry_slots(c, request, begin + none, end, out + none);
 }
 
 }  // namespace
@@ -73,14 +43,6 @@ CacheStoreParams record_store(const void* x, DType x_type, int64_t x_row_stride,
     return p;
 }
 
-Status token_slots(const StepBatch& batch, const CacheGroup& cache, int32_t* out) {
-    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
-        const int64_t p = batch.positions[static_cast<size_t>(t)];
-        SIEVE_RETURN_IF_ERROR(entry_range_slots(cache, batch.request_of_token(t), p, p + 1, out + t));
-    }
-    return Status::ok();
-}
-
 Status window_slots(const StepBatch& batch, const CacheGroup& cache, int64_t window, int32_t* out) {
     for (int64_t t = 0; t < batch.n_tokens(); ++t) {
         const int64_t p = batch.positions[static_cast<size_t>(t)];
@@ -105,7 +67,7 @@ Status emission_slots(const StepBatch& batch, const CacheGroup& state, const Cac
         const RequestId r = batch.request_of_token(t);
         const int64_t k = (p + 1) / ratio - 1;
         SIEVE_RETURN_IF_ERROR(window_entry_slots(state, r, p + 1, rows, gather + e * rows));
-        SIEVE_RETURN_IF_ERROR(entry_range_slots(dest, r, k, k + 1, entry_slots + e));
+        SIEVE_RETURN_IF_ERROR(resident_entry_slots(dest, r, k, k + 1, entry_slots + e));
         entry_positions[e] = k * ratio;  // §3.4: rotated at k·m, the first token of its own block
         ++e;
     }
@@ -114,7 +76,7 @@ Status emission_slots(const StepBatch& batch, const CacheGroup& state, const Cac
 
 Status check_visible_entries(const StepBatch& batch, const CacheGroup& cache, int64_t ratio) {
     for (const StepRequest& r : batch.requests)
-        SIEVE_RETURN_IF_ERROR(entry_range_slots(cache, r.id, 0, r.end() / ratio, nullptr));
+        SIEVE_RETURN_IF_ERROR(resident_entry_slots(cache, r.id, 0, r.end() / ratio, nullptr));
     return Status::ok();
 }
 
@@ -128,7 +90,7 @@ Status request_entry_slots(const StepBatch& batch, const CacheGroup& cache, int6
     for (int64_t i = 0; i < batch.n_requests(); ++i) {
         const StepRequest& r = batch.requests[static_cast<size_t>(i)];
         const int64_t n = std::min(width, r.end() / ratio);
-        SIEVE_RETURN_IF_ERROR(entry_range_slots(cache, r.id, 0, n, out + i * width));
+        SIEVE_RETURN_IF_ERROR(resident_entry_slots(cache, r.id, 0, n, out + i * width));
         std::fill(out + i * width + n, out + (i + 1) * width, -1);
     }
     return Status::ok();

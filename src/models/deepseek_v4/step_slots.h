@@ -34,9 +34,7 @@ Expected<BoundCache> bind_cache(const StepBatch& batch, const CacheBinding& bind
 CacheStoreParams record_store(const void* x, DType x_type, int64_t x_row_stride, int64_t n_rows, const int32_t* slots,
                               const BoundCache& cache, const CacheRecordLayout& layout);
 
-// out[t] = slot of the token's own position (per-token caches: SWA rows, compressor state rows).
-// out: [n_tokens]
-Status token_slots(const StepBatch& batch, const CacheGroup& cache, int32_t* out);
+// token_slots (kv/step_batch.h) gives each token's own slot (SWA rows, compressor state rows).
 
 // out[t, j] = slot of position p_t − window + 1 + j, −1 for positions < 0: the sliding window, oldest
 // first, the token itself last (§3.2: w entries including the query's own token).

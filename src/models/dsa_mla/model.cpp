@@ -118,26 +118,6 @@ int64_t Model::workspace_bytes() const {
     return static_cast<int64_t>(b);
 }
 
-namespace {
-
-// Each token's own slot in `group` (where its cache entry is written): out [T].
-Status token_slots(const std::string& model_type, const StepBatch& batch, const CacheGroup& group,
-                   std::vector<int32_t>& out) {
-    out.resize(static_cast<size_t>(batch.n_tokens()));
-    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
-        const RequestId id = batch.request_of_token(t);
-        const int64_t pos = batch.positions[static_cast<size_t>(t)];
-        const int64_t slot = group.slot(id, pos);
-        if (slot < 0)
-            return internal_error("{}: request {} position {} has no '{}' cache slot (not reserved)", model_type, id,
-                                  pos, group.name());
-        out[static_cast<size_t>(t)] = static_cast<int32_t>(slot);
-    }
-    return Status::ok();
-}
-
-}  // namespace
-
 Status Model::plan_step(const StepBatch& batch) {
     return no_bad_alloc([&] { return build_step_plan(batch); }, [&] {
         return fmt::format("{}: the plan of a step of {} tokens", model_type_, batch.n_tokens());
@@ -168,11 +148,13 @@ Status Model::build_step_plan(const StepBatch& batch) {
         const int64_t candidates = batch.positions[static_cast<size_t>(t)] + 1;
         plan.n_keys[static_cast<size_t>(t)] = candidates > K ? static_cast<int32_t>(candidates) : 0;
     }
-    SIEVE_RETURN_IF_ERROR(token_slots(model_type_, batch, *plan.latent, plan.latent_slots_host));
+    plan.latent_slots_host.resize(static_cast<size_t>(T));
+    SIEVE_RETURN_IF_ERROR(token_slots(batch, *plan.latent, plan.latent_slots_host.data()));
     const int64_t latent_stride = pack_block_tables(batch, *plan.latent, plan.latent_table_host);
     int64_t indexer_stride = 0;
     if (plan.indexer) {
-        SIEVE_RETURN_IF_ERROR(token_slots(model_type_, batch, *plan.indexer, plan.indexer_slots_host));
+        plan.indexer_slots_host.resize(static_cast<size_t>(T));
+        SIEVE_RETURN_IF_ERROR(token_slots(batch, *plan.indexer, plan.indexer_slots_host.data()));
         indexer_stride = pack_block_tables(batch, *plan.indexer, plan.indexer_table_host);
     }
 

@@ -6,18 +6,6 @@
 
 namespace sieve {
 
-namespace {
-
-// The slot of entry `e` of `id` in `group` as int32, or internal_error naming what is missing.
-Expected<int32_t> resident_slot(const CacheGroup& group, RequestId id, int64_t e, const char* what) {
-    const int64_t s = group.slot(id, e);
-    if (s < 0)
-        return internal_error("QSA step: request {} has no '{}' entry {} ({})", id, group.name(), e, what);
-    return static_cast<int32_t>(s);
-}
-
-}  // namespace
-
 int64_t QsaStepPlan::bytes() const {
     size_t b = uploads.capacity();
     for (const auto* v : {&seq_lens, &completing, &member_slot_list, &pool_position_list}) b += v->capacity() * 8;
@@ -51,7 +39,6 @@ Status plan_qsa_step(const QsaConfig& c, Backend& backend, const StepBatch& batc
     for (int64_t t = 0; t < T; ++t) {
         const auto i = static_cast<size_t>(t);
         const int64_t p = batch.positions[i];
-        const RequestId id = batch.request_of_token(t);
         const int64_t L = batch.requests[static_cast<size_t>(batch.token_request[i])].end();
         plan.seq_lens[i] = L;
         const int64_t visible = std::min((p + 1) / r, L / r);  // §4.5
@@ -59,9 +46,9 @@ Status plan_qsa_step(const QsaConfig& c, Backend& backend, const StepBatch& batc
         max_cols = std::max<int64_t>(max_cols, plan.n_groups[i]);
         max_visible = std::max(max_visible, visible);
         if ((p + 1) % r == 0) plan.completing.push_back(t);
-        SIEVE_ASSIGN_OR_RETURN(plan.kv_slot_list[i], resident_slot(*plan.kv, id, p, "the token's K|V"));
-        SIEVE_ASSIGN_OR_RETURN(plan.ring_slot_list[i], resident_slot(*plan.ring, id, p, "the token's raw key"));
     }
+    SIEVE_RETURN_IF_ERROR(token_slots(batch, *plan.kv, plan.kv_slot_list.data()));
+    SIEVE_RETURN_IF_ERROR(token_slots(batch, *plan.ring, plan.ring_slot_list.data()));
     plan.max_cols = max_cols;
     // The step's selection widths: k_top = min(block_topk, the most groups a token of the step sees), at
     // least 1, and W = k_top·r + r − 1 token slots (§4.6). A token seeing at most block_topk groups takes
@@ -75,17 +62,17 @@ Status plan_qsa_step(const QsaConfig& c, Backend& backend, const StepBatch& batc
     plan.member_slot_list.resize(static_cast<size_t>(n_new * r));
     plan.pool_position_list.resize(static_cast<size_t>(n_new));
     plan.compressed_slot_list.resize(static_cast<size_t>(n_new));
+    std::vector<int32_t> member32;  // one group's ring slots (the pool op takes them as int64)
     for (int64_t i = 0; i < n_new; ++i) {
         const int64_t t = plan.completing[static_cast<size_t>(i)];
         const RequestId id = batch.request_of_token(t);
         const int64_t g = batch.positions[static_cast<size_t>(t)] / r;
-        for (int64_t j = 0; j < r; ++j) {
-            SIEVE_ASSIGN_OR_RETURN(plan.member_slot_list[static_cast<size_t>(i * r + j)],
-                                   resident_slot(*plan.ring, id, g * r + j, "a member of a completed group"));
-        }
+        member32.resize(static_cast<size_t>(r));
+        SIEVE_RETURN_IF_ERROR(resident_entry_slots(*plan.ring, id, g * r, (g + 1) * r, member32.data()));
+        std::copy(member32.begin(), member32.end(), plan.member_slot_list.begin() + i * r);
         plan.pool_position_list[static_cast<size_t>(i)] = g * r;  // RoPE at the group's FIRST position (§4.3)
-        SIEVE_ASSIGN_OR_RETURN(plan.compressed_slot_list[static_cast<size_t>(i)],
-                               resident_slot(*plan.compressed, id, g, "a completed group's pooled key"));
+        SIEVE_RETURN_IF_ERROR(resident_entry_slots(*plan.compressed, id, g, g + 1,
+                                                   plan.compressed_slot_list.data() + i));
     }
 
     // ---- block tables, then everything to the device at once ----

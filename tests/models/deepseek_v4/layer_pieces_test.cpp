@@ -51,7 +51,7 @@ TEST(DeepseekV4StepSlots, WindowAndTokenSlots) {
     const StepBatch b = make_batch(g);
     ASSERT_EQ(b.n_tokens(), 10);
     std::vector<int32_t> own(10), window(30);
-    ASSERT_TRUE(dsv4::token_slots(b, *g.swa, own.data()).is_ok());
+    ASSERT_TRUE(token_slots(b, *g.swa, own.data()).is_ok());
     ASSERT_TRUE(dsv4::window_slots(b, *g.swa, 3, window.data()).is_ok());
     for (int64_t t = 0; t < b.n_tokens(); ++t) {
         const int64_t p = b.positions[static_cast<size_t>(t)];
@@ -155,7 +155,7 @@ TEST(DeepseekV4StepPlan, ListsAndTablesOfTheStep) {
     EXPECT_EQ(std::vector<int64_t>(plan.positions(), plan.positions() + N), b.positions);
 
     std::vector<int32_t> own(10), window(30);
-    ASSERT_TRUE(dsv4::token_slots(b, *g.swa, own.data()).is_ok());
+    ASSERT_TRUE(token_slots(b, *g.swa, own.data()).is_ok());
     ASSERT_TRUE(dsv4::window_slots(b, *g.swa, 3, window.data()).is_ok());
     ASSERT_EQ(plan.window().width, 3);
     EXPECT_EQ(std::vector<int32_t>(plan.window().token_slots, plan.window().token_slots + N), own);
