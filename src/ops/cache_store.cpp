@@ -4,6 +4,22 @@
 
 namespace sieve {
 
+CacheStoreParams whole_row_store(const void* x, DType x_type, int64_t x_row_stride, int64_t n_rows,
+                                 const int32_t* slots, const CacheView& cache, int64_t n_slots,
+                                 const CacheRecordLayout& layout) {
+    CacheStoreParams p;
+    p.x = x;
+    p.x_type = x_type;
+    p.x_row_stride = x_row_stride;
+    p.slots = slots;
+    p.cache = cache;
+    p.layout = layout;
+    p.n_slots = n_slots;
+    p.n_rows = n_rows;
+    p.dim = layout.dim;
+    return p;
+}
+
 Status validate(const CacheStoreParams& p) {
     constexpr std::string_view op = "cache_store";
     using namespace op_check;

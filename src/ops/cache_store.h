@@ -53,6 +53,13 @@ struct CacheStoreParams {
     DType x_type = DType::f32;       // f32 | bf16
 };
 
+// The store of whole rows x [n_rows, layout.dim] (row stride x_row_stride elements, x_type) into entries
+// `slots` [n_rows] of `cache` (n_slots slots): the params every family starts from; a sub-row store sets
+// dim and entry_offset, DeepSeek-V4 sets round_bf16.
+CacheStoreParams whole_row_store(const void* x, DType x_type, int64_t x_row_stride, int64_t n_rows,
+                                 const int32_t* slots, const CacheView& cache, int64_t n_slots,
+                                 const CacheRecordLayout& layout);
+
 // Dtypes, sizes, the row layout of x (int64 overflow), the cache view against the layout and n_slots, the
 // sub-row inside the entry, x disjoint from the cache storage.
 // validate never reads memory behind the pointers; check_indices reads index arrays and may only be

@@ -29,16 +29,7 @@ Expected<BoundCache> bind_cache(const StepBatch& batch, const CacheBinding& bind
 
 CacheStoreParams record_store(const void* x, DType x_type, int64_t x_row_stride, int64_t n_rows, const int32_t* slots,
                               const BoundCache& cache, const CacheRecordLayout& layout) {
-    CacheStoreParams p;
-    p.x = x;
-    p.x_type = x_type;
-    p.x_row_stride = x_row_stride;
-    p.slots = slots;
-    p.cache = cache.view;
-    p.layout = layout;
-    p.n_slots = cache.n_slots;
-    p.n_rows = n_rows;
-    p.dim = layout.dim;
+    CacheStoreParams p = whole_row_store(x, x_type, x_row_stride, n_rows, slots, cache.view, cache.n_slots, layout);
     p.round_bf16 = true;
     return p;
 }

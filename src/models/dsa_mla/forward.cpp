@@ -141,17 +141,8 @@ Status Model::project(const LayerWeights& w, const StepPlan& plan, int64_t T, in
 
     // Latent cache entries [c | RoPE(kr)] of the step's tokens (§2.5, §3.4), before attention reads them:
     // ckv's rows as they are (no bf16 rounding before the quantization).
-    CacheStoreParams cw;
-    cw.x = ckv;
-    cw.x_type = a;
-    cw.x_row_stride = w1;
-    cw.slots = plan.latent_slots;
-    cw.cache = plan.latent->view(layer_pos);
-    cw.layout = latent_layout_;
-    cw.n_slots = plan.latent->n_slots();
-    cw.n_rows = T;
-    cw.dim = w1;
-    return backend_.cache_store(cw);
+    return backend_.cache_store(whole_row_store(ckv, a, w1, T, plan.latent_slots, plan.latent->view(layer_pos),
+                                                plan.latent->n_slots(), latent_layout_));
 }
 
 Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const StepPlan& plan, int64_t layer_pos,
@@ -239,17 +230,9 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
         }
         // The step's keys enter the indexer cache before scoring: candidates are 0..p inclusive (§2.7).
         // Quantized as they are (no bf16 rounding first, §3.3).
-        CacheStoreParams kp;
-        kp.x = k;
-        kp.x_type = a;
-        kp.x_row_stride = Di;
-        kp.slots = plan.indexer_slots;
-        kp.cache = plan.indexer->view(index_slot);
-        kp.layout = key_layout_;
-        kp.n_slots = plan.indexer->n_slots();
-        kp.n_rows = T;
-        kp.dim = Di;
-        SIEVE_RETURN_IF_ERROR(backend_.cache_store(kp));
+        SIEVE_RETURN_IF_ERROR(backend_.cache_store(whole_row_store(k, a, Di, T, plan.indexer_slots,
+                                                                   plan.indexer->view(index_slot),
+                                                                   plan.indexer->n_slots(), key_layout_)));
     }
 
     // Selection: rows with p + 1 ≤ K take every causal token (sparse = dense, §2.7) without scoring

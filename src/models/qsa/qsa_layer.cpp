@@ -249,15 +249,7 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
     auto store = [&](const void* x, int64_t x_row_stride, int64_t n_rows, int64_t dim, const int32_t* slots,
                      const CacheView& view, const CacheGroup& group, const CacheRecordLayout& layout,
                      int64_t entry_offset) {
-        CacheStoreParams st;
-        st.x = x;
-        st.x_type = act;
-        st.x_row_stride = x_row_stride;
-        st.slots = slots;
-        st.cache = view;
-        st.layout = layout;
-        st.n_slots = group.n_slots();
-        st.n_rows = n_rows;
+        CacheStoreParams st = whole_row_store(x, act, x_row_stride, n_rows, slots, view, group.n_slots(), layout);
         st.dim = dim;
         st.entry_offset = entry_offset;
         return backend_.cache_store(st);
