@@ -1,13 +1,16 @@
 // Kernel lab: the Lightning Indexer scores of the cpu backend at long context, at every ISA level,
 // against the compute ceiling measured in this process (DESIGN.md: ratios, not absolute times):
-//   * DeepSeek-V4 CSA (ops/indexer_scores.h): 64 heads × 128 dims, 32768 fp8_row_scale keys (128K context
-//     / 4), bf16 q: 1 decode token, 4 decode tokens of 4 requests, a 512-token prefill chunk;
-//     plus the exact profile (f32 q and keys) for one decode token;
-//   * DSA (ops/dsa_indexer.h): 64 heads × 128 dims, 131072 fp8_row_scale keys, 1 decode token.
+//   * DeepSeek-V4 CSA: 64 heads × 128 dims, 32768 fp8_row_scale keys (128K context / 4), bf16 q: 1 decode
+//     token, 4 decode tokens of 4 requests, a 512-token prefill chunk; plus the exact profile (f32 q and
+//     keys) for one decode token;
+//   * DSA: 64 (V3.2) and 32 (Hy4) heads × 128 dims, 131072 fp8_row_scale keys, e4m3 q, 1 decode token;
+//   * QSA: 4 heads × 128 dims, no head weights, 32768 bf16 keys, bf16 q: 1 decode token, a 512-token chunk;
+// all through the one op, ops/indexer_scores.h.
 // Flops = 2 · heads · dim · keys · tokens. Ceilings: vdpbf16ps (avx512_bf16) and fp32 FMA (avx512, avx2)
 // throughput of one core × the pool's threads, measured with independent accumulator chains.
 // Old vs new: `--save FILE` writes the medians, `--baseline FILE` prints them next to this run's
-// (build the lab once against the old sources with -DSIEVE_DEV_SRC=<old tree>/src).
+// (build the lab once against the old sources with -DSIEVE_DEV_SRC=<old tree>/src; the op's params must
+// be the same there).
 // Usage: bench_indexer [--save FILE] [--baseline FILE] [--reps N] [--scatter-keys]
 #include <algorithm>
 #include <chrono>
@@ -33,7 +36,7 @@ using namespace sieve;
 
 namespace {
 
-bool g_scatter_keys = false;  // --scatter-keys: V4 key slots in a random order, not page by page
+bool g_scatter_keys = false;  // --scatter-keys: every key in a block of its own, the blocks in a random order
 
 double cpu_seconds() {
     timespec ts;
@@ -168,174 +171,114 @@ struct Case {
     std::function<void(Backend&)> run;
 };
 
-// ---- DeepSeek-V4 ----------------------------------------------------------------------------------------
+// ---- one setup for every family's shape ----------------------------------------------------------------
 
-struct V4Setup {
+// `lists` requests of `keys` indexer keys each in a paged cache whose blocks are in a random order (the pages
+// of a long context are scattered in the pool, the entries of one page consecutive; --scatter-keys: blocks
+// of one entry), `tokens` tokens spread over the requests, each scoring every key of its request.
+struct IndexerSetup {
     int64_t heads = 64, dim = 128, keys = 32768, lists = 1, tokens = 1;
     CacheRecordFormat fmt = CacheRecordFormat::fp8_row_scale;
     DType q_type = DType::bf16;
-    Buf cache, q, w, slots, token_list, n_keys, scores, ws;
+    bool weighted = true;  // head weights (V4, DSA); QSA has none
+    float weight_scale = 1.0f;
+    Buf cache, q, q_scale, w, table, token_request, n_keys, scores, ws;
     CacheView view;
+    int64_t n_slots = 0, table_stride = 0;
     IndexerScoresParams params() {
         IndexerScoresParams p;
         p.q = q.as<void>();
         p.q_type = q_type;
         p.q_token_stride = heads * dim;
         p.q_head_stride = dim;
-        p.weights = w.as<float>();
-        p.weights_row_stride = heads;
+        if (q_type == DType::f8_e4m3) {
+            p.q_scale = q_scale.as<float>();
+            p.q_scale_token_stride = heads;
+        }
+        p.weights = weighted ? w.as<float>() : nullptr;
+        p.weights_token_stride = heads;
+        p.weight_scale = weight_scale;
         p.keys = view;
         p.key_format = fmt;
-        p.key_slots = slots.as<int32_t>();
-        p.key_slots_stride = keys;
-        p.token_list = token_list.as<int32_t>();
+        p.n_slots = n_slots;
+        p.tables = {table.as<int32_t>(), token_request.as<int32_t>(), lists, table_stride};
         p.n_keys = n_keys.as<int32_t>();
         p.scores = scores.as<float>();
         p.scores_row_stride = keys;
-        p.n_tokens = tokens;
-        p.n_heads = heads;
-        p.head_dim = dim;
-        p.n_lists = lists;
-        p.max_keys = keys;
-        return p;
-    }
-};
-
-std::unique_ptr<V4Setup> v4_setup(int64_t tokens, int64_t lists, CacheRecordFormat fmt, DType qt, Backend& ref) {
-    auto s = std::make_unique<V4Setup>();
-    s->tokens = tokens;
-    s->lists = lists;
-    s->fmt = fmt;
-    s->q_type = qt;
-    std::mt19937 rng(7);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    const CacheRecordLayout kl{fmt, s->dim, 0};
-    const int64_t bs = 64, n = lists * s->keys, blocks = (n + bs - 1) / bs;
-    const int64_t block_bytes = (bs * kl.entry_bytes() + 63) / 64 * 64;
-    s->cache = Buf(static_cast<size_t>(blocks * block_bytes));
-    s->view = CacheView{s->cache.as<uint8_t>(), block_bytes, bs, kl.entry_bytes()};
-    // Slots: the blocks of the pool in a random order (a paged cache: the pages of a long context are
-    // scattered in the pool, the entries of one page consecutive). --scatter keys: every key on its own.
-    std::vector<int32_t> bperm(static_cast<size_t>(blocks)), perm(static_cast<size_t>(n));
-    for (int64_t b = 0; b < blocks; ++b) bperm[static_cast<size_t>(b)] = static_cast<int32_t>(b);
-    std::shuffle(bperm.begin(), bperm.end(), rng);
-    for (int64_t i = 0; i < n; ++i) perm[static_cast<size_t>(i)] = static_cast<int32_t>(bperm[static_cast<size_t>(i / bs)] * bs + i % bs);
-    if (g_scatter_keys) std::shuffle(perm.begin(), perm.end(), rng);
-    std::vector<float> x(static_cast<size_t>(n * s->dim));
-    for (float& v : x) v = nd(rng);
-    CacheStoreParams sp;
-    sp.x = x.data();
-    sp.slots = perm.data();
-    sp.cache = s->view;
-    sp.layout = kl;
-    sp.n_slots = blocks * bs;
-    sp.n_rows = n;
-    sp.dim = s->dim;
-    sp.x_row_stride = s->dim;
-    sp.round_bf16 = true;  // as DeepSeek-V4 stores its keys
-    check(ref.cache_store(sp), "cache_store");
-    s->slots = Buf(static_cast<size_t>(n) * 4);
-    std::memcpy(s->slots.as<int32_t>(), perm.data(), static_cast<size_t>(n) * 4);
-    const int64_t qn = tokens * s->heads * s->dim;
-    s->q = Buf(static_cast<size_t>(qn) * 4);
-    for (int64_t i = 0; i < qn; ++i) {
-        if (qt == DType::bf16)
-            s->q.as<uint16_t>()[i] = f32_to_bf16(nd(rng));
-        else
-            s->q.as<float>()[i] = nd(rng);
-    }
-    s->w = Buf(static_cast<size_t>(tokens * s->heads) * 4);
-    for (int64_t i = 0; i < tokens * s->heads; ++i) s->w.as<float>()[i] = 0.1f * nd(rng);
-    s->token_list = Buf(static_cast<size_t>(tokens) * 4);
-    s->n_keys = Buf(static_cast<size_t>(tokens) * 4);
-    for (int64_t t = 0; t < tokens; ++t) {
-        s->token_list.as<int32_t>()[t] = static_cast<int32_t>(t % lists);
-        s->n_keys.as<int32_t>()[t] = static_cast<int32_t>(s->keys);
-    }
-    s->scores = Buf(static_cast<size_t>(tokens * s->keys) * 4);
-    return s;
-}
-
-// ---- DSA -----------------------------------------------------------------------------------------------
-
-struct DsaSetup {
-    int64_t heads = 64, dim = 128, keys = 131072, tokens = 1;
-    Buf cache, q, q_scale, w, table, token_seq, n_keys, scores;
-    CacheView view;
-    int64_t n_slots = 0, table_len = 0;
-    DsaIndexerScoresParams params() {
-        DsaIndexerScoresParams p;
-        p.q = q.as<void>();
-        p.q_type = DType::f8_e4m3;
-        p.q_token_stride = heads * dim;
-        p.q_head_stride = dim;
-        p.q_scale = q_scale.as<float>();
-        p.q_scale_token_stride = heads;
-        p.weights = w.as<float>();
-        p.weights_token_stride = heads;
-        p.weight_scale = 1.0f / 128.0f;
-        p.keys = view;
-        p.n_slots = n_slots;
-        p.block_table = table.as<int32_t>();
-        p.n_seqs = 1;
-        p.block_table_stride = table_len;
-        p.token_seq = token_seq.as<int32_t>();
-        p.n_keys = n_keys.as<int32_t>();
-        p.scores = scores.as<float>();
         p.n_tokens = tokens;
         p.n_heads = heads;
         p.head_dim = dim;
         p.n_cols = keys;
-        p.scores_row_stride = keys;
-        p.format = CacheRecordFormat::fp8_row_scale;
         return p;
     }
+    double flops() const { return 2.0 * static_cast<double>(heads * dim * keys * tokens); }
 };
 
-std::unique_ptr<DsaSetup> dsa_setup(Backend& ref, int64_t heads) {
-    auto s = std::make_unique<DsaSetup>();
-    s->heads = heads;
-    std::mt19937 rng(11);
+std::unique_ptr<IndexerSetup> indexer_setup(const IndexerSetup& shape, Backend& ref) {
+    auto s = std::make_unique<IndexerSetup>();
+    s->heads = shape.heads;
+    s->dim = shape.dim;
+    s->keys = shape.keys;
+    s->lists = shape.lists;
+    s->tokens = shape.tokens;
+    s->fmt = shape.fmt;
+    s->q_type = shape.q_type;
+    s->weighted = shape.weighted;
+    s->weight_scale = shape.weight_scale;
+    std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    const int64_t bs = 64, blocks = s->keys / bs;
-    const CacheRecordLayout layout{CacheRecordFormat::fp8_row_scale, s->dim, 0};
-    const int64_t entry = layout.entry_bytes();
-    const int64_t block_bytes = (bs * entry + 63) / 64 * 64;
+    const CacheRecordLayout kl{s->fmt, s->dim, 0};
+    const int64_t bs = g_scatter_keys ? 1 : 64, per_list = (s->keys + bs - 1) / bs, blocks = s->lists * per_list;
+    const int64_t block_bytes = (bs * kl.entry_bytes() + 63) / 64 * 64;
     s->cache = Buf(static_cast<size_t>(blocks * block_bytes));
-    s->view = CacheView{s->cache.as<uint8_t>(), block_bytes, bs, entry};
+    s->view = CacheView{s->cache.as<uint8_t>(), block_bytes, bs, kl.entry_bytes()};
     s->n_slots = blocks * bs;
-    s->table_len = blocks;
-    s->table = Buf(static_cast<size_t>(blocks) * 4);
+    s->table_stride = per_list;
     std::vector<int32_t> perm(static_cast<size_t>(blocks));
-    for (int64_t i = 0; i < blocks; ++i) perm[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    for (int64_t b = 0; b < blocks; ++b) perm[static_cast<size_t>(b)] = static_cast<int32_t>(b);
     std::shuffle(perm.begin(), perm.end(), rng);
+    s->table = Buf(static_cast<size_t>(blocks) * 4);
     std::memcpy(s->table.as<int32_t>(), perm.data(), static_cast<size_t>(blocks) * 4);
-    std::vector<float> k(static_cast<size_t>(s->keys * s->dim));
-    for (float& v : k) v = nd(rng);
-    std::vector<int32_t> slots(static_cast<size_t>(s->keys));
-    for (int64_t i = 0; i < s->keys; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    CacheStoreParams wp;
-    wp.x = k.data();
-    wp.slots = slots.data();
-    wp.cache = s->view;
-    wp.layout = layout;
-    wp.n_slots = s->n_slots;
-    wp.n_rows = s->keys;
-    wp.dim = s->dim;
-    wp.x_row_stride = s->dim;
-    check(ref.cache_store(wp), "cache_store");
+    // Every key of every request through the store op, at its slot under the tables.
+    const int64_t n = s->lists * s->keys;
+    std::vector<float> x(static_cast<size_t>(n * s->dim));
+    for (float& v : x) v = nd(rng);
+    std::vector<int32_t> slots(static_cast<size_t>(n));
+    for (int64_t l = 0; l < s->lists; ++l)
+        for (int64_t j = 0; j < s->keys; ++j)
+            slots[static_cast<size_t>(l * s->keys + j)] = static_cast<int32_t>(perm[static_cast<size_t>(l * per_list + j / bs)] * bs + j % bs);
+    CacheStoreParams sp;
+    sp.x = x.data();
+    sp.slots = slots.data();
+    sp.cache = s->view;
+    sp.layout = kl;
+    sp.n_slots = s->n_slots;
+    sp.n_rows = n;
+    sp.dim = s->dim;
+    sp.x_row_stride = s->dim;
+    check(ref.cache_store(sp), "cache_store");
     const int64_t qn = s->tokens * s->heads * s->dim;
-    s->q = Buf(static_cast<size_t>(qn));
-    for (int64_t i = 0; i < qn; ++i) s->q.as<uint8_t>()[i] = f32_to_fp8_e4m3(std::clamp(nd(rng) * 64.0f, -448.0f, 448.0f));
+    s->q = Buf(static_cast<size_t>(qn) * 4);
+    for (int64_t i = 0; i < qn; ++i) {
+        if (s->q_type == DType::bf16)
+            s->q.as<uint16_t>()[i] = f32_to_bf16(nd(rng));
+        else if (s->q_type == DType::f8_e4m3)
+            s->q.as<uint8_t>()[i] = f32_to_fp8_e4m3(std::clamp(nd(rng) * 64.0f, -448.0f, 448.0f));
+        else
+            s->q.as<float>()[i] = nd(rng);
+    }
     s->q_scale = Buf(static_cast<size_t>(s->tokens * s->heads) * 4);
     s->w = Buf(static_cast<size_t>(s->tokens * s->heads) * 4);
     for (int64_t i = 0; i < s->tokens * s->heads; ++i) {
         s->q_scale.as<float>()[i] = 1.0f / 64.0f;
-        s->w.as<float>()[i] = nd(rng);
+        s->w.as<float>()[i] = 0.1f * nd(rng);
     }
-    s->token_seq = Buf(static_cast<size_t>(s->tokens) * 4);
+    s->token_request = Buf(static_cast<size_t>(s->tokens) * 4);
     s->n_keys = Buf(static_cast<size_t>(s->tokens) * 4);
-    s->n_keys.as<int32_t>()[0] = static_cast<int32_t>(s->keys);
+    for (int64_t t = 0; t < s->tokens; ++t) {
+        s->token_request.as<int32_t>()[t] = static_cast<int32_t>(t % s->lists);
+        s->n_keys.as<int32_t>()[t] = static_cast<int32_t>(s->keys);
+    }
     s->scores = Buf(static_cast<size_t>(s->tokens * s->keys) * 4);
     return s;
 }
@@ -378,42 +321,45 @@ int main(int argc, char** argv) {
 
     auto ref = backend("ref");
     std::vector<Case> cases;
-    struct V4Def {
+    struct Def {
         const char* name;
-        int64_t tokens, lists;
-        CacheRecordFormat fmt;
-        DType qt;
+        IndexerSetup shape;
     };
-    const V4Def defs[] = {
-        {"v4_fp8_bf16q_decode1", 1, 1, CacheRecordFormat::fp8_row_scale, DType::bf16},
-        {"v4_fp8_bf16q_decode4x4lists", 4, 4, CacheRecordFormat::fp8_row_scale, DType::bf16},
-        {"v4_fp8_bf16q_prefill512", 512, 1, CacheRecordFormat::fp8_row_scale, DType::bf16},
-        {"v4_f32_f32q_decode1", 1, 1, CacheRecordFormat::f32, DType::f32},
+    auto shape = [](int64_t heads, int64_t keys, int64_t lists, int64_t tokens, CacheRecordFormat fmt, DType qt,
+                    bool weighted, float weight_scale) {
+        IndexerSetup s;
+        s.heads = heads;
+        s.keys = keys;
+        s.lists = lists;
+        s.tokens = tokens;
+        s.fmt = fmt;
+        s.q_type = qt;
+        s.weighted = weighted;
+        s.weight_scale = weight_scale;
+        return s;
     };
-    std::vector<std::unique_ptr<V4Setup>> v4s;
-    for (const V4Def& d : defs) {
-        v4s.push_back(v4_setup(d.tokens, d.lists, d.fmt, d.qt, *ref));
-        V4Setup* s = v4s.back().get();
-        cases.push_back({d.name, 2.0 * s->heads * s->dim * s->keys * s->tokens, [s](Backend& b) {
+    using F = CacheRecordFormat;
+    const Def defs[] = {
+        {"v4_fp8_bf16q_decode1", shape(64, 32768, 1, 1, F::fp8_row_scale, DType::bf16, true, 1.0f)},
+        {"v4_fp8_bf16q_decode4x4lists", shape(64, 32768, 4, 4, F::fp8_row_scale, DType::bf16, true, 1.0f)},
+        {"v4_fp8_bf16q_prefill512", shape(64, 32768, 1, 512, F::fp8_row_scale, DType::bf16, true, 1.0f)},
+        {"v4_f32_f32q_decode1", shape(64, 32768, 1, 1, F::f32, DType::f32, true, 1.0f)},
+        // V3.2 (64 index heads) and Hy4 (32), one decode token over 128K keys.
+        {"dsa_fp8_decode1", shape(64, 131072, 1, 1, F::fp8_row_scale, DType::f8_e4m3, true, 1.0f / 128.0f)},
+        {"dsa_fp8_32heads_decode1", shape(32, 131072, 1, 1, F::fp8_row_scale, DType::f8_e4m3, true, 1.0f / 128.0f)},
+        // QSA (4 index heads, no head weights), 128K context / 4: one decode token, a 512-token chunk.
+        {"qsa_bf16_decode1", shape(4, 32768, 1, 1, F::bf16, DType::bf16, false, 1.0f / 128.0f)},
+        {"qsa_bf16_prefill512", shape(4, 32768, 1, 512, F::bf16, DType::bf16, false, 1.0f / 128.0f)},
+    };
+    std::vector<std::unique_ptr<IndexerSetup>> setups;
+    for (const Def& d : defs) {
+        setups.push_back(indexer_setup(d.shape, *ref));
+        IndexerSetup* s = setups.back().get();
+        cases.push_back({d.name, s->flops(), [s](Backend& b) {
                              const IndexerScoresParams p = s->params();
                              const size_t need = b.indexer_scores_workspace_size(p);
                              if (s->ws.bytes < need) s->ws = Buf(need);
                              check(b.indexer_scores(p, Workspace{s->ws.as<void>(), need}), "indexer_scores");
-                         }});
-    }
-    // V3.2 (64 index heads) and Hy4 (32), one decode token over 128K keys.
-    std::vector<std::unique_ptr<DsaSetup>> dsas;
-    std::vector<Buf> dsa_ws(2);
-    for (int64_t heads : {int64_t{64}, int64_t{32}}) {
-        dsas.push_back(dsa_setup(*ref, heads));
-        DsaSetup* d = dsas.back().get();
-        Buf* ws = &dsa_ws[dsas.size() - 1];
-        cases.push_back({heads == 64 ? "dsa_fp8_decode1" : "dsa_fp8_32heads_decode1", 2.0 * d->heads * d->dim * d->keys * d->tokens,
-                         [d, ws](Backend& b) {
-                             const DsaIndexerScoresParams p = d->params();
-                             const size_t need = b.dsa_indexer_scores_workspace_size(p);
-                             if (ws->bytes < need) *ws = Buf(need);
-                             check(b.dsa_indexer_scores(p, Workspace{ws->as<void>(), need}), "dsa_indexer_scores");
                          }});
     }
 

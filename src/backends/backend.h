@@ -31,7 +31,6 @@
 #include "core/status.h"
 #include "ops/cache_store.h"
 #include "ops/compressor.h"
-#include "ops/dsa_indexer.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/hadamard.h"
 #include "ops/indexer_scores.h"
@@ -43,7 +42,6 @@
 #include "ops/rms_norm.h"
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
-#include "ops/qsa_score.h"
 #include "ops/qsa_sparse_gqa.h"
 #include "ops/rope.h"
 #include "ops/selected_slots.h"
@@ -167,33 +165,29 @@ public:
     // ---- caches: every family's cache writes (ops/cache_store.h) ----
     virtual Status cache_store(const CacheStoreParams& p) = 0;
 
-    // ---- selection ----
+    // ---- selection: the indexer's scores (with an optional fused top-k), top-k, top-k → slots ----
+    virtual size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const = 0;  // ops/indexer_scores.h
+    virtual Status indexer_scores(const IndexerScoresParams& p, Workspace ws) = 0;
     virtual Status selected_slots(const SelectedSlotsParams& p) = 0;   // ops/selected_slots.h
     virtual size_t topk_workspace_size(const TopkParams& p) const = 0;  // ops/topk.h
     virtual Status topk(const TopkParams& p, Workspace ws) = 0;
 
-    // ---- DSA on MLA: sparse MLA attention, indexer scores, output gate ----
+    // ---- DSA on MLA: sparse MLA attention, output gate, per-head projection ----
     virtual size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const = 0;
     virtual Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) = 0;  // ops/sparse_mla.h
-    virtual size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const = 0;  // ops/dsa_indexer.h
-    virtual Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace ws) = 0;
     virtual Status dsa_output_gate(const DsaOutputGateParams& p) = 0;  // ops/dsa_output_gate.h
     virtual size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const = 0;  // ops/mla_head_proj.h
     virtual Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) = 0;
 
-    // ---- DeepSeek-V4: cache reads, compressor, indexer scores, sparse attention ----
+    // ---- DeepSeek-V4: cache reads, compressor, sparse attention ----
     virtual Status kv_load(const KvLoadParams& p) = 0;  // ops/kv_load.h (every cache format)
     virtual Status compressor_state_store(const CompressorStateStoreParams& p) = 0;  // ops/compressor.h
     virtual Status compressor_pool(const CompressorPoolParams& p) = 0;               // ops/compressor.h
-    virtual size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const = 0;  // ops/indexer_scores.h
-    virtual Status indexer_scores(const IndexerScoresParams& p, Workspace ws) = 0;
     virtual size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const = 0;  // ops/sparse_mqa.h
     virtual Status sparse_mqa(const SparseMqaParams& p, Workspace ws) = 0;
 
-    // ---- QSA (ops/qsa_pool.h, qsa_score.h, qsa_expand.h, qsa_sparse_gqa.h) ----
+    // ---- QSA (ops/qsa_pool.h, qsa_expand.h, qsa_sparse_gqa.h) ----
     virtual Status qsa_pool(const QsaPoolParams& p) = 0;
-    virtual size_t qsa_score_workspace_size(const QsaScoreParams& p) const = 0;
-    virtual Status qsa_score(const QsaScoreParams& p, Workspace ws) = 0;
     virtual Status qsa_expand(const QsaExpandParams& p) = 0;
     virtual size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const = 0;
     virtual Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws) = 0;

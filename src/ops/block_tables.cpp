@@ -44,8 +44,8 @@ Status validate_paged_view(const char* op, const char* name, const CacheView& vi
     return Status::ok();
 }
 
-Status check_entries_resident(const char* op, const char* name, const BlockTables& t,
-                                  const CacheView& view, int64_t q, int64_t begin, int64_t end) {
+Status check_entries_resident(const char* op, const char* name, const BlockTables& t, const CacheView& view,
+                              int64_t q, int64_t begin, int64_t end, int64_t n_blocks) {
     if (end <= begin) return Status::ok();
     const int64_t blocks = (end + view.block_size - 1) / view.block_size;
     if (blocks > t.block_table_stride)
@@ -58,6 +58,10 @@ Status check_entries_resident(const char* op, const char* name, const BlockTable
             return invalid_argument_error("{}: {} request row {}: block {} (entries [{}, {})) is not resident "
                                           "(block id {})",
                                           op, name, q, b, b * view.block_size, (b + 1) * view.block_size, row[b]);
+        else if (n_blocks >= 0 && row[b] >= n_blocks)
+            return invalid_argument_error("{}: {} request row {}: block {} (entries [{}, {})) at block id {}, the cache "
+                                          "has {} blocks",
+                                          op, name, q, b, b * view.block_size, (b + 1) * view.block_size, row[b], n_blocks);
     return Status::ok();
 }
 

@@ -41,22 +41,23 @@ Status check_token_requests(const char* op, const char* name, const BlockTables&
 Status validate_paged_view(const char* op, const char* name, const CacheView& view, int64_t min_entry_bytes);
 
 // Checks that entries [begin, end) of request row q are resident in `view`'s geometry: their blocks
-// exist in the row (end ≤ block_table_stride · block_size) and hold block ids ≥ 0 (reads the row).
-Status check_entries_resident(const char* op, const char* name, const BlockTables& t,
-                                  const CacheView& view, int64_t q, int64_t begin, int64_t end);
+// exist in the row (end ≤ block_table_stride · block_size) and hold block ids in [0, n_blocks) (reads the
+// row; n_blocks = −1: an op without the cache's extent checks ids ≥ 0 only).
+Status check_entries_resident(const char* op, const char* name, const BlockTables& t, const CacheView& view,
+                              int64_t q, int64_t begin, int64_t end, int64_t n_blocks = -1);
 
 // Checks, without allocating, that every token t reads only resident entries [0, need(t)) of its
 // request row (consecutive tokens of one request are checked incrementally).
 template <typename Need>
 Status check_tokens_resident(const char* op, const char* name, const BlockTables& t, const CacheView& view,
-                                 int64_t n_tokens, Need&& need) {
+                             int64_t n_tokens, Need&& need, int64_t n_blocks = -1) {
     int64_t last_q = -1, checked = 0;
     for (int64_t i = 0; i < n_tokens; ++i) {
         const int64_t q = t.token_request[i];
         if (q != last_q) last_q = q, checked = 0;
         const int64_t n = need(i);
         if (n <= checked) continue;
-        SIEVE_RETURN_IF_ERROR(check_entries_resident(op, name, t, view, q, checked, n));
+        SIEVE_RETURN_IF_ERROR(check_entries_resident(op, name, t, view, q, checked, n, n_blocks));
         checked = n;
     }
     return Status::ok();

@@ -63,9 +63,8 @@ Status require_same_or_disjoint(std::string_view op, std::string_view a_name, co
 // Byte size helper with overflow check: n elements of elem_size bytes.
 Expected<int64_t> bytes_of(std::string_view op, std::string_view name, int64_t n, size_t elem_size);
 
-// The outputs of an indexer op with an optional fused selection (ops/indexer_scores.h, dsa_indexer.h,
-// qsa_score.h): f32 score rows [n_tokens, n_cols] (required unless selecting) and, when selecting,
-// int32 picks [n_tokens, k] with k ≥ 1 and candidate indices (< n_cols, named cols_name) that fit int32.
+// The outputs of an op with scores and an optional fused selection (ops/indexer_scores.h): f32 score
+// rows [n_tokens, n_cols] (required unless selecting) and, when selecting, int32 picks [n_tokens, k] with k ≥ 1 and candidate indices (< n_cols, named cols_name) that fit int32.
 // The extents are in elements, 0 for an output that is absent.
 struct ScoreOutputsExtent {
     int64_t scores = 0, selected = 0;

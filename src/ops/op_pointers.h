@@ -11,7 +11,6 @@
 
 #include "ops/cache_store.h"
 #include "ops/compressor.h"
-#include "ops/dsa_indexer.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/hadamard.h"
 #include "ops/indexer_scores.h"
@@ -21,7 +20,6 @@
 #include "ops/mla_head_proj.h"
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
-#include "ops/qsa_score.h"
 #include "ops/qsa_sparse_gqa.h"
 #include "ops/quant_fp8.h"
 #include "ops/rms_norm.h"
@@ -70,9 +68,6 @@ SIEVE_OP_POINTERS(TopkParams, 72, f("scores", p.scores); f("valid_len", p.valid_
                   f("out_count", p.out_count))
 SIEVE_OP_POINTERS(SparseMlaAttentionParams, 168, f("q", p.q); f("slots", p.slots); f("sink", p.sink);
                   f("out", p.out); view("cache.base", p.cache, f))
-SIEVE_OP_POINTERS(DsaIndexerScoresParams, 224, f("q", p.q); f("q_scale", p.q_scale); f("weights", p.weights);
-                  f("block_table", p.block_table); f("token_seq", p.token_seq); f("n_keys", p.n_keys);
-                  f("scores", p.scores); f("selected", p.selected); view("keys.base", p.keys, f))
 SIEVE_OP_POINTERS(DsaOutputGateParams, 96, f("x", p.x); f("gate", p.gate); f("y", p.y))
 SIEVE_OP_POINTERS(MlaHeadProjParams, 96, f("x", p.x); f("w", p.w); f("y", p.y))
 SIEVE_OP_POINTERS(KvLoadParams, 96, f("slots", p.slots); f("y", p.y); view("cache.base", p.cache, f))
@@ -80,15 +75,13 @@ SIEVE_OP_POINTERS(CompressorStateStoreParams, 112, f("kv", p.kv); f("gate", p.ga
                   f("positions", p.positions); f("slots", p.slots); view("state.base", p.state, f))
 SIEVE_OP_POINTERS(CompressorPoolParams, 96, f("gather_slots", p.gather_slots); f("out", p.out);
                   view("state.base", p.state, f))
-SIEVE_OP_POINTERS(IndexerScoresParams, 200, f("q", p.q); f("weights", p.weights); f("key_slots", p.key_slots);
-                  f("token_list", p.token_list); f("n_keys", p.n_keys); f("scores", p.scores);
-                  f("selected", p.selected); view("keys.base", p.keys, f))
+SIEVE_OP_POINTERS(IndexerScoresParams, 232, f("q", p.q); f("q_scale", p.q_scale); f("weights", p.weights);
+                  f("n_keys", p.n_keys); f("scores", p.scores); f("selected", p.selected);
+                  view("keys.base", p.keys, f); tables(p.tables, f))
 SIEVE_OP_POINTERS(SparseMqaParams, 232, f("q", p.q); f("window_slots", p.window_slots);
                   f("compressed_slots", p.compressed_slots); f("sink", p.sink); f("out", p.out);
                   view("window.base", p.window, f); view("compressed.base", p.compressed, f))
 SIEVE_OP_POINTERS(QsaPoolParams, 88, f("member_slots", p.member_slots); f("out", p.out); view("keys.base", p.keys, f))
-SIEVE_OP_POINTERS(QsaScoreParams, 176, f("q", p.q); f("n_groups", p.n_groups); f("scores", p.scores);
-                  f("selected", p.selected); view("keys.base", p.keys, f); tables(p.tables, f))
 SIEVE_OP_POINTERS(QsaExpandParams, 88, f("sel", p.sel); f("positions", p.positions); f("seq_lens", p.seq_lens);
                   f("out", p.out); f("out_count", p.out_count))
 SIEVE_OP_POINTERS(QsaSparseGqaParams, 208, f("q", p.q); f("indices", p.indices); f("gate", p.gate);

@@ -4,8 +4,13 @@
 // §3.4 and qsa.md §5), including sub-rows at an entry_offset, skipped slots, strided rows, NaN / inf
 // groups and the bf16 rounding of V4 rows; loads return the independent dequantization; the byte counts
 // of the spec records; hand-computed bytes; validate() and check_indices() rejections.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
+#include <numeric>
 
+#include "dsa_test_util.h"
 #include "dsv4_cache_util.h"
 #include "ops/cache_store.h"
 #include "ops/kv_load.h"
@@ -604,6 +609,129 @@ TEST(CacheStoreValidate, RejectsMalformedCalls) {
     EXPECT_TRUE(validate(lp).is_ok());
     EXPECT_NE(check_indices(lp).message().find("kv_load: slots[0] = -2"), std::string::npos) << check_indices(lp).message();
     slots[0] = 0;
+}
+
+CacheStoreParams key_write(const GuardedCache& cache, CacheRecordFormat f, int64_t d, const void* k,
+                           DType kt, int64_t stride, const int32_t* slots, int64_t n) {
+    CacheStoreParams p;
+    p.x = k;
+    p.slots = slots;
+    p.cache = cache.view;
+    p.layout = {f, d, 0};
+    p.n_slots = cache.n_slots();
+    p.n_rows = n;
+    p.dim = d;
+    p.x_row_stride = stride;
+    p.x_type = kt;
+    return p;
+}
+int64_t key_entry_bytes(CacheRecordFormat f, int64_t d) { return CacheRecordLayout{f, d, 0}.entry_bytes(); }
+
+// The indexer key caches' two formats (f32, fp8_row_scale: DeepSeek-V4 §4.3 and DSA §3.3, one layout)
+// through paged slots, with skipped slots and poisoned rows: every backend's bytes equal ref's.
+TEST(CacheStoreConformance, IndexerKeysMatchRefBitForBit) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(7201);
+    for (int c = 0; c < 16; ++c) {
+        const int64_t d = rng.pick<int64_t>({128, 16, 20, 64, 1});
+        const auto f = c % 2 ? CacheRecordFormat::fp8_row_scale : CacheRecordFormat::f32;
+        const int64_t n = rng.pick<int64_t>({1, 6, 19}), block_size = rng.pick<int64_t>({4, 64}), n_blocks = 3;
+        const DType kt = rng.coin() ? DType::bf16 : DType::f32;
+        SCOPED_TRACE(fmt::format("case {}: Di {} {} T {} B {} {}", c, d, cache_record_format_name(f), n, block_size,
+                                 dtype_name(kt)));
+        std::vector<int64_t> all(static_cast<size_t>(n_blocks * block_size));
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), rng.engine());
+        std::vector<int32_t> slots(all.begin(), all.begin() + std::min<int64_t>(n, n_blocks * block_size));
+        for (auto& s : slots)
+            if (rng.coin(0.15)) s = -1;
+        const int64_t n_tok = static_cast<int64_t>(slots.size());
+        const int64_t stride = d + rng.integer(0, 3);
+        std::vector<uint8_t> k(static_cast<size_t>(n_tok * stride) * dtype_size(kt));
+        fill_rows(k.data(), kt, n_tok, 1, d, stride, 0, [&, i = int64_t{0}]() mutable {
+            const int64_t row = i++ / d;
+            if (row % 5 == 4 && rng.coin(0.3)) return std::numeric_limits<float>::quiet_NaN();  // poisoned key
+            return rng.normal(std::ldexp(1.0f, static_cast<int>(row % 9) - 4));
+        });
+        const int64_t entry = key_entry_bytes(f, d);
+        GuardedCache want(n_blocks, block_size, entry, 64);
+        ASSERT_TRUE(ref->cache_store(key_write(want, f, d, k.data(), kt, stride, slots.data(), n_tok)).is_ok());
+        for (auto& nb : backends) {
+            GuardedCache got(n_blocks, block_size, entry, 64);
+            const Status st = nb.backend->cache_store(key_write(got, f, d, k.data(), kt, stride, slots.data(), n_tok));
+            ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
+            EXPECT_TRUE(bytes_equal(want.buf.data(), got.buf.data(), want.buf.bytes(), nb.spec));
+            EXPECT_TRUE(got.buf.guards_intact(nb.spec));
+        }
+    }
+}
+
+// dsa_mla.md §3.3 with Di = 128, B = 64: a block is 64·132 bytes; token i's 128 e4m3 values at
+// blk·B·132 + i·128, its fp32 scale at blk·B·132 + B·128 + 4·i; the scale is 2^ceil(log2(amax/448)).
+TEST(CacheStoreKnownValues, DeepGemmIndexerKeyBlockByteByByte) {
+    ASSERT_EQ(key_entry_bytes(CacheRecordFormat::fp8_row_scale, 128), 132);
+    ASSERT_EQ(key_entry_bytes(CacheRecordFormat::fp8_row_scale, 16), 20);  // the fixtures' Di
+    auto backends = host_backends_under_test();
+    backends.push_back({"ref", ref_backend()});
+    Rng rng(7202);
+    const int64_t d = 128, B = 64;
+    std::vector<float> k(3 * d);
+    const float amax[3] = {3.0f, 448.0f * 4.0f, 7e-3f};
+    for (int t = 0; t < 3; ++t)
+        for (int i = 0; i < d; ++i) k[static_cast<size_t>(t * d + i)] = i == 9 ? amax[t] : rng.uniform(-amax[t], amax[t]);
+    const int32_t slots[3] = {B + 0, B + 63, 2 * B + 17};  // first and last entry of block 1, one of block 2
+    for (auto& nb : backends) {
+        SCOPED_TRACE(nb.spec);
+        GuardedCache cache(3, B, 132);
+        ASSERT_EQ(cache.view.block_bytes, B * 132);
+        ASSERT_TRUE(nb.backend
+                        ->cache_store(key_write(cache, CacheRecordFormat::fp8_row_scale, d, k.data(),
+                                                          DType::f32, d, slots, 3))
+                        .is_ok());
+        const uint8_t* base = cache.buf.as<uint8_t>();
+        std::vector<bool> written(cache.buf.bytes(), false);
+        for (int t = 0; t < 3; ++t) {
+            const int64_t blk = slots[t] / B, off = slots[t] % B;
+            const int64_t value_at = blk * B * 132 + off * 128, scale_at = blk * B * 132 + B * 128 + 4 * off;
+            EXPECT_EQ(value_at, cache_record_data(cache.view, {CacheRecordFormat::fp8_row_scale, d}, slots[t]) - cache.view.base);
+            EXPECT_EQ(scale_at, cache_record_scales(cache.view, {CacheRecordFormat::fp8_row_scale, d}, slots[t]) - cache.view.base);
+            float s;
+            std::memcpy(&s, base + scale_at, 4);
+            const float want_s = static_cast<float>(std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(amax[t] / 448.0)))));
+            EXPECT_EQ(s, want_s) << "token " << t;
+            for (int i = 0; i < d; ++i)
+                EXPECT_EQ(base[value_at + i], f32_to_fp8_e4m3(k[static_cast<size_t>(t * d + i)] / want_s))
+                    << "token " << t << " value " << i;
+            for (int i = 0; i < 128; ++i) written[static_cast<size_t>(value_at + i)] = true;
+            for (int i = 0; i < 4; ++i) written[static_cast<size_t>(scale_at + i)] = true;
+        }
+        EXPECT_EQ(base[B * 132 + 9], 0x7c) << "token 0's amax 3 / 2^-7 = 384 = 1.100b·2^8 → e4m3 0x7C";
+        for (size_t i = 0; i < cache.buf.bytes(); ++i)
+            if (!written[i]) {
+                ASSERT_EQ(base[i], kPoison) << "byte " << i << " outside the written entries";
+            }
+        EXPECT_TRUE(cache.buf.guards_intact(nb.spec));
+    }
+}
+
+// An indexer key store past the cache's slots, or with a slot below −1, is refused by check_indices and
+// by every backend.
+TEST(CacheStoreValidate, IndexerKeySlotsInsideTheCache) {
+    GuardedCache cache(2, 4, key_entry_bytes(CacheRecordFormat::f32, 4));
+    auto ref = ref_backend();
+    std::vector<float> k(2 * 4);
+    std::vector<int32_t> slots = {0, 8};  // the cache has 8 slots
+    const CacheStoreParams kw = key_write(cache, CacheRecordFormat::f32, 4, k.data(), DType::f32, 4, slots.data(), 2);
+    EXPECT_TRUE(validate(kw).is_ok()) << validate(kw).to_string();
+    for (const Status& s : {check_indices(kw), validate_and_check_indices(kw), ref->cache_store(kw)})
+        EXPECT_NE(s.message().find("slots[1] = 8, expected −1 or a slot in [0, 8)"), std::string::npos) << s.to_string();
+    for (auto& nb : backends_under_test())
+        EXPECT_NE(nb.backend->cache_store(kw).message().find("slots[1] = 8"), std::string::npos) << nb.spec;
+    slots[1] = -2;
+    EXPECT_NE(check_indices(kw).message().find("slots[1] = -2"), std::string::npos) << check_indices(kw).to_string();
+    slots[1] = 7;
+    EXPECT_TRUE(validate_and_check_indices(kw).is_ok());
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include "alloc_counter.h"
 #include "dsa_test_util.h"
 #include "ops/cache_store.h"
-#include "ops/dsa_indexer.h"
+#include "ops/indexer_scores.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/mla_head_proj.h"
 #include "ops/sparse_mla.h"
@@ -76,7 +76,7 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         for (float& v : w) v = rng.normal();
         std::vector<float> scores(static_cast<size_t>(T * 48));
         const std::vector<int32_t> table = {2, 1, 0}, seq(static_cast<size_t>(T), 0), n_keys = {48, 20, 0, 33, 1};
-        DsaIndexerScoresParams sp;
+        IndexerScoresParams sp;
         sp.q = fp8 ? static_cast<const void*>(iq8.data()) : iq.data();
         sp.q_type = fp8 ? DType::f8_e4m3 : DType::f32;
         sp.q_scale = fp8 ? qs.data() : nullptr;
@@ -85,11 +85,9 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         sp.weights_token_stride = Hi;
         sp.weight_scale = 0.1f;
         sp.keys = keys.view;
+        sp.key_format = kf;
         sp.n_slots = keys.n_slots();
-        sp.block_table = table.data();
-        sp.n_seqs = 1;
-        sp.block_table_stride = 3;
-        sp.token_seq = seq.data();
+        sp.tables = {table.data(), seq.data(), 1, 3};
         sp.n_keys = n_keys.data();
         sp.scores = scores.data();
         sp.n_tokens = T;
@@ -99,7 +97,6 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         sp.q_token_stride = Hi * Di;
         sp.q_head_stride = Di;
         sp.scores_row_stride = 48;
-        sp.format = kf;
 
         std::vector<float> o(static_cast<size_t>(T * H * 16)), g(o.size());
         for (float& v : g) v = rng.normal();
@@ -132,19 +129,19 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
             SCOPED_TRACE(fmt::format("{} fp8 {}", nb.spec, fp8));
             Backend& b = *nb.backend;
             std::vector<uint8_t> ws_a(b.sparse_mla_attention_workspace_size(ap) + 64);
-            std::vector<uint8_t> ws_s(b.dsa_indexer_scores_workspace_size(sp) + 64);
+            std::vector<uint8_t> ws_s(b.indexer_scores_workspace_size(sp) + 64);
             std::vector<uint8_t> ws_h(b.mla_head_proj_workspace_size(hp) + 64);
             auto aligned = [](std::vector<uint8_t>& v, size_t n) {
                 return Workspace{v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64, n};
             };
             const Workspace wa = aligned(ws_a, b.sparse_mla_attention_workspace_size(ap));
-            const Workspace wsc = aligned(ws_s, b.dsa_indexer_scores_workspace_size(sp));
+            const Workspace wsc = aligned(ws_s, b.indexer_scores_workspace_size(sp));
             const Workspace wh = aligned(ws_h, b.mla_head_proj_workspace_size(hp));
             const std::vector<std::pair<const char*, std::function<Status()>>> ops = {
                 {"cache_store (latent)", [&] { return b.cache_store(cw); }},
                 {"sparse_mla_attention", [&] { return b.sparse_mla_attention(ap, wa); }},
                 {"cache_store (indexer keys)", [&] { return b.cache_store(kw); }},
-                {"dsa_indexer_scores", [&] { return b.dsa_indexer_scores(sp, wsc); }},
+                {"indexer_scores", [&] { return b.indexer_scores(sp, wsc); }},
                 {"dsa_output_gate", [&] { return b.dsa_output_gate(gp); }},
                 {"mla_head_proj", [&] { return b.mla_head_proj(hp, wh); }},
             };

@@ -28,6 +28,7 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
     }
     std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5};
     std::vector<int32_t> gather = {-1, -1, -1, -1, 0, 1, 2, 3};
+    const std::vector<int32_t> key_table = {0, 1};  // the request's entries 0..5: slots 0..5 (blocks of 4)
 
     for (auto& nb : host_backends_under_test()) {
         SCOPED_TRACE(nb.spec);
@@ -79,20 +80,18 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
         ip.q_token_stride = HI * cI;
         ip.q_head_stride = cI;
         ip.weights = iw.data();
-        ip.weights_row_stride = HI;
+        ip.weights_token_stride = HI;
         ip.keys = key_cache.view();
         ip.key_format = CacheRecordFormat::fp8_row_scale;
-        ip.key_slots = slots.data();
-        ip.key_slots_stride = n;
-        ip.token_list = token_list.data();
+        ip.n_slots = key_cache.capacity();
+        ip.tables = {key_table.data(), token_list.data(), 1, 2};
         ip.n_keys = n_keys.data();
         ip.scores = scores.data();
         ip.scores_row_stride = n;
         ip.n_tokens = n;
         ip.n_heads = HI;
         ip.head_dim = cI;
-        ip.n_lists = 1;
-        ip.max_keys = n;
+        ip.n_cols = n;
         SparseMqaParams mp;
         mp.q = q.data();
         mp.q_token_stride = H * d;

@@ -7,7 +7,7 @@
 #include "qsa_paged.h"
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
-#include "ops/qsa_score.h"
+#include "ops/indexer_scores.h"
 #include "ops/qsa_sparse_gqa.h"
 
 namespace sieve::test {
@@ -40,11 +40,12 @@ TEST(QsaNoAllocation, EveryCpuQsaOpRunsWithoutAllocating) {
     pp.ratio = r;
     pp.head_dim = Di;
     pp.out_row_stride = Di;
-    QsaScoreParams sp;
+    IndexerScoresParams sp;  // QSA's scores: no head weights
     sp.q = iq.data();
     sp.keys = comp.view();
+    sp.n_slots = comp.n_blocks * comp.block_size;
     sp.tables = comp.tables(token_request);
-    sp.n_groups = n_groups.data();
+    sp.n_keys = n_groups.data();
     sp.scores = scores.data();
     sp.n_tokens = T;
     sp.n_heads = Hi;
@@ -86,19 +87,19 @@ TEST(QsaNoAllocation, EveryCpuQsaOpRunsWithoutAllocating) {
         Backend& b = *nb.backend;
         ASSERT_TRUE(b.qsa_expand(ep).is_ok());  // the attention below reads these rows
         GuardedBuffer ws(std::max<size_t>(b.qsa_sparse_gqa_workspace_size(gp), 1));
-        QsaScoreParams fused = sp;  // the fused selection, without score rows (its own output: expand reads sel)
+        IndexerScoresParams fused = sp;  // the fused selection, without score rows (its own output: expand reads sel)
         std::vector<int32_t> fused_sel(sel.size());
         fused.scores = nullptr;
         fused.selected = fused_sel.data();
         fused.k = k;
         fused.selected_row_stride = k;
-        const size_t score_ws = b.qsa_score_workspace_size(sp), fused_ws = b.qsa_score_workspace_size(fused);
+        const size_t score_ws = b.indexer_scores_workspace_size(sp), fused_ws = b.indexer_scores_workspace_size(fused);
         GuardedBuffer sws(std::max<size_t>(std::max(score_ws, fused_ws), 1));
         bool all_ok = true;
         const std::vector<std::pair<std::string, std::function<void()>>> ops = {
             {"qsa_pool", [&] { all_ok &= b.qsa_pool(pp).is_ok(); }},
-            {"qsa_score", [&] { all_ok &= b.qsa_score(sp, {sws.data(), score_ws}).is_ok(); }},
-            {"qsa_score fused", [&] { all_ok &= b.qsa_score(fused, {sws.data(), fused_ws}).is_ok(); }},
+            {"indexer_scores", [&] { all_ok &= b.indexer_scores(sp, {sws.data(), score_ws}).is_ok(); }},
+            {"indexer_scores fused", [&] { all_ok &= b.indexer_scores(fused, {sws.data(), fused_ws}).is_ok(); }},
             {"qsa_expand", [&] { all_ok &= b.qsa_expand(ep).is_ok(); }},
             {"qsa_sparse_gqa",
              [&] { all_ok &= b.qsa_sparse_gqa(gp, {ws.data(), b.qsa_sparse_gqa_workspace_size(gp)}).is_ok(); }},

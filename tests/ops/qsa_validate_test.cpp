@@ -4,7 +4,6 @@
 #include "ops/op_common.h"
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
-#include "ops/qsa_score.h"
 #include "ops/qsa_sparse_gqa.h"
 
 namespace sieve::test {
@@ -79,34 +78,9 @@ TEST(QsaValidate, Expand) {
     expect_invalid_indices(p, "position 20 with seq_len 20");
 }
 
-TEST(QsaValidate, ScoreAndAttentionNeedResidentEntries) {
+// (The scores' residency checks are indexer_scores_test.cpp's.)
+TEST(QsaValidate, AttentionNeedsResidentEntries) {
     Rng rng(2);
-    QsaPagedCache keys(rng, {40}, 16, 16 * 4);
-    std::vector<int32_t> token_request = {0};
-    std::vector<int32_t> n_groups = {40};
-    std::vector<float> q(4 * 16), scores(64);
-    QsaScoreParams s;
-    s.q = q.data();
-    s.keys = keys.view();
-    s.tables = keys.tables(token_request);
-    s.n_groups = n_groups.data();
-    s.scores = scores.data();
-    s.n_tokens = 1;
-    s.n_heads = 4;
-    s.head_dim = 16;
-    s.q_token_stride = 64;
-    s.q_head_stride = 16;
-    s.n_cols = 64;
-    s.scores_row_stride = 64;
-    EXPECT_TRUE(validate(s).is_ok());
-    keys.table[1] = -1;  // entries 16..31 released
-    expect_invalid_indices(s, "block 1 (entries [16, 32)) is not resident");
-    n_groups[0] = 65;
-    expect_invalid_indices(s, "n_groups[0] = 65");
-    n_groups[0] = 10;
-    token_request[0] = 1;
-    expect_invalid_indices(s, "token_request[0] = 1");
-
     QsaPagedCache kv(rng, {10}, 4, 2 * 2 * 8 * 4);
     std::vector<int32_t> tr = {0};
     std::vector<int32_t> idx = {0, 9, -1};

@@ -13,7 +13,6 @@
 #include "dsv4_cache_util.h"
 #include "qsa_paged.h"
 #include "ops/compressor.h"
-#include "ops/dsa_indexer.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/hadamard.h"
 #include "ops/indexer_scores.h"
@@ -26,7 +25,6 @@
 #include "ops/qsa_expand.h"
 #include "ops/selected_slots.h"
 #include "ops/qsa_pool.h"
-#include "ops/qsa_score.h"
 #include "ops/qsa_sparse_gqa.h"
 #include "ops/quant_fp8.h"
 #include "ops/rms_norm.h"
@@ -184,39 +182,47 @@ TEST(ValidateNoDeref, Compressor) {
 }
 
 TEST(ValidateNoDeref, IndexerScores) {
+    Rng rng(3);
     const CacheRecordLayout kl{CacheRecordFormat::fp8_row_scale, 16, 0};
-    TestCache cache(kl.entry_bytes(), 2, 1);
-    float q[32] = {}, w[2] = {1, 1}, scores[4];
-    int32_t key_slots[2] = {0, 1}, token_list[2] = {0, 0}, n_keys[2] = {1, 2}, selected[2];
+    QsaPagedCache keys(rng, {40}, 16, kl.entry_bytes());
+    std::vector<int32_t> token_request = {0, 0}, n_keys = {40, 0}, selected(2 * 4);
+    std::vector<uint8_t> q(2 * 4 * 16);
+    std::vector<float> q_scale(2 * 4, 1.0f), weights(2 * 4, 1.0f), scores(2 * 64);
     IndexerScoresParams p;
-    p.q = q;
-    p.q_token_stride = 16;
-    p.weights = w;
-    p.weights_row_stride = 1;
-    p.keys = cache.view();
-    p.key_format = CacheRecordFormat::fp8_row_scale;
-    p.key_slots = key_slots;
-    p.key_slots_stride = 2;
-    p.token_list = token_list;
-    p.n_keys = n_keys;
-    p.scores = scores;
-    p.scores_row_stride = 2;
+    p.q = q.data();
+    p.q_type = DType::f8_e4m3;
+    p.q_scale = q_scale.data();
+    p.q_scale_token_stride = 4;
+    p.weights = weights.data();
+    p.weights_token_stride = 4;
+    p.keys = keys.view();
+    p.key_format = kl.format;
+    p.n_slots = keys.n_blocks * keys.block_size;
+    p.tables = keys.tables(token_request);
+    p.n_keys = n_keys.data();
+    p.scores = scores.data();
     p.n_tokens = 2;
-    p.n_heads = 1;
+    p.n_heads = 4;
     p.head_dim = 16;
-    p.n_lists = 1;
-    p.max_keys = 2;
+    p.q_token_stride = 64;
+    p.q_head_stride = 16;
+    p.n_cols = 64;
+    p.scores_row_stride = 64;
     auto hide = [](IndexerScoresParams& r) {
-        r.key_slots = i32_page();
-        r.token_list = i32_page();
+        r.tables.block_table = i32_page();
+        r.tables.token_request = i32_page();
         r.n_keys = i32_page();
     };
     expect_valid_unread(p, hide);
-    p.selected = selected;  // fused selection, with and without score rows
-    p.k = 1;
-    p.selected_row_stride = 1;
+    p.selected = selected.data();  // fused selection, with and without score rows
+    p.k = 4;
+    p.selected_row_stride = 4;
     expect_valid_unread(p, hide);
     p.scores = nullptr;
+    expect_valid_unread(p, hide);
+    p.weights = nullptr;  // QSA: no head weights, bf16 q
+    p.q_type = DType::bf16;
+    p.q_scale = nullptr;
     expect_valid_unread(p, hide);
 }
 
@@ -248,44 +254,6 @@ TEST(ValidateNoDeref, SparseMqa) {
         r.window_slots = i32_page();
         r.compressed_slots = i32_page();
     });
-}
-
-TEST(ValidateNoDeref, DsaIndexer) {
-    GuardedCache cache(2, 4, CacheRecordLayout{CacheRecordFormat::f32, 4}.entry_bytes());
-    std::vector<float> q(2 * 8, 0.0f), weights(4, 1.0f), scores(2 * 8);
-    std::vector<int32_t> table = {1, 0}, seq = {0, 0}, n_keys = {5, 8}, selected(2 * 3);
-    DsaIndexerScoresParams p;
-    p.q = q.data();
-    p.weights = weights.data();
-    p.weights_token_stride = 2;
-    p.weight_scale = 0.5f;
-    p.keys = cache.view;
-    p.n_slots = cache.n_slots();
-    p.block_table = table.data();
-    p.n_seqs = 1;
-    p.block_table_stride = 2;
-    p.token_seq = seq.data();
-    p.n_keys = n_keys.data();
-    p.scores = scores.data();
-    p.n_tokens = 2;
-    p.n_heads = 2;
-    p.head_dim = 4;
-    p.n_cols = 8;
-    p.q_token_stride = 8;
-    p.q_head_stride = 4;
-    p.scores_row_stride = 8;
-    auto hide = [](DsaIndexerScoresParams& r) {
-        r.block_table = i32_page();
-        r.token_seq = i32_page();
-        r.n_keys = i32_page();
-    };
-    expect_valid_unread(p, hide);
-    p.selected = selected.data();
-    p.k = 3;
-    p.selected_row_stride = 3;
-    expect_valid_unread(p, hide);
-    p.scores = nullptr;
-    expect_valid_unread(p, hide);
 }
 
 TEST(ValidateNoDeref, SparseMla) {
@@ -374,38 +342,8 @@ TEST(ValidateNoDeref, SelectedSlots) {
     });
 }
 
-TEST(ValidateNoDeref, QsaScoreAndAttention) {
+TEST(ValidateNoDeref, QsaSparseGqa) {
     Rng rng(2);
-    QsaPagedCache keys(rng, {40}, 16, 16 * 4);
-    std::vector<int32_t> token_request = {0, 0};
-    std::vector<int32_t> n_groups = {40, 0}, selected(2 * 4);
-    std::vector<float> q(2 * 4 * 16), scores(2 * 64);
-    QsaScoreParams s;
-    s.q = q.data();
-    s.keys = keys.view();
-    s.tables = keys.tables(token_request);
-    s.n_groups = n_groups.data();
-    s.scores = scores.data();
-    s.n_tokens = 2;
-    s.n_heads = 4;
-    s.head_dim = 16;
-    s.q_token_stride = 64;
-    s.q_head_stride = 16;
-    s.n_cols = 64;
-    s.scores_row_stride = 64;
-    auto hide_score = [](QsaScoreParams& r) {
-        r.tables.block_table = i32_page();
-        r.tables.token_request = i32_page();
-        r.n_groups = i32_page();
-    };
-    expect_valid_unread(s, hide_score);
-    s.selected = selected.data();
-    s.k = 4;
-    s.selected_row_stride = 4;
-    expect_valid_unread(s, hide_score);
-    s.scores = nullptr;
-    expect_valid_unread(s, hide_score);
-
     QsaPagedCache kv(rng, {10}, 4, 2 * 2 * 8 * 4);
     std::vector<int32_t> tr = {0};
     std::vector<int32_t> idx = {0, 9, -1};

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_cache_ops.h"
 #include "backends/cpu/cpu_dsv4_ops.h"
+#include "backends/cpu/cpu_indexer_scores.h"
 #include "backends/cpu/cpu_linear.h"
 #include "backends/cpu/dsa_cpu_ops.h"
 #include "backends/cpu/kernels.h"
@@ -126,18 +127,18 @@ public:
         return static_cast<size_t>(std::min<int64_t>(pool_->size(), p.n_rows)) * topk_slot_bytes(p);
     }
     Status qsa_pool(const QsaPoolParams& p) override { return cpu::qsa_pool_run(*qsa_, *pool_, p); }
-    size_t qsa_score_workspace_size(const QsaScoreParams& p) const override {
-        return cpu::qsa_score_workspace_size(*pool_, p);
-    }
-    Status qsa_score(const QsaScoreParams& p, Workspace ws) override {
-        return cpu::qsa_score_run(*qsa_, *kernels_, *pool_, p, ws);
-    }
     Status qsa_expand(const QsaExpandParams& p) override { return cpu::qsa_expand_run(*pool_, p); }
     size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const override {
         return cpu::qsa_sparse_gqa_workspace_size(*pool_, p);
     }
     Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws) override {
         return cpu::qsa_sparse_gqa_run(*qsa_, *pool_, p, ws);
+    }
+    size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const override {
+        return cpu::indexer_scores_workspace_size(*pool_, p);
+    }
+    Status indexer_scores(const IndexerScoresParams& p, Workspace ws) override {
+        return cpu::indexer_scores(cpu::indexer_kernels_for(options_.isa), *kernels_, *pool_, p, ws);
     }
     Status topk(const TopkParams& p, Workspace ws) override {
         SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
@@ -181,12 +182,6 @@ public:
         return cpu::dsv4_compressor_state_store(*pool_, p);
     }
     Status compressor_pool(const CompressorPoolParams& p) override { return cpu::dsv4_compressor_pool(*pool_, p); }
-    size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const override {
-        return cpu::dsv4_indexer_scores_workspace_size(*pool_, p);
-    }
-    Status indexer_scores(const IndexerScoresParams& p, Workspace ws) override {
-        return cpu::dsv4_indexer_scores(cpu::dsv4_kernels_for(options_.isa), *kernels_, *pool_, p, ws);
-    }
     size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const override {
         return cpu::dsv4_sparse_mqa_workspace_size(*pool_, p);
     }
@@ -201,12 +196,6 @@ public:
     Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) override {
         return cpu::dsa_sparse_mla_attention(dsa_context(), p, ws);
     }
-    size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const override {
-        return cpu::dsa_indexer_scores_workspace_size(dsa_context(), p);
-    }
-    Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace ws) override {
-        return cpu::dsa_indexer_scores(dsa_context(), p, ws);
-    }
     Status dsa_output_gate(const DsaOutputGateParams& p) override { return cpu::dsa_output_gate(dsa_context(), p); }
     size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const override {
         return cpu::dsa_mla_head_proj_workspace_size(dsa_context(), p);
@@ -216,7 +205,7 @@ public:
     }
 
 private:
-    cpu::DsaCpuContext dsa_context() const { return {&cpu::dsa_kernels_for(options_.isa), pool_, kernels_}; }
+    cpu::DsaCpuContext dsa_context() const { return {&cpu::dsa_kernels_for(options_.isa), pool_}; }
     cpu::CpuLinearContext context() const { return {kernels_, options_.isa, &options_, pool_}; }
     static Expected<const cpu::CpuPreparedLinear*> own(const PreparedLinear& w) {
         const auto* prepared = dynamic_cast<const cpu::CpuPreparedLinear*>(&w);

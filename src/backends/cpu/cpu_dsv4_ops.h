@@ -1,7 +1,6 @@
-// The cpu backend's DeepSeek-V4 ops (ops/sparse_mqa.h, ops/compressor.h, ops/indexer_scores.h):
-// validation, threading and workspace handling around the per-ISA kernels of dsv4_kernels.h (attention,
-// indexer scores) and the portable code of cpu_dsv4_ops.cpp (compressor state and pooling: a few rows per
-// step, memory-bound). The cache stores and loads are cpu_cache_ops.h's.
+// The cpu backend's DeepSeek-V4 ops (ops/sparse_mqa.h, ops/compressor.h): validation, threading and
+// workspace handling around the per-ISA kernels of dsv4_kernels.h (attention) and the portable code of
+// cpu_dsv4_ops.cpp (compressor state and pooling: a few rows per step, memory-bound). The cache stores and loads are cpu_cache_ops.h's.
 // Internal to backends/cpu; cpu_backend.cpp forwards its Backend methods here.
 #pragma once
 
@@ -13,7 +12,6 @@
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "ops/compressor.h"
-#include "ops/indexer_scores.h"
 #include "ops/sparse_mqa.h"
 
 namespace sieve::cpu {
@@ -26,11 +24,5 @@ Status dsv4_compressor_pool(ThreadPool& pool, const CompressorPoolParams& p);
 
 size_t dsv4_sparse_mqa_workspace_size(const ThreadPool& pool, const SparseMqaParams& p);
 Status dsv4_sparse_mqa(const CpuDsv4Kernels& k, ThreadPool& pool, const SparseMqaParams& p, Workspace ws);
-
-size_t dsv4_indexer_scores_workspace_size(const ThreadPool& pool, const IndexerScoresParams& p);
-// `base`: the backend's main kernel table, whose streaming top-k (kernels.h TopkStream) makes the fused
-// selection (ops/indexer_scores.h).
-Status dsv4_indexer_scores(const CpuDsv4Kernels& k, const CpuKernels& base, ThreadPool& pool,
-                           const IndexerScoresParams& p, Workspace ws);
 
 }  // namespace sieve::cpu

@@ -1,4 +1,4 @@
-// The cpu backend's DSA-on-MLA ops (ops/sparse_mla.h, ops/dsa_indexer.h, ops/dsa_output_gate.h):
+// The cpu backend's DSA-on-MLA ops (ops/sparse_mla.h, ops/dsa_output_gate.h, ops/mla_head_proj.h):
 // validation, work split over the thread pool, workspace slots, and the gate (baseline code: byte-exact
 // with ref through core's conversions). The heavy loops are the per-ISA kernels of dsa_kernels.h.
 // The cache writes are cpu_cache_ops.h's. Internal to backends/cpu.
@@ -11,7 +11,6 @@
 #include "backends/cpu/kernels.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "ops/dsa_indexer.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/mla_head_proj.h"
 #include "ops/sparse_mla.h"
@@ -21,15 +20,12 @@ namespace sieve::cpu {
 struct DsaCpuContext {
     const DsaCpuKernels* kernels;
     ThreadPool* pool;
-    const CpuKernels* base;  // the backend's main table: the streaming top-k of a fused indexer selection
 };
 
 const DsaCpuKernels& dsa_kernels_for(Isa isa);
 
 size_t dsa_sparse_mla_attention_workspace_size(const DsaCpuContext& c, const SparseMlaAttentionParams& p);
 Status dsa_sparse_mla_attention(const DsaCpuContext& c, const SparseMlaAttentionParams& p, Workspace ws);
-size_t dsa_indexer_scores_workspace_size(const DsaCpuContext& c, const DsaIndexerScoresParams& p);
-Status dsa_indexer_scores(const DsaCpuContext& c, const DsaIndexerScoresParams& p, Workspace ws);
 Status dsa_output_gate(const DsaCpuContext& c, const DsaOutputGateParams& p);
 size_t dsa_mla_head_proj_workspace_size(const DsaCpuContext& c, const MlaHeadProjParams& p);
 Status dsa_mla_head_proj(const DsaCpuContext& c, const MlaHeadProjParams& p, Workspace ws);

@@ -1,6 +1,6 @@
-// The fused top-k of the cpu indexer ops (ops/indexer_scores.h and ops/dsa_indexer.h, "Fused
-// selection"): the scores of a key tile go straight into a streaming top-k (kernels.h TopkStream), one
-// per (workspace slot, token), so no score row is ever written. Scoring threads claim key tiles in
+// The fused top-k of the cpu indexer scores (ops/indexer_scores.h, "Fused selection"): the scores of a
+// key tile go straight into a streaming top-k (kernels.h TopkStream), one per (workspace slot, token), so
+// no score row is ever written. Scoring threads claim key tiles in
 // increasing order, so each stream sees its candidates in ascending index order, as it requires. At the
 // end, each token's streams are merged in index order and cut to k. This selects exactly what ops/topk.h
 // selects over the same scores: a candidate a stream dropped had k candidates in that stream that rank

@@ -19,7 +19,7 @@ KeyTileUnitsPlan key_tile_units_plan(int64_t n_tokens, int64_t n_lists) {
 }
 
 KeyTileUnits::KeyTileUnits(const KeyTileUnitsPlan& plan, char* base, const int32_t* token_list, const int32_t* n_keys,
-                           int64_t key_tile, bool unit_per_listed_list)
+                           int64_t key_tile)
     : plan_(plan),
       key_tile_(std::max<int64_t>(key_tile, 1)),
       tokens_(reinterpret_cast<int32_t*>(base + plan.tokens)),
@@ -36,9 +36,7 @@ KeyTileUnits::KeyTileUnits(const KeyTileUnitsPlan& plan, char* base, const int32
     }
     unit_off_[0] = 0;
     for (int64_t l = 0; l < lists; ++l) {
-        const int64_t listed = list_off_[l + 1];
-        int64_t tiles = (list_keys_[l] + key_tile_ - 1) / key_tile_;
-        if (unit_per_listed_list && listed > 0) tiles = std::max<int64_t>(tiles, 1);
+        const int64_t tiles = (list_keys_[l] + key_tile_ - 1) / key_tile_;
         list_off_[l + 1] += list_off_[l];
         unit_off_[l + 1] = unit_off_[l] + tiles;
     }

@@ -1,6 +1,5 @@
-// Work units of the cpu indexer ops (ops/indexer_scores.h, ops/dsa_indexer.h, ops/qsa_score.h): the
-// step's tokens grouped by the key list they score (their request), and each list's keys cut into
-// tiles. A unit is (list, key tile) over all the list's tokens, so each key is loaded and converted
+// Work units of the cpu indexer scores (ops/indexer_scores.h): the step's tokens grouped by the key list
+// they score (their request's row of the block tables), and each list's keys cut into tiles. A unit is (list, key tile) over all the list's tokens, so each key is loaded and converted
 // from its storage format once per step, however many tokens of its request a step scores (a prefill
 // chunk, or one decode token), and a single decode token still splits into many units for the threads.
 //
@@ -34,10 +33,9 @@ struct KeyTileUnit {
 class KeyTileUnits {
 public:
     // Groups tokens [0, n_tokens) by token_list[t] ∈ [0, n_lists) (stable) and cuts each list's keys (the
-    // most n_keys[t] of its tokens) into tiles of key_tile. A list with tokens but no keys gets one empty
-    // unit when unit_per_listed_list (an op that still writes something for its tokens), else none.
+    // most n_keys[t] of its tokens) into tiles of key_tile. A list without keys gets no unit.
     KeyTileUnits(const KeyTileUnitsPlan& plan, char* base, const int32_t* token_list, const int32_t* n_keys,
-                 int64_t key_tile, bool unit_per_listed_list);
+                 int64_t key_tile);
     int64_t units() const { return unit_off_[plan_.n_lists]; }
     // Unit u. `list` is the caller's cursor: start it at 0; it only moves forward when u increases.
     KeyTileUnit unit(int64_t u, int64_t& list) const;

@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <optional>
 
-#include "backends/cpu/fused_topk.h"
-#include "backends/cpu/key_tile_units.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/qsa_kernels.h"
 #include "core/assert.h"
@@ -28,92 +25,6 @@ Status qsa_pool_run(const QsaKernels& k, ThreadPool& pool, const QsaPoolParams& 
     SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     parallel_chunks(pool, p.n_groups, min_chunk_for(p.ratio * p.head_dim),
                     [&](int64_t b, int64_t e) { k.pool_groups(p, b, e); });
-    return Status::ok();
-}
-
-// Scores: units of (request row, group tile) over all the row's tokens (key_tile_units.h), so a prefill
-// chunk reads each key tile once from memory for all its tokens, and a decode token splits into tiles
-// for the threads. Workspace: the units, then per slot one token's tile of scores [key_tile] f32 (fused
-// selection: fed to the streaming top-k of fused_topk.h, no score row is written), then the streams.
-namespace {
-
-constexpr int64_t kScoreMinTile = 64, kScoreMaxTile = 256;  // groups per unit: 256 bf16 keys of 128 = 64 KiB (L2)
-
-struct ScorePlan {
-    int64_t key_tile = 0, slots = 0;
-    KeyTileUnitsPlan units;
-    FusedTopkPlan topk;
-    size_t fused = 0, slots_base = 0, slot_bytes = 0, bytes = 0;
-};
-
-ScorePlan score_plan(const ThreadPool& pool, const QsaScoreParams& p) {
-    ScorePlan s;
-    const int64_t threads = std::max<int64_t>(pool.size(), 1);
-    const int64_t rows = std::min(std::max<int64_t>(p.tables.n_requests, 0), std::max<int64_t>(p.n_tokens, 0));
-    const int64_t cols = std::max<int64_t>(p.n_cols, 0);
-    // Tiles small enough for ~4 units per thread when there are few groups, at most kScoreMaxTile.
-    const int64_t want = (rows * cols + 4 * threads - 1) / (4 * threads);
-    s.key_tile = std::clamp<int64_t>((std::max<int64_t>(want, 1) + kScoreMinTile - 1) / kScoreMinTile * kScoreMinTile,
-                                     kScoreMinTile, kScoreMaxTile);
-    s.slots = std::min<int64_t>(threads, std::max<int64_t>(1, rows * ((cols + s.key_tile - 1) / s.key_tile)));
-    s.units = key_tile_units_plan(p.n_tokens, p.tables.n_requests);
-    size_t off = workspace_round_up(static_cast<size_t>(s.units.bytes));
-    if (p.selected != nullptr && p.k > 0) {
-        s.topk = fused_topk_plan(s.slots, std::max<int64_t>(p.n_tokens, 0), p.k, threads);
-        s.fused = off;
-        off += workspace_round_up(static_cast<size_t>(s.topk.bytes));
-    }
-    s.slots_base = off;
-    s.slot_bytes = workspace_round_up(static_cast<size_t>(s.key_tile) * 4);
-    s.bytes = off + static_cast<size_t>(s.slots) * s.slot_bytes;
-    return s;
-}
-
-}  // namespace
-
-size_t qsa_score_workspace_size(const ThreadPool& pool, const QsaScoreParams& p) {
-    if (p.n_tokens <= 0 || p.n_cols <= 0 || p.tables.n_requests <= 0) return 0;
-    return score_plan(pool, p).bytes;
-}
-
-Status qsa_score_run(const QsaKernels& k, const CpuKernels& base, ThreadPool& pool, const QsaScoreParams& p,
-                     Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    SIEVE_RETURN_IF_ERROR(check_workspace("cpu qsa_score", ws, qsa_score_workspace_size(pool, p)));
-    const bool fused = p.selected != nullptr;
-    if (fused)  // rows without groups select nothing; the others are overwritten by the merge
-        for (int64_t t = 0; t < p.n_tokens; ++t) std::fill_n(p.selected + t * p.selected_row_stride, p.k, -1);
-    if (p.n_tokens == 0 || p.n_cols == 0 || p.tables.n_requests == 0) return Status::ok();
-    const ScorePlan s = score_plan(pool, p);
-    char* shared = static_cast<char*>(ws.data);
-    const KeyTileUnits work(s.units, shared, p.tables.token_request, p.n_groups, s.key_tile, false);
-    const int64_t units = work.units();
-    if (units == 0) return Status::ok();
-    std::optional<FusedTopk> topk;
-    if (fused) topk.emplace(s.topk, shared + s.fused);
-    std::atomic<int64_t> next_slot{0}, next_unit{0};
-    parallel_chunks(pool, std::min<int64_t>(s.slots, units), 1, [&](int64_t, int64_t) {
-        const int64_t slot = next_slot.fetch_add(1);
-        SIEVE_ASSERT(slot < s.slots, "qsa_score: more chunks than workspace slots");
-        float* tile = reinterpret_cast<float*>(shared + s.slots_base + static_cast<size_t>(slot) * s.slot_bytes);
-        int64_t row = 0;
-        for (int64_t u = next_unit.fetch_add(1); u < units; u = next_unit.fetch_add(1)) {
-            const KeyTileUnit unit = work.unit(u, row);
-            for (int64_t i = 0; i < unit.n_tokens; ++i) {
-                const int64_t t = unit.tokens[i];
-                const int64_t end = std::min<int64_t>(unit.k1, p.n_groups[t]);
-                if (end <= unit.k0) continue;
-                float* out = fused ? tile : p.scores + t * p.scores_row_stride + unit.k0;
-                k.score_row(p, t, unit.k0, end, out);
-                if (!fused) continue;
-                base.topk_stream_push(topk->stream(slot, t), tile, end - unit.k0, unit.k0);
-                if (p.scores != nullptr)
-                    std::memcpy(p.scores + t * p.scores_row_stride + unit.k0, tile,
-                                static_cast<size_t>(end - unit.k0) * 4);
-            }
-        }
-    });
-    if (fused) topk->finish(base, pool, p.selected, p.selected_row_stride);
     return Status::ok();
 }
 

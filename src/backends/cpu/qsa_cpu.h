@@ -10,20 +10,14 @@
 #include "core/thread_pool.h"
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
-#include "ops/qsa_score.h"
 #include "ops/qsa_sparse_gqa.h"
 
 namespace sieve::cpu {
 
-struct CpuKernels;
 struct QsaKernels;
 const QsaKernels& qsa_kernels_for(Isa isa);
 
 Status qsa_pool_run(const QsaKernels& k, ThreadPool& pool, const QsaPoolParams& p);
-size_t qsa_score_workspace_size(const ThreadPool& pool, const QsaScoreParams& p);
-// `base`: the backend's main kernel table, whose streaming top-k makes the fused selection.
-Status qsa_score_run(const QsaKernels& k, const CpuKernels& base, ThreadPool& pool, const QsaScoreParams& p,
-                     Workspace ws);
 Status qsa_expand_run(ThreadPool& pool, const QsaExpandParams& p);
 size_t qsa_sparse_gqa_workspace_size(const ThreadPool& pool, const QsaSparseGqaParams& p);
 Status qsa_sparse_gqa_run(const QsaKernels& k, ThreadPool& pool, const QsaSparseGqaParams& p, Workspace ws);

@@ -1,4 +1,4 @@
-// The cpu backend's QSA kernel table (ops/qsa_pool.h, qsa_score.h, qsa_sparse_gqa.h): one instance
+// The cpu backend's QSA kernel table (ops/qsa_pool.h, qsa_sparse_gqa.h): one instance
 // per ISA level (qsa_kernels_<isa>.cpp over qsa_kernels_impl.inl), picked by the cpu backend from
 // its ISA. Kept apart from kernels.h so that the QSA family's kernels build and test on their own.
 //
@@ -9,7 +9,6 @@
 #include <cstdint>
 
 #include "ops/qsa_pool.h"
-#include "ops/qsa_score.h"
 #include "ops/qsa_sparse_gqa.h"
 
 namespace sieve::cpu {
@@ -36,8 +35,6 @@ struct QsaKernels {
     const char* isa_name;
     // group rows [g0, g1)
     void (*pool_groups)(const QsaPoolParams& p, int64_t g0, int64_t g1);
-    // token t's groups [c0, c1) (c1 ≤ n_groups[t]): score of group g to out[g − c0]
-    void (*score_row)(const QsaScoreParams& p, int64_t t, int64_t c0, int64_t c1, float* out);
     // work items [i0, i1) of item = t·n_kv_heads + kv_head
     void (*sparse_gqa_items)(const QsaSparseGqaParams& p, int64_t i0, int64_t i1, const QsaGqaScratch& s);
 };

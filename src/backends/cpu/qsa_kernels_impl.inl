@@ -2,7 +2,7 @@
 // qsa_kernels_<isa>.cpp, which defines SIEVE_QSA_TABLE and SIEVE_QSA_ISA_NAME before including this
 // file. Everything is in an anonymous namespace (see simd.h, "ODR safety"): no std::, no inline
 // helpers of other headers (cache addresses are computed here, not with CacheView::row).
-// Semantics: ops/qsa_pool.h (bit-identical to ref), ops/qsa_score.h, ops/qsa_sparse_gqa.h.
+// Semantics: ops/qsa_pool.h (bit-identical to ref), ops/qsa_sparse_gqa.h.
 #include "backends/cpu/qsa_kernels.h"
 #include "backends/cpu/simd.h"
 // attn_transpose_block and attn_logits_tile: the register tiles of the chunked sparse kernels.
@@ -21,54 +21,8 @@
 namespace sieve::cpu::SIEVE_CPU_ISA_NS {
 namespace {
 
-// Byte offset from view.base of entry `e` of request row `q` (ops/block_tables.h).
-inline int64_t qsa_entry_offset(const CacheView& v, const BlockTables& t, int64_t q, int64_t e) {
-    const int64_t block = t.block_table[q * t.block_table_stride + e / v.block_size];
-    return block * v.block_bytes + (e % v.block_size) * v.entry_bytes;
-}
 inline int64_t qsa_slot_offset(const CacheView& v, int64_t slot) {
     return (slot / v.block_size) * v.block_bytes + (slot % v.block_size) * v.entry_bytes;
-}
-
-// Σ a_i·b_i over n elements (a, b f32 or bf16 by AB, BB), four vector accumulators.
-template <bool AB, bool BB>
-float qsa_dot(const void* a, const void* b, int64_t n) {
-    VF s0 = vf_zero(), s1 = vf_zero(), s2 = vf_zero(), s3 = vf_zero();
-    int64_t i = 0;
-    for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
-        s0 = vf_fma(vf_load_row(a, AB, i), vf_load_row(b, BB, i), s0);
-        s1 = vf_fma(vf_load_row(a, AB, i + kLanes), vf_load_row(b, BB, i + kLanes), s1);
-        s2 = vf_fma(vf_load_row(a, AB, i + 2 * kLanes), vf_load_row(b, BB, i + 2 * kLanes), s2);
-        s3 = vf_fma(vf_load_row(a, AB, i + 3 * kLanes), vf_load_row(b, BB, i + 3 * kLanes), s3);
-    }
-    for (; i + kLanes <= n; i += kLanes) s0 = vf_fma(vf_load_row(a, AB, i), vf_load_row(b, BB, i), s0);
-    float sum = vf_sum(vf_add(vf_add(s0, s1), vf_add(s2, s3)));
-    for (; i < n; ++i) sum += s_load(a, AB, i) * s_load(b, BB, i);
-    return sum;
-}
-
-// The dots of four f32 rows a + m·a_stride with two rows b0, b1: out[m] = a_m·b0, out[4 + m] = a_m·b1.
-template <bool BB>
-void qsa_dot4x2(const float* a, int64_t a_stride, const void* b0, const void* b1, int64_t n, float* out) {
-    VF s[8];
-    for (int m = 0; m < 8; ++m) s[m] = vf_zero();
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-        const VF v0 = vf_load_row(b0, BB, i), v1 = vf_load_row(b1, BB, i);
-        for (int m = 0; m < 4; ++m) {
-            const VF q = vf_load(a + m * a_stride + i);
-            s[m] = vf_fma(q, v0, s[m]);
-            s[4 + m] = vf_fma(q, v1, s[4 + m]);
-        }
-    }
-    for (int m = 0; m < 8; ++m) out[m] = vf_sum(s[m]);
-    for (; i < n; ++i) {
-        const float v0 = s_load(b0, BB, i), v1 = s_load(b1, BB, i);
-        for (int m = 0; m < 4; ++m) {
-            out[m] += a[m * a_stride + i] * v0;
-            out[4 + m] += a[m * a_stride + i] * v1;
-        }
-    }
 }
 
 // exp(x) for x ≤ 0 (softmax weights; x is clamped to [−87, 0]): 2^n · P(r), n = round(x·log2 e),
@@ -125,148 +79,6 @@ void pool_groups(const QsaPoolParams& p, int64_t g0, int64_t g1) {
     if (kb) return pool_groups_t<true, false>(p, g0, g1);
     if (ob) return pool_groups_t<false, true>(p, g0, g1);
     return pool_groups_t<false, false>(p, g0, g1);
-}
-
-// ====================================== scores ====================================================
-
-// q of one token widened once into qf [n_heads, head_dim] (when it fits kScoreQFloats), then keys in
-// pairs against four heads at a time (qsa_dot4x2: each key vector loaded once for the four heads).
-constexpr int64_t kScoreQFloats = 2048;
-constexpr int64_t kScorePrefetch = 32;  // groups ahead
-
-template <bool QB, bool KB>
-void score_row_t(const QsaScoreParams& p, int64_t t, int64_t c0, int64_t c1, float* out) {
-    const int64_t qe = QB ? 2 : 4, H = p.n_heads, D = p.head_dim;
-    const bool blocked = H % 4 == 0 && H * D <= kScoreQFloats;
-    float qf[kScoreQFloats];
-    const int64_t q = p.tables.token_request[t];
-    const char* qt = static_cast<const char*>(p.q) + t * p.q_token_stride * qe;
-    int64_t g = c0;
-    if (blocked) {
-        for (int64_t h = 0; h < H; ++h)
-            for (int64_t i = 0; i < D; ++i) qf[h * D + i] = s_load(qt + h * p.q_head_stride * qe, QB, i);
-        const int64_t key_bytes = D * (KB ? 2 : 4);
-        for (; g + 2 <= c1; g += 2) {
-            const uint8_t* k0 = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g);
-            const uint8_t* k1 = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g + 1);
-            // The key rows a few pairs ahead: the scoring is bound by the latency of these loads (a perf
-            // profile put over half of the kernel's samples on them), not by the FMAs.
-            if (g + kScorePrefetch + 2 <= c1) {
-                for (int64_t a = 0; a < 2; ++a) {
-                    const uint8_t* ahead = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g + kScorePrefetch + a);
-                    for (int64_t b = 0; b < key_bytes; b += 64) prefetch_l1(ahead + b);
-                }
-            }
-            float total0 = 0.0f, total1 = 0.0f;
-            for (int64_t h = 0; h < H; h += 4) {
-                float d[8];
-                qsa_dot4x2<KB>(qf + h * D, D, k0, k1, D, d);
-                for (int m = 0; m < 4; ++m) {  // ReLU per head, then the sum over heads (§4.4)
-                    total0 += d[m] > 0.0f ? d[m] : 0.0f;
-                    total1 += d[4 + m] > 0.0f ? d[4 + m] : 0.0f;
-                }
-            }
-            out[g - c0] = p.scale * total0;
-            out[g + 1 - c0] = p.scale * total1;
-        }
-    }
-    for (; g < c1; ++g) {
-        const uint8_t* k = p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g);
-        float total = 0.0f;
-        for (int64_t h = 0; h < H; ++h) {
-            const float d = qsa_dot<QB, KB>(qt + h * p.q_head_stride * qe, k, D);
-            total += d > 0.0f ? d : 0.0f;  // ReLU per head, then the sum over heads (§4.4)
-        }
-        out[g - c0] = p.scale * total;
-    }
-}
-
-#if defined(__AVX512BF16__)
-// bf16 q and keys at avx512_bf16: vdpbf16ps. The product of two bf16 is exact in fp32 and only the sums
-// round (any order, ops/qsa_score.h); the instruction reads bf16 subnormals as 0 and flushes subnormal
-// sums (|x| < 2^-126), far below the ranking's resolution. Two keys at a time against four heads: 8
-// accumulators over the key's 32-value chunks (q chunks as memory operands, L1), then one shuffle tree
-// for the 8 dots, the ReLU per head and the sum over the four heads (§4.4). The fp32 path is bound by
-// its FMAs and horizontal sums, not by the key stream; this one reads 256 B per key for 16 dot instructions.
-constexpr int64_t kScoreDpChunk = 32;  // bf16 values per vector
-
-// Σ_h ReLU(Σ lanes a[h]) and the same for b, h < 4: the two keys' four-head partial scores.
-inline void score_reduce_2x4(const __m512 a[4], const __m512 b[4], float* s0, float* s1) {
-    const __m512 v[8] = {a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]};
-    __m512 x[4], y[2];
-    for (int i = 0; i < 4; ++i)  // blocks [v2i 0+2, v2i 1+3, v2i+1 0+2, v2i+1 1+3]
-        x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
-                             _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
-    for (int j = 0; j < 2; ++j)  // block m of y_j: 4 lanes summing to v[4j + m]
-        y[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * j], x[2 * j + 1], 0x88),
-                             _mm512_shuffle_f32x4(x[2 * j], x[2 * j + 1], 0xDD));
-    // per block m: [y0 l0+l1, y0 l2+l3, y1 l0+l1, y1 l2+l3], then pairs: lane 0 = dot of head m with key a,
-    // lane 2 = with key b
-    __m512 c = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
-    c = _mm512_add_ps(c, _mm512_permute_ps(c, 0xB1));
-    c = _mm512_max_ps(c, _mm512_setzero_ps());  // ReLU per head
-    c = _mm512_add_ps(c, _mm512_shuffle_f32x4(c, c, 0x4E));  // the sum over the four heads (blocks)
-    c = _mm512_add_ps(c, _mm512_shuffle_f32x4(c, c, 0xB1));
-    const __m128 r = _mm512_castps512_ps128(c);
-    *s0 = _mm_cvtss_f32(r);
-    *s1 = _mm_cvtss_f32(_mm_movehl_ps(r, r));
-}
-
-// Whether score_row_dpbf16 takes this op: bf16 q and keys, heads in fours, whole 32-value chunks.
-inline bool score_dpbf16_fits(const QsaScoreParams& p) {
-    return p.q_type == DType::bf16 && p.key_type == DType::bf16 && p.n_heads % 4 == 0 && p.head_dim % kScoreDpChunk == 0;
-}
-
-void score_row_dpbf16(const QsaScoreParams& p, int64_t t, int64_t c0, int64_t c1, float* out) {
-    const int64_t H = p.n_heads, D = p.head_dim, chunks = D / kScoreDpChunk, key_bytes = D * 2;
-    const int64_t q = p.tables.token_request[t];
-    const uint16_t* qt = static_cast<const uint16_t*>(p.q) + t * p.q_token_stride;
-    auto key_row = [&](int64_t g) { return p.keys.base + qsa_entry_offset(p.keys, p.tables, q, g); };
-    auto prefetch = [&](int64_t g) {
-        if (g >= c1) return;
-        const uint8_t* ahead = key_row(g);
-        for (int64_t b = 0; b < key_bytes; b += 64) prefetch_l2(ahead + b);
-    };
-    for (int64_t a = c0; a < c0 + kScorePrefetch; ++a) prefetch(a);  // the first rows (a tile starts cold)
-    int64_t g = c0;
-    for (; g < c1; g += 2) {
-        const bool pair = g + 1 < c1;
-        const uint8_t* k0 = key_row(g);
-        const uint8_t* k1 = pair ? key_row(g + 1) : k0;
-        prefetch(g + kScorePrefetch);  // see score_row_t: the key loads' latency, not the math, bounds this
-        prefetch(g + kScorePrefetch + 1);
-        float total0 = 0.0f, total1 = 0.0f;
-        for (int64_t h0 = 0; h0 < H; h0 += 4) {
-            __m512 a[4], b[4];
-            for (int h = 0; h < 4; ++h) a[h] = b[h] = _mm512_setzero_ps();
-            for (int64_t c = 0; c < chunks; ++c) {
-                const __m512i ka = _mm512_loadu_si512(k0 + c * 64), kb = _mm512_loadu_si512(k1 + c * 64);
-                for (int h = 0; h < 4; ++h) {
-                    const __m512i qv = _mm512_loadu_si512(qt + (h0 + h) * p.q_head_stride + c * kScoreDpChunk);
-                    a[h] = _mm512_dpbf16_ps(a[h], (__m512bh)qv, (__m512bh)ka);
-                    b[h] = _mm512_dpbf16_ps(b[h], (__m512bh)qv, (__m512bh)kb);
-                }
-            }
-            float s0, s1;
-            score_reduce_2x4(a, b, &s0, &s1);
-            total0 += s0;
-            total1 += s1;
-        }
-        out[g - c0] = p.scale * total0;
-        if (pair) out[g + 1 - c0] = p.scale * total1;
-    }
-}
-#endif
-
-void score_row(const QsaScoreParams& p, int64_t t, int64_t c0, int64_t c1, float* out) {
-#if defined(__AVX512BF16__)
-    if (score_dpbf16_fits(p)) return score_row_dpbf16(p, t, c0, c1, out);
-#endif
-    const bool qb = p.q_type == DType::bf16, kb = p.key_type == DType::bf16;
-    if (qb && kb) return score_row_t<true, true>(p, t, c0, c1, out);
-    if (qb) return score_row_t<true, false>(p, t, c0, c1, out);
-    if (kb) return score_row_t<false, true>(p, t, c0, c1, out);
-    return score_row_t<false, false>(p, t, c0, c1, out);
 }
 
 // =================================== sparse GQA ===================================================
@@ -768,7 +580,6 @@ namespace sieve::cpu {
 extern const QsaKernels SIEVE_QSA_TABLE = {
     .isa_name = SIEVE_QSA_ISA_NAME,
     .pool_groups = SIEVE_CPU_ISA_NS::pool_groups,
-    .score_row = SIEVE_CPU_ISA_NS::score_row,
     .sparse_gqa_items = SIEVE_CPU_ISA_NS::sparse_gqa_items,
 };
 

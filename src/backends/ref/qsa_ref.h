@@ -1,17 +1,15 @@
-// The ref backend's QSA ops (ops/qsa_pool.h, qsa_score.h, qsa_expand.h, qsa_sparse_gqa.h): scalar,
+// The ref backend's QSA ops (ops/qsa_pool.h, qsa_expand.h, qsa_sparse_gqa.h): scalar,
 // written to read like the contracts. Internal to backends/ref.
 #pragma once
 
 #include "core/status.h"
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
-#include "ops/qsa_score.h"
 #include "ops/qsa_sparse_gqa.h"
 
 namespace sieve::ref {
 
 Status qsa_pool(const QsaPoolParams& p);
-Status qsa_score(const QsaScoreParams& p);
 Status qsa_expand(const QsaExpandParams& p);
 Status qsa_sparse_gqa(const QsaSparseGqaParams& p);
 

@@ -47,8 +47,6 @@ public:
     Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace) override {
         return ref::sparse_mla_attention(p);
     }
-    size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams&) const override { return 0; }
-    Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace) override { return ref::dsa_indexer_scores(p); }
     Status dsa_output_gate(const DsaOutputGateParams& p) override { return ref::dsa_output_gate(p); }
     size_t mla_head_proj_workspace_size(const MlaHeadProjParams&) const override { return 0; }
     Status mla_head_proj(const MlaHeadProjParams& p, Workspace) override { return ref::mla_head_proj(p); }
@@ -61,8 +59,6 @@ public:
     size_t sparse_mqa_workspace_size(const SparseMqaParams&) const override { return 0; }
     Status sparse_mqa(const SparseMqaParams& p, Workspace) override { return ref::sparse_mqa(p); }
     Status qsa_pool(const QsaPoolParams& p) override { return ref::qsa_pool(p); }
-    size_t qsa_score_workspace_size(const QsaScoreParams&) const override { return 0; }
-    Status qsa_score(const QsaScoreParams& p, Workspace) override { return ref::qsa_score(p); }
     Status qsa_expand(const QsaExpandParams& p) override { return ref::qsa_expand(p); }
     size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams&) const override { return 0; }
     Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace) override { return ref::qsa_sparse_gqa(p); }

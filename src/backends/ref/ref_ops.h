@@ -58,7 +58,8 @@ Status selected_slots(const SelectedSlotsParams& p);  // ops/selected_slots.h
 void load_record(const CacheView& v, const CacheRecordLayout& l, int64_t slot, float* out);
 Status hadamard(const HadamardParams& p);
 Status topk(const TopkParams& p);
-// The fused selection of the indexer ops (ops/indexer_scores.h, ops/dsa_indexer.h, ops/qsa_score.h): topk over the rows
+Status indexer_scores(const IndexerScoresParams& p);  // ops/indexer_scores.h
+// The fused selection of the indexer scores (ops/indexer_scores.h): topk over the rows
 // the op just scored, valid_len = n_keys.
 Status select_from_scores(const float* scores, int64_t scores_row_stride, const int32_t* n_keys, int64_t n_rows,
                           int64_t n_cols, int32_t* selected, int64_t k, int64_t selected_row_stride);

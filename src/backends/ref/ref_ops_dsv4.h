@@ -1,12 +1,11 @@
-// The ref backend's functions for DeepSeek-V4's ops (ops/sparse_mqa.h, ops/compressor.h,
-// ops/indexer_scores.h). Internal to backends/ref.
+// The ref backend's functions for DeepSeek-V4's ops (ops/sparse_mqa.h, ops/compressor.h). Internal to
+// backends/ref.
 #pragma once
 
 #include <cstdint>
 
 #include "core/status.h"
 #include "ops/compressor.h"
-#include "ops/indexer_scores.h"
 #include "ops/sparse_mqa.h"
 
 namespace sieve::ref {
@@ -14,6 +13,5 @@ namespace sieve::ref {
 Status sparse_mqa(const SparseMqaParams& p);
 Status compressor_state_store(const CompressorStateStoreParams& p);
 Status compressor_pool(const CompressorPoolParams& p);
-Status indexer_scores(const IndexerScoresParams& p);
 
 }  // namespace sieve::ref

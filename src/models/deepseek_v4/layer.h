@@ -89,8 +89,8 @@ private:
     Status compressed_slots(const StepPlan& plan, const PlannedCompressed& c, const int32_t* rows, int64_t width,
                             const LayerScratch& b);
     // The ops' params whose workspace the scratch sizes (pointers from `b`, null while counting).
-    IndexerScoresParams indexer_params(const StepBatch& batch, const StepPlan& plan, const PlannedIndexer& ix,
-                                       const BoundCache& keys, bool fused, const LayerScratch& b) const;
+    IndexerScoresParams indexer_params(const StepPlan& plan, const PlannedIndexer& ix, const BoundCache& keys, bool fused,
+                                       const LayerScratch& b) const;
     TopkParams topk_params(const StepPlan& plan, const PlannedIndexer& ix, const LayerScratch& b) const;
     SparseMqaParams attention_params(const StepPlan& plan, const BoundCache& window, const BoundCache* compressed,
                                      int64_t n_compressed, const LayerScratch& b) const;

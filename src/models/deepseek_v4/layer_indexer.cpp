@@ -11,9 +11,8 @@
 
 namespace sieve::dsv4 {
 
-IndexerScoresParams AttentionLayer::indexer_params(const StepBatch& batch, const StepPlan& plan,
-                                                   const PlannedIndexer& ix, const BoundCache& keys, bool fused,
-                                                   const LayerScratch& b) const {
+IndexerScoresParams AttentionLayer::indexer_params(const StepPlan& plan, const PlannedIndexer& ix, const BoundCache& keys,
+                                                   bool fused, const LayerScratch& b) const {
     const int64_t HI = config_.index_n_heads, cI = config_.index_head_dim;
     IndexerScoresParams ip;
     ip.q = b.index_q;
@@ -21,20 +20,18 @@ IndexerScoresParams AttentionLayer::indexer_params(const StepBatch& batch, const
     ip.q_token_stride = HI * cI;
     ip.q_head_stride = cI;
     ip.weights = b.index_w;
-    ip.weights_row_stride = HI;
+    ip.weights_token_stride = HI;
     ip.weight_scale = static_cast<float>(config_.index_score_scale);  // applied by the op, in fp32
     ip.keys = keys.view;
     ip.key_format = key_layout_.format;
-    ip.key_slots = ix.key_slots;
-    ip.key_slots_stride = ix.max_keys;
-    ip.token_list = plan.token_request();
+    ip.n_slots = keys.n_slots;
+    ip.tables = ix.tables;
     ip.n_keys = ix.n_keys;
     ip.scores_row_stride = ix.max_keys;
     ip.n_tokens = plan.n_tokens();
     ip.n_heads = HI;
     ip.head_dim = cI;
-    ip.n_lists = batch.n_requests();
-    ip.max_keys = ix.max_keys;
+    ip.n_cols = ix.max_keys;
     if (fused) {
         ip.selected = b.selected;
         ip.k = ix.width;
@@ -88,7 +85,7 @@ Status AttentionLayer::select_top_k(const StepBatch& batch, const StepPlan& plan
         SIEVE_RETURN_IF_ERROR(w_.indexer_wq_b.run(b.qr, act_, Rq, b.index_q, act_, HI * cI, N, b.op));
         SIEVE_RETURN_IF_ERROR(rope(b.index_q, act_, b.index_q, act_, plan.positions(), N, HI, cI, false));
         SIEVE_ASSIGN_OR_RETURN(BoundCache keys, bind_cache(batch, caches_.indexer_keys));
-        SIEVE_RETURN_IF_ERROR(backend_.indexer_scores(indexer_params(batch, plan, ix, keys, fused, b), b.op));
+        SIEVE_RETURN_IF_ERROR(backend_.indexer_scores(indexer_params(plan, ix, keys, fused, b), b.op));
     }
     if (fused) return Status::ok();
     {

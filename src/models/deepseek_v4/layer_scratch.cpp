@@ -70,7 +70,7 @@ Expected<ScratchShape> AttentionLayer::scratch_shape(const StepBatch& batch, con
             SIEVE_RETURN_IF_ERROR(linear(w_.indexer_weights_proj, DType::f32, D, DType::f32, HI));
             SIEVE_RETURN_IF_ERROR(linear(w_.indexer_wq_b, act_, Rq, act_, HI * cI));
             SIEVE_ASSIGN_OR_RETURN(BoundCache keys, bind_cache(batch, caches_.indexer_keys));
-            IndexerScoresParams ip = indexer_params(batch, plan, *ix, keys, !observed, none);
+            IndexerScoresParams ip = indexer_params(plan, *ix, keys, !observed, none);
             // The fused selection's workspace differs from the scoring's alone, and a non-null `selected` is
             // what asks for it (ops/indexer_scores.h); the size reads nothing behind it.
             int32_t fused_mark = 0;

@@ -114,15 +114,19 @@ Status StepPlan::build(Backend& backend, const StepBatch& batch, const StepPlanN
         SIEVE_RETURN_IF_ERROR(scratch_resize(x.candidates, N, "indexer candidate counts"));
         for (int64_t t = 0; t < N; ++t)
             x.candidates[static_cast<size_t>(t)] = static_cast<int32_t>((batch.positions[static_cast<size_t>(t)] + 1) / m);
-        x.n_keys = x.key_slots = nullptr;
+        x.n_keys = nullptr;
+        x.tables = {};
         x.max_keys = 0;
         if (!x.scored) continue;
         SIEVE_ASSIGN_OR_RETURN(x.n_keys, upload(backend, x.candidates, "indexer candidate counts"));
         SIEVE_ASSIGN_OR_RETURN(const CacheGroup* keys, find_group(batch, need.keys));
         x.max_keys = most;
-        SIEVE_RETURN_IF_ERROR(scratch_resize(staging_, batch.n_requests() * most, "indexer key slots"));
-        SIEVE_RETURN_IF_ERROR(request_entry_slots(batch, *keys, m, most, staging_.data()));
-        SIEVE_ASSIGN_OR_RETURN(x.key_slots, upload(backend, staging_, "indexer key slots"));
+        // Every candidate a token scores must be resident; the op reads them through the tables.
+        SIEVE_RETURN_IF_ERROR(check_visible_entries(batch, *keys, m));
+        const int64_t stride = pack_block_tables(batch, *keys, staging_);
+        SIEVE_ASSIGN_OR_RETURN(const int32_t* table, upload(backend, staging_, "indexer-key block tables"));
+        x.tables = BlockTables{table, token_request_, batch.n_requests(), stride};
+        x.n_slots = keys->n_slots();
     }
 
     signature_ = batch.signature();

@@ -88,7 +88,8 @@ struct PlannedIndexer {
     std::vector<int32_t> candidates;         // [N] host: ⌊(p_t + 1)/m⌋, the causal candidates of each token
     // Scored steps only:
     const int32_t* n_keys = nullptr;         // [N] device copy of `candidates`
-    const int32_t* key_slots = nullptr;      // [n_requests, max_keys] each request's key slots, −1 padded
+    BlockTables tables;                      // device: the key group's packed tables and the token → request rows
+    int64_t n_slots = 0;                     // the key group's slots
     int64_t max_keys = 0;                    // the most entries a request holds after the step
 };
 

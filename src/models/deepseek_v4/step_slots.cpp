@@ -77,14 +77,4 @@ int64_t max_request_entries(const StepBatch& batch, int64_t ratio) {
     return w;
 }
 
-Status request_entry_slots(const StepBatch& batch, const CacheGroup& cache, int64_t ratio, int64_t width, int32_t* out) {
-    for (int64_t i = 0; i < batch.n_requests(); ++i) {
-        const StepRequest& r = batch.requests[static_cast<size_t>(i)];
-        const int64_t n = std::min(width, r.end() / ratio);
-        SIEVE_RETURN_IF_ERROR(resident_entry_slots(cache, r.id, 0, n, out + i * width));
-        std::fill(out + i * width + n, out + (i + 1) * width, -1);
-    }
-    return Status::ok();
-}
-
 }  // namespace sieve::dsv4

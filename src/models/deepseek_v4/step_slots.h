@@ -55,9 +55,7 @@ Status emission_slots(const StepBatch& batch, const CacheGroup& state, const Cac
 // entries 0 … ⌊end/m⌋ − 1 of each request. Errors as the lists above.
 Status check_visible_entries(const StepBatch& batch, const CacheGroup& cache, int64_t ratio);
 
-// Per request of the step, the slots of its entries 0 … ⌊end/m⌋ − 1 (the indexer keys it holds after
-// the step), −1 padded: out [n_requests, width], width = max_r ⌊end_r/m⌋.
+// The most entries a request of the step holds after it: max_r ⌊end_r/m⌋.
 int64_t max_request_entries(const StepBatch& batch, int64_t ratio);
-Status request_entry_slots(const StepBatch& batch, const CacheGroup& cache, int64_t ratio, int64_t width, int32_t* out);
 
 }  // namespace sieve::dsv4

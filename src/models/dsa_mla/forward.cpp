@@ -238,7 +238,7 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
     // Selection: rows with p + 1 ≤ K take every causal token (sparse = dense, §2.7) without scoring
     // (selected_slots reads them as n_keys == 0 rows, StepSelection); the others are scored and cut to their
     // top K, in chunks that bound the scores buffer; every row is W wide. Without an observer nobody needs
-    // the scores: the op selects as it scores (ops/dsa_indexer.h "Fused selection") and no score row is
+    // the scores: the op selects as it scores (ops/indexer_scores.h "Fused selection") and no score row is
     // written; the observed path (`sieve check`) selects the same.
     const bool fused = observer_ == nullptr;
     SIEVE_ASSIGN_OR_RETURN(void* rows_raw,
@@ -267,9 +267,9 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
             }
             {
                 ScopedStageTimer timer(times, Stage::indexer);
-                DsaIndexerScoresParams sp;
+                IndexerScoresParams sp;
                 sp.q = fp8 ? static_cast<const void*>(q8 + r0 * Hi * Di) : at(iq, a, r0 * Hi * Di);
-                sp.q_type = fp8 ? DType::f8_e4m3 : DType::f32;
+                sp.q_type = fp8 ? DType::f8_e4m3 : a;
                 sp.q_token_stride = Hi * Di;
                 sp.q_head_stride = Di;
                 sp.q_scale = fp8 ? q_scale + r0 * Hi : nullptr;
@@ -279,11 +279,10 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 // Hi^-0.5 on the head weights and Di^-0.5 on the dot products (§2.6), folded together.
                 sp.weight_scale = static_cast<float>(c.indexer_head_weight_scale * c.indexer_softmax_scale);
                 sp.keys = plan.indexer->view(index_slot);
+                sp.key_format = key_layout_.format;
                 sp.n_slots = plan.indexer->n_slots();
-                sp.block_table = plan.indexer_tables.block_table;
-                sp.n_seqs = plan.indexer_tables.n_requests;
-                sp.block_table_stride = plan.indexer_tables.block_table_stride;
-                sp.token_seq = plan.indexer_tables.token_request + r0;
+                sp.tables = plan.indexer_tables;
+                sp.tables.token_request += r0;
                 sp.n_keys = plan.n_keys_device + r0;
                 sp.scores = scores;
                 sp.n_tokens = rows;
@@ -291,18 +290,15 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
                 sp.head_dim = Di;
                 sp.n_cols = n_cols;
                 sp.scores_row_stride = n_cols;
-                sp.format = key_layout_.format;
                 if (fused) {
                     sp.selected = selection.rows + r0 * W;
                     sp.k = W;
                     sp.selected_row_stride = W;
                 }
-                if (!fp8 && a != DType::f32)
-                    return internal_error("{}: f32 indexer keys with {} activations", model_type_, dtype_name(a));
                 SIEVE_ASSIGN_OR_RETURN(const Workspace ws,
-                                       op_workspace_.workspace(backend_, backend_.dsa_indexer_scores_workspace_size(sp),
+                                       op_workspace_.workspace(backend_, backend_.indexer_scores_workspace_size(sp),
                                                                "the indexer workspace"));
-                SIEVE_RETURN_IF_ERROR(backend_.dsa_indexer_scores(sp, ws));
+                SIEVE_RETURN_IF_ERROR(backend_.indexer_scores(sp, ws));
             }
             if (!fused) {
                 ScopedStageTimer timer(times, Stage::topk);

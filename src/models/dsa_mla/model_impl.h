@@ -16,7 +16,7 @@
 #include "models/step_uploads.h"
 #include "models/workspace_buffer.h"
 #include "ops/block_tables.h"
-#include "ops/dsa_indexer.h"
+#include "ops/indexer_scores.h"
 #include "ops/mla_head_proj.h"
 #include "ops/sparse_mla.h"
 

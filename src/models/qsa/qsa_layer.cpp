@@ -10,7 +10,7 @@
 
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
-#include "ops/qsa_score.h"
+#include "ops/indexer_scores.h"
 #include "ops/qsa_sparse_gqa.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
@@ -123,7 +123,7 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
     // Selection: fused into the scoring (no score row written, performance_facts.md §5) unless an
     // observer wants the scores, then scores and a separate top-k.
     const bool fused = observer == nullptr;
-    QsaScoreParams sp;
+    IndexerScoresParams sp;
     sp.n_tokens = chunk_rows;
     sp.n_heads = Hi;
     sp.head_dim = Di;
@@ -131,8 +131,9 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
     sp.q_head_stride = Di;
     sp.n_cols = max_cols;
     sp.scores_row_stride = max_cols;
-    sp.scale = static_cast<float>(c_.indexer_score_scale);  // Di^-0.5 (§4.4)
-    sp.q_type = sp.key_type = act;
+    sp.weight_scale = static_cast<float>(c_.indexer_score_scale);  // Di^-0.5 (§4.4), no head weights
+    sp.q_type = act;
+    sp.key_format = act == DType::bf16 ? CacheRecordFormat::bf16 : CacheRecordFormat::f32;
     sp.tables = plan.compressed_tables;  // the workspace size depends on the number of requests
     if (fused) {
         sp.k = k_top;
@@ -148,13 +149,13 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
     // the workspace size does not depend on the pointers (fused: selected is set below)
     int32_t fused_probe = 0;
     if (fused) sp.selected = &fused_probe;
-    size_t score_ws = max_cols > 0 ? backend_.qsa_score_workspace_size(sp) : 0;
+    size_t score_ws = max_cols > 0 ? backend_.indexer_scores_workspace_size(sp) : 0;
     // The fused top-k keeps a stream per (scoring thread, row): its workspace grows with threads × rows, so
     // a chunk of rows is also bounded by kScoreChunkBytes of it.
     while (fused && score_ws > kScoreChunkBytes && chunk_rows > 1) {
         chunk_rows = (chunk_rows + 1) / 2;
         sp.n_tokens = chunk_rows;
-        score_ws = backend_.qsa_score_workspace_size(sp);
+        score_ws = backend_.indexer_scores_workspace_size(sp);
     }
     const size_t gqa_ws = backend_.qsa_sparse_gqa_workspace_size(gp);
 
@@ -322,11 +323,12 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
                 sp.q = static_cast<const uint8_t*>(buf.iq) + static_cast<size_t>(t0 * Hi * Di) * ae;
                 sp.keys = comp_view;
                 sp.tables = tables_from(plan.compressed_tables, t0);
-                sp.n_groups = plan.n_groups_d + t0;
+                sp.n_slots = comp_group->n_slots();
+                sp.n_keys = plan.n_groups_d + t0;
                 sp.n_tokens = t1 - t0;
                 sp.scores = fused ? nullptr : buf.scores;
                 sp.selected = fused ? buf.sel + t0 * k_top : nullptr;
-                SIEVE_RETURN_IF_ERROR(backend_.qsa_score(sp, {buf.score_ws, score_ws}));
+                SIEVE_RETURN_IF_ERROR(backend_.indexer_scores(sp, {buf.score_ws, score_ws}));
             }
             if (!fused) {
                 ScopedStageTimer timer(times, Stage::topk);

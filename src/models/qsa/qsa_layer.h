@@ -9,8 +9,8 @@
 //   3. every token that completes a group g (p + 1 ≡ 0 mod r) pools its r ring entries (mean), then
 //      k_layernorm and RoPE at position g·r, into compressed-key entry g (§4.3, §5.3);
 //   4. selection: a token with visible = (p + 1) / r complete groups takes all of them when
-//      visible ≤ block_topk (exactly dense, §4.5), else scores them (qsa_score), keeps the top
-//      block_topk (ties to the lower group: qsa_score's fused selection, or with a SelectionObserver,
+//      visible ≤ block_topk (exactly dense, §4.5), else scores them (indexer_scores), keeps the top
+//      block_topk (ties to the lower group: indexer_scores's fused selection, or with a SelectionObserver,
 //      which also sees the scores, the topk op) and expands to token positions plus its open
 //      tail (qsa_expand; width budget + r − 1, −1 padded, §4.6); the SelectionObserver sees each row;
 //   5. sparse GQA over those positions, × sigmoid(gate) (qsa_sparse_gqa), then o_proj (§4.7, §4.8).

@@ -135,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DsaMlaDeployed,
 
 // The same deployed numerics on the ref oracle and the cpu backend (teacher-forced selection): the two
 // differ only by accumulation order, which can move a bf16 or e4m3 rounding of a single value.
-// Without an observer full layers select inside the indexer op (ops/dsa_indexer.h "Fused selection", no
+// Without an observer full layers select inside the indexer op (ops/indexer_scores.h "Fused selection", no
 // score rows); with one they write the rows and run the top-k op. Same outputs bit for bit, in both
 // profiles, for V3.2 and Hy4 (whose shared layers reuse the fused selection), on ref and cpu.
 TEST(DsaMlaModel, FusedSelectionMatchesScoresThenTopk) {

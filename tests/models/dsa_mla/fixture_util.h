@@ -67,7 +67,7 @@ struct RunOptions {
     // Called on every selection before attention uses it; may rewrite `selected`.
     std::function<void(int64_t layer, int64_t request, int64_t position, std::span<int32_t> selected)> override_selection;
     // false: no observer at all (nothing is recorded), so full layers take the fused indexer selection
-    // (ops/dsa_indexer.h) instead of writing score rows for the observer.
+    // (ops/indexer_scores.h) instead of writing score rows for the observer.
     bool observe = true;
 };
 

@@ -170,8 +170,8 @@ TEST(QsaLayer, MatchesReferenceUnderEverySchedule) {
     }
 }
 
-// Without an observer the layer selects inside qsa_score (ops/qsa_score.h "Fused selection": no
-// score row written); with one it writes the scores and runs the topk op. Both must select the same
+// Without an observer the layer selects inside indexer_scores (ops/indexer_scores.h "Fused selection":
+// no score row written); with one it writes the scores and runs the topk op. Both must select the same
 // groups, so the outputs are bit-identical: both profiles, ref and every cpu ISA, prefill chunks and
 // decode steps, several requests per step. The last config has 4 index heads of 32 (the vdpbf16ps
 // scores at avx512_bf16 in the deployed profile).

@@ -77,7 +77,7 @@ using SelectionRewrite = std::function<void(int64_t layer, RequestId, int64_t po
                                             std::span<const float> scores)>;
 
 // observe = false: no observer at all (nothing recorded, `selections` stay empty), so the layers take
-// the fused selection of qsa_score instead of scores + topk.
+// the fused selection of indexer_scores instead of scores + topk.
 Expected<RunResult> run_requests(AttentionModel& model, const std::vector<RequestInput>& requests,
                                  const EngineOptions& options, const SelectionRewrite& rewrite = {},
                                  bool observe = true);
