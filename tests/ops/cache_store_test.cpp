@@ -10,8 +10,7 @@
 #include <limits>
 #include <numeric>
 
-#include "dsa_test_util.h"
-#include "dsv4_cache_util.h"
+#include "paged_cache.h"
 #include "ops/cache_store.h"
 #include "ops/kv_load.h"
 #include "ops/op_common.h"
@@ -107,7 +106,7 @@ void put_u16(uint8_t* p, uint16_t b) {
 
 // The cache image after storing rows x (row stride `stride`) at `slots`, from the layout rules alone (no
 // helper of ops/cache_record.h).
-std::vector<uint8_t> expected_image(Backend& ref, const StoreCase& c, const TestCache& cache, const std::vector<float>& x,
+std::vector<uint8_t> expected_image(Backend& ref, const StoreCase& c, const PagedTestCache& cache, const std::vector<float>& x,
                                     int64_t stride, const std::vector<int32_t>& slots) {
     std::vector<uint8_t> img(cache.buf.bytes(), kPoison);
     const CacheRecordLayout& l = c.layout;
@@ -169,7 +168,7 @@ std::vector<uint8_t> expected_image(Backend& ref, const StoreCase& c, const Test
 }
 
 // The fp32 values of an entry, decoded from the bytes by the layout rules (kv_load's expected result).
-std::vector<double> decode_image(const std::vector<uint8_t>& img, const StoreCase& c, const TestCache& cache, int32_t s) {
+std::vector<double> decode_image(const std::vector<uint8_t>& img, const StoreCase& c, const PagedTestCache& cache, int32_t s) {
     const CacheRecordLayout& l = c.layout;
     std::vector<double> out(static_cast<size_t>(l.dim), 0.0);
     if (s < 0) return out;
@@ -249,24 +248,24 @@ TEST(CacheStoreConformance, EveryBackendWritesTheSpecifiedBytes) {
         SCOPED_TRACE(fmt::format("case {}: {} dim {} rope {} row {} at {} bs {} x {} round {}", ci,
                                  cache_record_format_name(c.layout.format), c.layout.dim, c.layout.rope_dim, dim,
                                  c.entry_offset, c.block_size, dtype_name(c.x_type), c.round_bf16));
-        TestCache want_cache(c.layout.entry_bytes(), c.block_size, c.n_blocks);
+        PagedTestCache want_cache(c.n_blocks, c.block_size, c.layout.entry_bytes(), 64);
         std::vector<float> x = make_rows(rng, c.n_rows, stride, c.specials);
         if (c.x_type == DType::bf16)
             for (float& v : x) v = round_to_bf16(v);
         std::vector<uint16_t> xb(x.size());
         for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
-        std::vector<int32_t> slots = random_slots(rng, c.n_rows, want_cache.capacity());
+        std::vector<int32_t> slots = random_slots(rng, c.n_rows, want_cache.n_slots());
         slots[1] = -1;  // skipped
         const std::vector<uint8_t> img = expected_image(*ref, c, want_cache, x, stride, slots);
 
-        auto run = [&](Backend& b, TestCache& cache) {
+        auto run = [&](Backend& b, PagedTestCache& cache) {
             CacheStoreParams p;
             p.x = c.x_type == DType::bf16 ? static_cast<const void*>(xb.data()) : x.data();
             p.x_type = c.x_type;
             p.slots = slots.data();
             p.cache = cache.view();
             p.layout = c.layout;
-            p.n_slots = cache.capacity();
+            p.n_slots = cache.n_slots();
             p.n_rows = c.n_rows;
             p.dim = dim;
             p.entry_offset = c.entry_offset;
@@ -280,7 +279,7 @@ TEST(CacheStoreConformance, EveryBackendWritesTheSpecifiedBytes) {
         EXPECT_TRUE(want_cache.buf.guards_intact("ref cache"));
         for (auto& nb : backends) {
             SCOPED_TRACE(nb.spec);
-            TestCache got(c.layout.entry_bytes(), c.block_size, c.n_blocks);
+            PagedTestCache got(c.n_blocks, c.block_size, c.layout.entry_bytes(), 64);
             const Status st = run(*nb.backend, got);
             ASSERT_TRUE(st.is_ok()) << st.to_string();
             EXPECT_TRUE(bytes_equal(img.data(), got.buf.data(), img.size(), "bytes"));
@@ -341,7 +340,7 @@ TEST(CacheStoreConformance, SubRowsFillQsaKvEntries) {
     const std::vector<int32_t> slots = {6, 0, 3, 7, 2};
     for (auto& nb : backends) {
         SCOPED_TRACE(nb.spec);
-        TestCache cache(l.entry_bytes(), 4, 2);
+        PagedTestCache cache(2, 4, l.entry_bytes(), 64);
         for (int64_t g = 0; g < Hkv; ++g)
             for (int64_t kv = 0; kv < 2; ++kv) {
                 CacheStoreParams p;
@@ -350,7 +349,7 @@ TEST(CacheStoreConformance, SubRowsFillQsaKvEntries) {
                 p.slots = slots.data();
                 p.cache = cache.view();
                 p.layout = l;
-                p.n_slots = cache.capacity();
+                p.n_slots = cache.n_slots();
                 p.n_rows = T;
                 p.dim = D;
                 p.entry_offset = (2 * g + kv) * D;
@@ -387,7 +386,7 @@ TEST(CacheStoreKnownValues, Model1OnesAndPoison) {
         SCOPED_TRACE(nb.spec);
         std::vector<float> x(72, 1.0f);
         for (int i = 64; i < 72; ++i) x[static_cast<size_t>(i)] = 0.5f;
-        TestCache cache(l.entry_bytes(), 2, 1);
+        PagedTestCache cache(1, 2, l.entry_bytes(), 64);
         const int32_t slot = 1;
         CacheStoreParams p;
         p.x = x.data();
@@ -460,14 +459,14 @@ TEST(CacheStoreKnownValues, FlashMlaV32RecordByteByByte) {
     const int32_t slot = 64 + 6;  // block 1, offset 6
     for (auto& nb : backends) {
         SCOPED_TRACE(nb.spec);
-        TestCache cache(656, 64, 3, 0);
+        PagedTestCache cache(3, 64, 656, 0);
         ASSERT_EQ(cache.block_bytes, 64 * 656);
         CacheStoreParams p;
         p.x = row.data();
         p.slots = &slot;
         p.cache = cache.view();
         p.layout = {CacheRecordFormat::fp8_v32, 576, 64};
-        p.n_slots = cache.capacity();
+        p.n_slots = cache.n_slots();
         p.n_rows = 1;
         p.dim = 576;
         ASSERT_TRUE(nb.backend->cache_store(p).is_ok());
@@ -504,7 +503,7 @@ TEST(CacheStoreKnownValues, FlashMlaV32RecordByteByByte) {
 
 TEST(CacheStoreValidate, RejectsMalformedCalls) {
     const CacheRecordLayout l{CacheRecordFormat::fp8_model1, 512, 64};
-    TestCache cache(l.entry_bytes(), 4, 2);
+    PagedTestCache cache(2, 4, l.entry_bytes(), 64);
     float x[2 * 512] = {};
     int32_t slots[2] = {0, 7};
     auto base = [&] {
@@ -513,7 +512,7 @@ TEST(CacheStoreValidate, RejectsMalformedCalls) {
         p.slots = slots;
         p.cache = cache.view();
         p.layout = l;
-        p.n_slots = cache.capacity();
+        p.n_slots = cache.n_slots();
         p.n_rows = 2;
         p.dim = 512;
         p.x_row_stride = 512;
@@ -569,7 +568,7 @@ TEST(CacheStoreValidate, RejectsMalformedCalls) {
     slots[1] = 7;
 
     // Layouts the formats cannot hold.
-    TestCache v32(CacheRecordLayout{CacheRecordFormat::fp8_v32, 200, 8}.entry_bytes(), 4, 1);
+    PagedTestCache v32(1, 4, CacheRecordLayout{CacheRecordFormat::fp8_v32, 200, 8}.entry_bytes(), 64);
     p = base();
     p.cache = v32.view();
     p.n_slots = 4;
@@ -582,7 +581,7 @@ TEST(CacheStoreValidate, RejectsMalformedCalls) {
 
     // Plain sub-rows stay inside the entry.
     const CacheRecordLayout pl{CacheRecordFormat::bf16, 32, 0};
-    TestCache plain(pl.entry_bytes(), 4, 2);
+    PagedTestCache plain(2, 4, pl.entry_bytes(), 64);
     p = base();
     p.cache = plain.view();
     p.layout = pl;
@@ -611,12 +610,12 @@ TEST(CacheStoreValidate, RejectsMalformedCalls) {
     slots[0] = 0;
 }
 
-CacheStoreParams key_write(const GuardedCache& cache, CacheRecordFormat f, int64_t d, const void* k,
+CacheStoreParams key_write(const PagedTestCache& cache, CacheRecordFormat f, int64_t d, const void* k,
                            DType kt, int64_t stride, const int32_t* slots, int64_t n) {
     CacheStoreParams p;
     p.x = k;
     p.slots = slots;
-    p.cache = cache.view;
+    p.cache = cache.view();
     p.layout = {f, d, 0};
     p.n_slots = cache.n_slots();
     p.n_rows = n;
@@ -655,10 +654,10 @@ TEST(CacheStoreConformance, IndexerKeysMatchRefBitForBit) {
             return rng.normal(std::ldexp(1.0f, static_cast<int>(row % 9) - 4));
         });
         const int64_t entry = key_entry_bytes(f, d);
-        GuardedCache want(n_blocks, block_size, entry, 64);
+        PagedTestCache want(n_blocks, block_size, entry, 64);
         ASSERT_TRUE(ref->cache_store(key_write(want, f, d, k.data(), kt, stride, slots.data(), n_tok)).is_ok());
         for (auto& nb : backends) {
-            GuardedCache got(n_blocks, block_size, entry, 64);
+            PagedTestCache got(n_blocks, block_size, entry, 64);
             const Status st = nb.backend->cache_store(key_write(got, f, d, k.data(), kt, stride, slots.data(), n_tok));
             ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
             EXPECT_TRUE(bytes_equal(want.buf.data(), got.buf.data(), want.buf.bytes(), nb.spec));
@@ -683,8 +682,8 @@ TEST(CacheStoreKnownValues, DeepGemmIndexerKeyBlockByteByByte) {
     const int32_t slots[3] = {B + 0, B + 63, 2 * B + 17};  // first and last entry of block 1, one of block 2
     for (auto& nb : backends) {
         SCOPED_TRACE(nb.spec);
-        GuardedCache cache(3, B, 132);
-        ASSERT_EQ(cache.view.block_bytes, B * 132);
+        PagedTestCache cache(3, B, 132);
+        ASSERT_EQ(cache.view().block_bytes, B * 132);
         ASSERT_TRUE(nb.backend
                         ->cache_store(key_write(cache, CacheRecordFormat::fp8_row_scale, d, k.data(),
                                                           DType::f32, d, slots, 3))
@@ -694,8 +693,8 @@ TEST(CacheStoreKnownValues, DeepGemmIndexerKeyBlockByteByByte) {
         for (int t = 0; t < 3; ++t) {
             const int64_t blk = slots[t] / B, off = slots[t] % B;
             const int64_t value_at = blk * B * 132 + off * 128, scale_at = blk * B * 132 + B * 128 + 4 * off;
-            EXPECT_EQ(value_at, cache_record_data(cache.view, {CacheRecordFormat::fp8_row_scale, d}, slots[t]) - cache.view.base);
-            EXPECT_EQ(scale_at, cache_record_scales(cache.view, {CacheRecordFormat::fp8_row_scale, d}, slots[t]) - cache.view.base);
+            EXPECT_EQ(value_at, cache_record_data(cache.view(), {CacheRecordFormat::fp8_row_scale, d}, slots[t]) - cache.view().base);
+            EXPECT_EQ(scale_at, cache_record_scales(cache.view(), {CacheRecordFormat::fp8_row_scale, d}, slots[t]) - cache.view().base);
             float s;
             std::memcpy(&s, base + scale_at, 4);
             const float want_s = static_cast<float>(std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(amax[t] / 448.0)))));
@@ -718,7 +717,7 @@ TEST(CacheStoreKnownValues, DeepGemmIndexerKeyBlockByteByByte) {
 // An indexer key store past the cache's slots, or with a slot below −1, is refused by check_indices and
 // by every backend.
 TEST(CacheStoreValidate, IndexerKeySlotsInsideTheCache) {
-    GuardedCache cache(2, 4, key_entry_bytes(CacheRecordFormat::f32, 4));
+    PagedTestCache cache(2, 4, key_entry_bytes(CacheRecordFormat::f32, 4));
     auto ref = ref_backend();
     std::vector<float> k(2 * 4);
     std::vector<int32_t> slots = {0, 8};  // the cache has 8 slots

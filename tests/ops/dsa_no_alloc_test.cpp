@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "alloc_counter.h"
-#include "dsa_test_util.h"
+#include "paged_cache.h"
 #include "ops/cache_store.h"
 #include "ops/indexer_scores.h"
 #include "ops/dsa_output_gate.h"
@@ -21,7 +21,7 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         const auto lf = fp8 ? CacheRecordFormat::fp8_v32 : CacheRecordFormat::f32;
         const auto kf = fp8 ? CacheRecordFormat::fp8_row_scale : CacheRecordFormat::f32;
         const CacheRecordLayout ll{lf, R + Dr, Dr}, kl{kf, Di, 0};
-        GuardedCache latent(4, B, ll.entry_bytes()), keys(4, B, kl.entry_bytes());
+        PagedTestCache latent(4, B, ll.entry_bytes()), keys(4, B, kl.entry_bytes());
         std::vector<float> c(static_cast<size_t>(T * (R + Dr))), k(static_cast<size_t>(T * Di));
         for (float& v : c) v = rng.normal();
         for (float& v : k) v = rng.normal();
@@ -29,7 +29,7 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         CacheStoreParams cw;
         cw.x = c.data();
         cw.slots = slots.data();
-        cw.cache = latent.view;
+        cw.cache = latent.view();
         cw.layout = ll;
         cw.n_slots = latent.n_slots();
         cw.n_rows = T;
@@ -38,7 +38,7 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         CacheStoreParams kw;
         kw.x = k.data();
         kw.slots = slots.data();
-        kw.cache = keys.view;
+        kw.cache = keys.view();
         kw.layout = kl;
         kw.n_slots = keys.n_slots();
         kw.n_rows = T;
@@ -52,7 +52,7 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
             for (int64_t j = 0; j <= t; ++j) sel[static_cast<size_t>(t * K + j)] = static_cast<int32_t>(slots[static_cast<size_t>(j)]);
         SparseMlaAttentionParams ap;
         ap.q = q.data();
-        ap.cache = latent.view;
+        ap.cache = latent.view();
         ap.n_slots = latent.n_slots();
         ap.slots = sel.data();
         ap.sink = sink.data();
@@ -84,7 +84,7 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         sp.weights = w.data();
         sp.weights_token_stride = Hi;
         sp.weight_scale = 0.1f;
-        sp.keys = keys.view;
+        sp.keys = keys.view();
         sp.key_format = kf;
         sp.n_slots = keys.n_slots();
         sp.tables = {table.data(), seq.data(), 1, 3};

@@ -4,7 +4,7 @@
 // compressors, on ref and every cpu backend; validate() rejections.
 #include <cmath>
 
-#include "dsv4_cache_util.h"
+#include "paged_cache.h"
 #include "ops/compressor.h"
 #include "ops/op_common.h"
 
@@ -47,8 +47,8 @@ TEST(CompressorConformance, StateRowsAndPoolingFollowTheSpec) {
         std::vector<int64_t> positions(static_cast<size_t>(c.n_tokens));
         for (int64_t t = 0; t < c.n_tokens; ++t) positions[static_cast<size_t>(t)] = t;
         const int64_t n_blocks = (c.n_tokens + c.block_size - 1) / c.block_size + 2;
-        TestCache proto(8 * width, c.block_size, n_blocks);
-        std::vector<int32_t> slots = random_slots(rng, c.n_tokens, proto.capacity());
+        PagedTestCache proto(n_blocks, c.block_size, 8 * width, 64);
+        std::vector<int32_t> slots = random_slots(rng, c.n_tokens, proto.n_slots());
 
         // Expected state image: row(s) = [a_s | b_s + ape[p mod m]] in fp32.
         std::vector<uint8_t> img(proto.buf.bytes(), kPoison);
@@ -104,7 +104,7 @@ TEST(CompressorConformance, StateRowsAndPoolingFollowTheSpec) {
 
         for (Backend* b : all) {
             SCOPED_TRACE(b->name());
-            TestCache state(8 * width, c.block_size, n_blocks);
+            PagedTestCache state(n_blocks, c.block_size, 8 * width, 64);
             CompressorStateStoreParams sp;
             sp.kv = kv.data();
             sp.gate = gate.data();
@@ -154,7 +154,7 @@ TEST(CompressorKnownValues, EqualScoresAverageAndAbsentRowsDoNotCount) {
     for (Backend* b : all) {
         SCOPED_TRACE(b->name());
         const int64_t c = 2, width = 4;
-        TestCache state(8 * width, 4, 1);
+        PagedTestCache state(1, 4, 8 * width, 64);
         float* r0 = reinterpret_cast<float*>(state.view().row(0));
         float* r2 = reinterpret_cast<float*>(state.view().row(2));
         const float row0[8] = {1, 10, 100, 1000, 0.5f, 0.5f, -50, -50};  // a | b: Ca = (1, 10) at score 0.5
@@ -183,7 +183,7 @@ TEST(CompressorKnownValues, EqualScoresAverageAndAbsentRowsDoNotCount) {
 }
 
 TEST(CompressorValidate, RejectsBadInputs) {
-    TestCache state(8 * 8, 4, 1);
+    PagedTestCache state(1, 4, 8 * 8, 64);
     std::vector<int32_t> gather = {0, 1, 2, 3, -1, -1, -1, -1};
     float out[4];
     CompressorPoolParams p;

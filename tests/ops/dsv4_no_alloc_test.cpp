@@ -2,7 +2,7 @@
 // operator new is replaced by a counting version; each op runs once to warm up, then again counted
 // (on any thread of the pool).
 #include "alloc_counter.h"
-#include "dsv4_cache_util.h"
+#include "paged_cache.h"
 #include "ops/compressor.h"
 #include "ops/indexer_scores.h"
 #include "ops/cache_store.h"
@@ -16,7 +16,7 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
     Rng rng(4505);
     const int64_t n = 6, H = 4, d = 512, r = 64, cI = 128, HI = 8;
     const CacheRecordLayout kv{CacheRecordFormat::fp8_model1, d, r}, keys{CacheRecordFormat::fp8_row_scale, cI, 0};
-    TestCache kv_cache(kv.entry_bytes(), 4, 4), key_cache(keys.entry_bytes(), 4, 4), state(8 * 2 * 64, 8, 2);
+    PagedTestCache kv_cache(4, 4, kv.entry_bytes(), 64), key_cache(4, 4, keys.entry_bytes(), 64), state(2, 8, 8 * 2 * 64, 64);
     std::vector<float> rows(static_cast<size_t>(n * d)), q(static_cast<size_t>(n * H * d)), out(q.size());
     std::vector<float> iq(static_cast<size_t>(n * HI * cI)), iw(static_cast<size_t>(n * HI)), scores(static_cast<size_t>(n * n));
     std::vector<float> ab(static_cast<size_t>(n * 2 * 128)), ape(static_cast<size_t>(4 * 128)), pooled(2 * 64), sink(H, 0.5f);
@@ -38,7 +38,7 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
         st.slots = slots.data();
         st.cache = kv_cache.view();
         st.layout = kv;
-        st.n_slots = kv_cache.capacity();
+        st.n_slots = kv_cache.n_slots();
         st.n_rows = n;
         st.dim = d;
         st.x_row_stride = d;
@@ -46,7 +46,7 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
         CacheStoreParams kst = st;
         kst.cache = key_cache.view();
         kst.layout = keys;
-        kst.n_slots = key_cache.capacity();
+        kst.n_slots = key_cache.n_slots();
         kst.dim = cI;
         kst.x_row_stride = cI;
         KvLoadParams ld;
@@ -83,7 +83,7 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
         ip.weights_token_stride = HI;
         ip.keys = key_cache.view();
         ip.key_format = CacheRecordFormat::fp8_row_scale;
-        ip.n_slots = key_cache.capacity();
+        ip.n_slots = key_cache.n_slots();
         ip.tables = {key_table.data(), token_list.data(), 1, 2};
         ip.n_keys = n_keys.data();
         ip.scores = scores.data();

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "qsa_paged.h"
+#include "paged_cache.h"
 #include "ops/cache_store.h"
 #include "ops/indexer_scores.h"
 #include "ops/op_common.h"
@@ -79,7 +79,7 @@ struct ScoreSetup {
     std::vector<float> w, w_pre, q_scale;
     int64_t w_stride = 0;
     float weight_scale = 1.0f;
-    std::unique_ptr<QsaPagedCache> keys;
+    std::unique_ptr<PagedTestCache> keys;
     std::vector<int32_t> token_request, n_keys;
     int64_t n_cols = 0, row_stride = 0;
     CacheRecordLayout layout() const { return {c.key_format, c.head_dim, 0}; }
@@ -125,7 +125,7 @@ struct ScoreSetup {
         }
         n_cols += rng.integer(0, 2);
         row_stride = n_cols + (c.padded ? rng.integer(1, 5) : 0);
-        keys = std::make_unique<QsaPagedCache>(rng, entries, c.block_size, layout().entry_bytes(), c.padded ? 32 : 0);
+        keys = std::make_unique<PagedTestCache>(rng, entries, c.block_size, layout().entry_bytes(), c.padded ? 32 : 0);
         if (c.key_format == CacheRecordFormat::fp8_row_scale) {  // quantized by the store op, as the models do
             for (size_t r = 0; r < entries.size(); ++r) {
                 const int64_t n = entries[r];
@@ -139,7 +139,7 @@ struct ScoreSetup {
                 sp.slots = slots.data();
                 sp.cache = keys->view();
                 sp.layout = layout();
-                sp.n_slots = keys->n_blocks * keys->block_size;
+                sp.n_slots = keys->n_slots();
                 sp.n_rows = n;
                 sp.dim = c.head_dim;
                 sp.x_row_stride = c.head_dim;
@@ -168,7 +168,7 @@ struct ScoreSetup {
         p.weight_scale = prescaled ? 1.0f : weight_scale;
         p.keys = keys->view();
         p.key_format = c.key_format;
-        p.n_slots = keys->n_blocks * keys->block_size;
+        p.n_slots = keys->n_slots();
         p.tables = keys->tables(token_request);
         p.n_keys = n_keys.data();
         p.scores = scores;
@@ -473,7 +473,7 @@ TEST(IndexerScoresKnownValues, ReluWeightedHeadSum) {
 
 TEST(IndexerScoresValidate, RejectsMalformedCalls) {
     Rng rng(1);
-    QsaPagedCache keys(rng, {8}, 4, 16 * 4);
+    PagedTestCache keys(rng, {8}, 4, 16 * 4);
     std::vector<int32_t> token_request = {0, 0}, n_keys = {5, 8};
     std::vector<float> q(2 * 2 * 16), w(4, 1.0f), scores(2 * 8);
     auto base = [&] {
@@ -485,7 +485,7 @@ TEST(IndexerScoresValidate, RejectsMalformedCalls) {
         p.weights_token_stride = 2;
         p.weight_scale = 0.5f;
         p.keys = keys.view();
-        p.n_slots = keys.n_blocks * keys.block_size;
+        p.n_slots = keys.n_slots();
         p.tables = keys.tables(token_request);
         p.n_keys = n_keys.data();
         p.scores = scores.data();

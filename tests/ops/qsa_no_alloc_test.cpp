@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "alloc_counter.h"
-#include "qsa_paged.h"
+#include "paged_cache.h"
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
 #include "ops/indexer_scores.h"
@@ -18,7 +18,7 @@ TEST(QsaNoAllocation, EveryCpuQsaOpRunsWithoutAllocating) {
     const int64_t T = 6, Hq = 8, Hkv = 2, D = 64, Hi = 4, Di = 32, r = 4, k = 3, W = k * r + r - 1;
     std::vector<int32_t> token_request = {0, 0, 0, 1, 1, 1};
     std::vector<int64_t> positions = {37, 38, 39, 2, 3, 4}, seq_lens = {40, 40, 40, 5, 5, 5};
-    QsaPagedCache kv(rng, {40, 5}, 16, 2 * Hkv * D * 4), comp(rng, {10, 1}, 4, Di * 4), ring(rng, {40, 5}, 4, Di * 4);
+    PagedTestCache kv(rng, {40, 5}, 16, 2 * Hkv * D * 4), comp(rng, {10, 1}, 4, Di * 4), ring(rng, {40, 5}, 4, Di * 4);
     kv.fill(DType::f32, 2 * Hkv * D, [&] { return rng.normal(); });
     comp.fill(DType::f32, Di, [&] { return rng.normal(); });
     ring.fill(DType::f32, Di, [&] { return rng.normal(); });
@@ -43,7 +43,7 @@ TEST(QsaNoAllocation, EveryCpuQsaOpRunsWithoutAllocating) {
     IndexerScoresParams sp;  // QSA's scores: no head weights
     sp.q = iq.data();
     sp.keys = comp.view();
-    sp.n_slots = comp.n_blocks * comp.block_size;
+    sp.n_slots = comp.n_slots();
     sp.tables = comp.tables(token_request);
     sp.n_keys = n_groups.data();
     sp.scores = scores.data();

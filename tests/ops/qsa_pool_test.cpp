@@ -1,7 +1,7 @@
 // Conformance of QSA group pooling (ops/qsa_pool.h): every backend returns ref's bytes exactly (the
 // contract fixes the summation order), over ratios, head dims, dtypes, strides and slot orders; and
 // ref against hand-computed means.
-#include "qsa_paged.h"
+#include "paged_cache.h"
 #include "ops/qsa_pool.h"
 
 namespace sieve::test {
@@ -37,7 +37,7 @@ TEST(QsaPoolConformance, EveryBackendMatchesRefBitExactly) {
             const int64_t tokens = std::max<int64_t>(n_groups * ratio, 1) + rng.integer(0, 5);
             SCOPED_TRACE(fmt::format("ratio {} dim {} groups {} key {} out {}", ratio, dim, n_groups, dtype_name(kt),
                                      dtype_name(ot)));
-            QsaPagedCache cache(rng, {tokens}, rng.pick<int64_t>({1, 4, 16}),
+            PagedTestCache cache(rng, {tokens}, rng.pick<int64_t>({1, 4, 16}),
                                 dim * static_cast<int64_t>(dtype_size(kt)), rng.integer(0, 3) * 16);
             cache.fill(kt, dim, [&] { return rng.normal(rng.coin(0.1) ? 100.0f : 1.0f); });
             std::vector<int64_t> slots;
@@ -63,7 +63,7 @@ TEST(QsaPoolConformance, EveryBackendMatchesRefBitExactly) {
                 EXPECT_TRUE(got.out->guards_intact("pooled"));
                 EXPECT_TRUE(untouched_outside_rows(*got.out, n_groups, 1, dim, p.out_row_stride, 0, dtype_size(ot), "pooled"));
             }
-            EXPECT_TRUE(cache.storage->guards_intact("keys"));
+            EXPECT_TRUE(cache.buf.guards_intact("keys"));
         }
     }
 }
@@ -73,7 +73,7 @@ TEST(QsaPoolKnownValues, MeanOfMembersInFp32ThenOneRounding) {
     auto ref = ref_backend();
     auto backends = host_backends_under_test();
     Rng rng(7);
-    QsaPagedCache cache(rng, {8}, 4, 2 * 4);
+    PagedTestCache cache(rng, {8}, 4, 2 * 4);
     const float keys[8][2] = {{1, -2}, {2, 4}, {3, 8}, {4, 16}, {0.5f, 1e-3f}, {0.25f, 3}, {0.125f, 5}, {1, 7}};
     for (int64_t e = 0; e < 8; ++e) std::memcpy(cache.entry(0, e), keys[e], 8);
     const std::vector<int64_t> slots = {cache.slot(0, 0), cache.slot(0, 1), cache.slot(0, 2), cache.slot(0, 3),

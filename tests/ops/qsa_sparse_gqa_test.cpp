@@ -1,7 +1,7 @@
 // Conformance of QSA's sparse gated GQA (ops/qsa_sparse_gqa.h): every backend against ref over head
 // groupings, head dims, index rows (−1 anywhere, empty rows, the whole context), dtypes, gate or
 // none, both math modes, strides; ref against a softmax written out by hand.
-#include "qsa_paged.h"
+#include "paged_cache.h"
 #include "ops/qsa_sparse_gqa.h"
 
 namespace sieve::test {
@@ -17,7 +17,7 @@ struct GqaCase {
 struct GqaSetup {
     GqaCase c;
     RowsTensor q, gate;
-    std::unique_ptr<QsaPagedCache> kv;
+    std::unique_ptr<PagedTestCache> kv;
     std::vector<int32_t> token_request, indices;
     int64_t index_stride = 0;
     RowsLayout out_layout;
@@ -30,7 +30,7 @@ struct GqaSetup {
         const int64_t n_requests = rng.integer(1, 3);
         std::vector<int64_t> lens(static_cast<size_t>(n_requests));
         for (auto& l : lens) l = rng.integer(1, 300);
-        kv = std::make_unique<QsaPagedCache>(rng, lens, gc.block_size,
+        kv = std::make_unique<PagedTestCache>(rng, lens, gc.block_size,
                                              2 * gc.n_kv_heads * gc.head_dim * static_cast<int64_t>(dtype_size(gc.kv_type)),
                                              gc.padded ? 64 : 0);
         kv->fill(gc.kv_type, 2 * gc.n_kv_heads * gc.head_dim, [&] { return rng.normal(1.5f); });
@@ -97,7 +97,7 @@ struct GqaSetup {
             const int32_t pos = indices[static_cast<size_t>(t * index_stride + j)];
             if (pos < 0) continue;
             ++n;
-            const uint8_t* e = const_cast<QsaPagedCache&>(*kv).entry(token_request[static_cast<size_t>(t)], pos);
+            const uint8_t* e = const_cast<PagedTestCache&>(*kv).entry(token_request[static_cast<size_t>(t)], pos);
             double sabs = 0;
             for (int64_t i = 0; i < D; ++i) {
                 sabs += std::fabs(static_cast<double>(q.get(t, h, i)) * load_as_f32(e, c.kv_type, 2 * g * D + i));
@@ -169,7 +169,7 @@ TEST(QsaSparseGqaConformance, EveryBackendMatchesRef) {
                 EXPECT_EQ(small.code(), StatusCode::invalid_argument) << small.to_string();
             }
         }
-        EXPECT_TRUE(s.kv->storage->guards_intact("kv"));
+        EXPECT_TRUE(s.kv->buf.guards_intact("kv"));
     }
 }
 
@@ -179,7 +179,7 @@ TEST(QsaSparseGqaKnownValues, SoftmaxOverListedPositionsThenGate) {
     auto ref = ref_backend();
     auto backends = host_backends_under_test();
     Rng rng(3);
-    QsaPagedCache kv(rng, {3}, 2, 2 * 2 * 4);  // D = 2, one KV head: [K0 K1 V0 V1]
+    PagedTestCache kv(rng, {3}, 2, 2 * 2 * 4);  // D = 2, one KV head: [K0 K1 V0 V1]
     const float rows[3][4] = {{1, 0, 10, -2}, {0, 1, 20, 4}, {1, 1, 1000, 1000}};
     for (int64_t e = 0; e < 3; ++e) std::memcpy(kv.entry(0, e), rows[e], 16);
     const float q[2][2] = {{2, 0}, {2, 0}};      // token 0, token 1; head 0
@@ -235,7 +235,7 @@ TEST(QsaSparseGqaConformance, NonFiniteInputsGiveNonFiniteOutputsAndEmptyRowsZer
     for (const DType type : {DType::f32, DType::bf16})
         for (const QsaAttentionMath math : {QsaAttentionMath::f32, QsaAttentionMath::bf16}) {
             SCOPED_TRACE(fmt::format("q/kv {} math {}", dtype_name(type), qsa_attention_math_name(math)));
-            QsaPagedCache kv(rng, {L}, 16, 2 * HKV * D * static_cast<int64_t>(dtype_size(type)));
+            PagedTestCache kv(rng, {L}, 16, 2 * HKV * D * static_cast<int64_t>(dtype_size(type)));
             kv.fill(type, 2 * HKV * D, [&] { return rng.normal(1.5f); });
             auto poison = [&](int64_t pos, int64_t i, float v) {  // element i of the entry [HKV, 2, D]
                 if (type == DType::bf16)

@@ -1,6 +1,6 @@
 // validate() of the QSA op contracts: malformed params are refused with a message naming the field
 // and the values, by the contract and therefore by every backend.
-#include "qsa_paged.h"
+#include "paged_cache.h"
 #include "ops/op_common.h"
 #include "ops/qsa_expand.h"
 #include "ops/qsa_pool.h"
@@ -25,7 +25,7 @@ void expect_invalid_indices(const P& p, const std::string& needle) {
 
 TEST(QsaValidate, Pool) {
     Rng rng(1);
-    QsaPagedCache cache(rng, {8}, 4, 16 * 4);
+    PagedTestCache cache(rng, {8}, 4, 16 * 4);
     std::vector<int64_t> slots = {cache.slot(0, 0), cache.slot(0, 1), -1, cache.slot(0, 3)};
     std::vector<float> out(16);
     QsaPoolParams p;
@@ -81,7 +81,7 @@ TEST(QsaValidate, Expand) {
 // (The scores' residency checks are indexer_scores_test.cpp's.)
 TEST(QsaValidate, AttentionNeedsResidentEntries) {
     Rng rng(2);
-    QsaPagedCache kv(rng, {10}, 4, 2 * 2 * 8 * 4);
+    PagedTestCache kv(rng, {10}, 4, 2 * 2 * 8 * 4);
     std::vector<int32_t> tr = {0};
     std::vector<int32_t> idx = {0, 9, -1};
     std::vector<float> qa(3 * 8), out(3 * 8);

@@ -9,9 +9,7 @@
 
 #include <cstdlib>
 
-#include "dsa_test_util.h"
-#include "dsv4_cache_util.h"
-#include "qsa_paged.h"
+#include "paged_cache.h"
 #include "ops/compressor.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/hadamard.h"
@@ -116,7 +114,7 @@ TEST(ValidateNoDeref, CacheStoreAndKvLoad) {
           CacheRecordLayout{CacheRecordFormat::fp8_row_scale, 16, 0}, CacheRecordLayout{CacheRecordFormat::fp8_model1, 72, 8},
           CacheRecordLayout{CacheRecordFormat::fp8_v32, 40, 8}}) {
         SCOPED_TRACE(std::string(cache_record_format_name(l.format)));
-        TestCache cache(l.entry_bytes(), 4, 2);
+        PagedTestCache cache(2, 4, l.entry_bytes(), 64);
         std::vector<float> x(2 * 72), y(2 * 72);
         std::vector<int32_t> slots = {0, 5};
         CacheStoreParams s;
@@ -124,7 +122,7 @@ TEST(ValidateNoDeref, CacheStoreAndKvLoad) {
         s.slots = slots.data();
         s.cache = cache.view();
         s.layout = l;
-        s.n_slots = cache.capacity();
+        s.n_slots = cache.n_slots();
         s.n_rows = 2;
         s.dim = l.dim;
         s.x_row_stride = l.dim;
@@ -146,7 +144,7 @@ TEST(ValidateNoDeref, CacheStoreAndKvLoad) {
 }
 
 TEST(ValidateNoDeref, Compressor) {
-    TestCache state(8 * 8, 4, 2);
+    PagedTestCache state(2, 4, 8 * 8, 64);
     float kv[16] = {}, gate[16] = {}, ape[32] = {};
     const int64_t positions[2] = {0, 1};
     const int32_t slots[2] = {0, 1};
@@ -184,7 +182,7 @@ TEST(ValidateNoDeref, Compressor) {
 TEST(ValidateNoDeref, IndexerScores) {
     Rng rng(3);
     const CacheRecordLayout kl{CacheRecordFormat::fp8_row_scale, 16, 0};
-    QsaPagedCache keys(rng, {40}, 16, kl.entry_bytes());
+    PagedTestCache keys(rng, {40}, 16, kl.entry_bytes());
     std::vector<int32_t> token_request = {0, 0}, n_keys = {40, 0}, selected(2 * 4);
     std::vector<uint8_t> q(2 * 4 * 16);
     std::vector<float> q_scale(2 * 4, 1.0f), weights(2 * 4, 1.0f), scores(2 * 64);
@@ -197,7 +195,7 @@ TEST(ValidateNoDeref, IndexerScores) {
     p.weights_token_stride = 4;
     p.keys = keys.view();
     p.key_format = kl.format;
-    p.n_slots = keys.n_blocks * keys.block_size;
+    p.n_slots = keys.n_slots();
     p.tables = keys.tables(token_request);
     p.n_keys = n_keys.data();
     p.scores = scores.data();
@@ -228,7 +226,7 @@ TEST(ValidateNoDeref, IndexerScores) {
 
 TEST(ValidateNoDeref, SparseMqa) {
     const CacheRecordLayout l{CacheRecordFormat::fp8_model1, 32, 8};
-    TestCache window(l.entry_bytes(), 2, 2), compressed(4 * 32, 4, 1);
+    PagedTestCache window(2, 2, l.entry_bytes(), 64), compressed(1, 4, 4 * 32, 64);
     float q[64] = {}, out[64], sink[1] = {0};
     int32_t window_slots[4] = {0, -1, 1, 2}, compressed_slots[6] = {0, 1, -1, 2, 3, -1};
     SparseMqaParams p;
@@ -257,12 +255,12 @@ TEST(ValidateNoDeref, SparseMqa) {
 }
 
 TEST(ValidateNoDeref, SparseMla) {
-    GuardedCache cache(2, 4, CacheRecordLayout{CacheRecordFormat::f32, 8 + 2}.entry_bytes());
+    PagedTestCache cache(2, 4, CacheRecordLayout{CacheRecordFormat::f32, 8 + 2}.entry_bytes());
     std::vector<float> q(2 * 10, 0.0f), out(2 * 8, 0.0f), sink(1, 0.0f);
     std::vector<int32_t> slots = {0, 7, -1, 3};
     SparseMlaAttentionParams p;
     p.q = q.data();
-    p.cache = cache.view;
+    p.cache = cache.view();
     p.n_slots = cache.n_slots();
     p.slots = slots.data();
     p.sink = sink.data();
@@ -283,7 +281,7 @@ TEST(ValidateNoDeref, SparseMla) {
 
 TEST(ValidateNoDeref, QsaPoolAndExpand) {
     Rng rng(1);
-    QsaPagedCache cache(rng, {8}, 4, 16 * 4);
+    PagedTestCache cache(rng, {8}, 4, 16 * 4);
     std::vector<int64_t> slots = {cache.slot(0, 0), cache.slot(0, 1), cache.slot(0, 2), cache.slot(0, 3)};
     std::vector<float> pooled(16);
     QsaPoolParams pool;
@@ -344,7 +342,7 @@ TEST(ValidateNoDeref, SelectedSlots) {
 
 TEST(ValidateNoDeref, QsaSparseGqa) {
     Rng rng(2);
-    QsaPagedCache kv(rng, {10}, 4, 2 * 2 * 8 * 4);
+    PagedTestCache kv(rng, {10}, 4, 2 * 2 * 8 * 4);
     std::vector<int32_t> tr = {0};
     std::vector<int32_t> idx = {0, 9, -1};
     std::vector<float> qa(4 * 8), gate(4 * 8), out(4 * 8);
