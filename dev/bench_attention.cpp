@@ -35,6 +35,11 @@
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "ops/cache_record.h"
+#include "ops/cache_store.h"
+#include "ops/cache_view.h"
+#include "ops/sparse_mla.h"
+#include "ops/sparse_mqa.h"
 
 using namespace sieve;
 

@@ -31,6 +31,10 @@
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "ops/cache_record.h"
+#include "ops/cache_store.h"
+#include "ops/cache_view.h"
+#include "ops/indexer_scores.h"
 
 using namespace sieve;
 

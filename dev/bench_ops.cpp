@@ -20,6 +20,9 @@
 #include "core/cpu_features.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
+#include "ops/topk.h"
 
 using namespace sieve;
 

@@ -29,27 +29,31 @@
 
 #include "backends/device_buffer.h"
 #include "core/status.h"
-#include "ops/cache_store.h"
-#include "ops/compressor.h"
-#include "ops/dsa_output_gate.h"
-#include "ops/hadamard.h"
-#include "ops/indexer_scores.h"
-#include "ops/kv_load.h"
-#include "ops/layer_norm.h"
 #include "ops/linear.h"
-#include "ops/mla_head_proj.h"
-#include "ops/quant_fp8.h"
-#include "ops/rms_norm.h"
-#include "ops/qsa_expand.h"
-#include "ops/qsa_pool.h"
-#include "ops/qsa_sparse_gqa.h"
-#include "ops/rope.h"
-#include "ops/selected_slots.h"
-#include "ops/sparse_mla.h"
-#include "ops/sparse_mqa.h"
-#include "ops/topk.h"
 
 namespace sieve {
+
+// The params of every op (ops/<op>.h): a caller includes the contract of each op it calls, so that this
+// interface does not make every user of a backend depend on every op.
+struct CacheStoreParams;
+struct CompressorPoolParams;
+struct CompressorStateStoreParams;
+struct DsaOutputGateParams;
+struct HadamardParams;
+struct IndexerScoresParams;
+struct KvLoadParams;
+struct LayerNormParams;
+struct MlaHeadProjParams;
+struct QsaExpandParams;
+struct QsaPoolParams;
+struct QsaSparseGqaParams;
+struct QuantFp8Params;
+struct RmsNormParams;
+struct RopeParams;
+struct SelectedSlotsParams;
+struct SparseMlaAttentionParams;
+struct SparseMqaParams;
+struct TopkParams;
 
 // Caller-owned scratch memory for one op call. Backends need 64-byte alignment.
 struct Workspace {

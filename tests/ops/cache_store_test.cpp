@@ -10,10 +10,12 @@
 #include <limits>
 #include <numeric>
 
-#include "paged_cache.h"
+#include "ops/cache_record.h"
 #include "ops/cache_store.h"
 #include "ops/kv_load.h"
 #include "ops/op_common.h"
+#include "ops/quant_fp8.h"
+#include "paged_cache.h"
 
 namespace sieve::test {
 namespace {

@@ -6,6 +6,9 @@
 #include <limits>
 
 #include "dsv4_cache_util.h"
+#include "ops/cache_record.h"
+#include "ops/cache_store.h"
+#include "ops/kv_load.h"
 #include "ops/sparse_mqa.h"
 
 namespace sieve::test {

@@ -6,6 +6,12 @@
 
 #include "alloc_counter.h"
 #include "harness.h"
+#include "ops/hadamard.h"
+#include "ops/layer_norm.h"
+#include "ops/quant_fp8.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
+#include "ops/topk.h"
 
 namespace sieve::test {
 namespace {

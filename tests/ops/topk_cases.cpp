@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "harness.h"
+#include "ops/topk.h"
 
 namespace sieve::test {
 namespace {

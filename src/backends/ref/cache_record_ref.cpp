@@ -6,6 +6,10 @@
 #include <vector>
 
 #include "backends/ref/ref_ops.h"
+#include "ops/cache_record.h"
+#include "ops/cache_store.h"
+#include "ops/cache_view.h"
+#include "ops/kv_load.h"
 #include "ops/op_common.h"
 
 namespace sieve::ref {

@@ -1,5 +1,6 @@
 // ref Walsh–Hadamard: the butterfly order of ops/hadamard.h on an fp32 copy of the row.
 #include "backends/ref/ref_ops.h"
+#include "ops/hadamard.h"
 #include "ops/op_common.h"
 
 namespace sieve::ref {

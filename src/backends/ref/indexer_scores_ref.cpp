@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "backends/ref/ref_ops.h"
+#include "ops/cache_record.h"
+#include "ops/indexer_scores.h"
 #include "ops/op_common.h"
 
 namespace sieve::ref {

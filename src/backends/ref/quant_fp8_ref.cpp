@@ -7,6 +7,7 @@
 
 #include "backends/ref/ref_ops.h"
 #include "ops/op_common.h"
+#include "ops/quant_fp8.h"
 
 namespace sieve::ref {
 

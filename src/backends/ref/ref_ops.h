@@ -8,6 +8,18 @@
 
 #include "backends/backend.h"
 #include "core/dtype.h"
+#include "ops/cache_record.h"
+#include "ops/cache_store.h"
+#include "ops/cache_view.h"
+#include "ops/hadamard.h"
+#include "ops/indexer_scores.h"
+#include "ops/kv_load.h"
+#include "ops/layer_norm.h"
+#include "ops/quant_fp8.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
+#include "ops/selected_slots.h"
+#include "ops/topk.h"
 
 namespace sieve::ref {
 

@@ -6,7 +6,10 @@
 
 #include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_ops_dsv4.h"
+#include "ops/cache_record.h"
+#include "ops/cache_view.h"
 #include "ops/op_common.h"
+#include "ops/sparse_mqa.h"
 
 namespace sieve::ref {
 

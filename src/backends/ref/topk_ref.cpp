@@ -4,6 +4,7 @@
 
 #include "backends/ref/ref_ops.h"
 #include "ops/op_common.h"
+#include "ops/topk.h"
 
 namespace sieve::ref {
 

@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 
 #include "models/deepseek_v4/layout.h"
+#include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/selected_slots.h"
+#include "ops/sparse_mqa.h"
 
 namespace sieve::dsv4 {
 

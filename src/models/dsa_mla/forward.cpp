@@ -9,11 +9,18 @@
 
 #include "models/allocation.h"
 #include "models/dsa_mla/model_impl.h"
+#include "ops/cache_record.h"
+#include "ops/cache_store.h"
+#include "ops/dsa_output_gate.h"
 #include "ops/hadamard.h"
+#include "ops/indexer_scores.h"
 #include "ops/layer_norm.h"
+#include "ops/mla_head_proj.h"
 #include "ops/quant_fp8.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/selected_slots.h"
+#include "ops/sparse_mla.h"
 #include "ops/topk.h"
 
 namespace sieve::dsa_mla {

@@ -8,6 +8,8 @@
 #include "dsv4_test_util.h"
 #include "models/deepseek_v4/step_plan.h"
 #include "models/deepseek_v4/step_slots.h"
+#include "ops/block_tables.h"
+#include "ops/selected_slots.h"
 
 namespace sieve::dsv4_test {
 namespace {
