@@ -88,8 +88,15 @@ std::vector<CacheGroupDesc> QsaModel::cache_groups() const {
 }
 
 Status QsaModel::plan_step(const StepBatch& batch) {
-    return no_bad_alloc([&] { return plan_qsa_step(config_, *backend_, batch, plan_); },
-                        [&] { return fmt::format("{}: planning a step of {} tokens", model_type_, batch.n_tokens()); });
+    return no_bad_alloc(
+        [&]() -> Status {
+            SIEVE_RETURN_IF_ERROR(plan_qsa_step(config_, *backend_, batch, plan_));
+            // One scratch for the step, reserved before the first layer runs (the layers share it).
+            for (const auto& layer : layers_)
+                SIEVE_RETURN_IF_ERROR(layer->reserve_scratch(batch, plan_, observer_ == nullptr, arena_));
+            return Status::ok();
+        },
+        [&] { return fmt::format("{}: planning a step of {} tokens", model_type_, batch.n_tokens()); });
 }
 
 Status QsaModel::forward(int64_t layer_pos, const StepBatch& batch, const float* input, float* output,

@@ -63,45 +63,89 @@ Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLaye
     return l;
 }
 
-Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const float* input, float* output,
-                         WorkspaceBuffer& arena, SelectionObserver* observer, StageTimes* times) {
+// The step's op params (pointers set by forward), their plans and workspaces, and the layer's scratch:
+// computed once by plan_step's counting pass (reserve_scratch) and again, identically, by forward.
+struct QsaLayer::StepOps {
+    int64_t T = 0, N = 0, Hq = 0, Hkv = 0, D = 0, Hi = 0, Di = 0, W = 0, k_top = 0, max_cols = 0, n_new = 0;
+    size_t ae = 0;        // bytes of an activation
+    int64_t chunk_rows = 0;  // selection rows per chunk of bounded score memory
+    bool fused = false;   // selection inside the scoring (no observer)
+    LinearParams in_lp, out_lp;
+    const LinearPlan* in_plan = nullptr;
+    const LinearPlan* out_plan = nullptr;
+    QsaSparseGqaParams gp;
+    IndexerScoresParams sp;
+    TopkParams tk;
+    size_t lin_ws = 0, score_ws = 0, topk_ws = 0, gqa_ws = 0;
+
+    struct Buffers {
+        void* proj;               // [T, N] act: q_gate | k | v | index_q | index_k (QsaProjectionLayout)
+        void* q;                  // [T, Hq, D] act, normed and rotated
+        void* k;                  // [T, Hkv, D] act, normed and rotated
+        void* iq;                 // [T, Hi, Di] act, normed and rotated index queries
+        void* attn;               // [T, Hq, D] act, gated attention output
+        void* pooled;             // [n_new, Di] act, the groups completed in this step
+        int32_t* idx;             // [T, W] token positions per row (−1 padded)
+        int32_t* sel;             // [T, k_top] selected groups (−1 padded)
+        float* scores;            // [chunk_rows, max_cols] group scores of one row chunk (not fused)
+        void *lin_ws, *score_ws, *topk_ws, *gqa_ws;
+    };
+    // The scratch's sub-buffers in `cv` (a counting carver sums their bytes).
+    Buffers carve(WorkspaceCarver& cv) const {
+        Buffers b;
+        b.proj = cv.take_bytes(static_cast<size_t>(T * N) * ae);
+        b.q = cv.take_bytes(static_cast<size_t>(T * Hq * D) * ae);
+        b.k = cv.take_bytes(static_cast<size_t>(T * Hkv * D) * ae);
+        b.iq = cv.take_bytes(static_cast<size_t>(T * Hi * Di) * ae);
+        b.attn = cv.take_bytes(static_cast<size_t>(T * Hq * D) * ae);
+        b.pooled = cv.take_bytes(static_cast<size_t>(std::max<int64_t>(n_new, 1) * Di) * ae);
+        b.idx = cv.take<int32_t>(static_cast<size_t>(T * W));
+        b.sel = cv.take<int32_t>(static_cast<size_t>(T * k_top));
+        b.scores = cv.take<float>(static_cast<size_t>(fused ? 1 : std::max<int64_t>(chunk_rows * max_cols, 1)));
+        b.lin_ws = cv.take_bytes(lin_ws);
+        b.score_ws = cv.take_bytes(score_ws);
+        b.topk_ws = cv.take_bytes(topk_ws);
+        b.gqa_ws = cv.take_bytes(gqa_ws);
+        return b;
+    }
+    size_t scratch_bytes() const {
+        WorkspaceCarver sizing;
+        carve(sizing);
+        return sizing.offset;
+    }
+};
+
+Expected<QsaLayer::StepOps> QsaLayer::step_ops(const StepBatch& batch, const QsaStepPlan& plan, bool fused) {
+    StepOps o;
     const int64_t T = batch.n_tokens();
-    if (T == 0) return Status::ok();
     const CacheGroup* kv_group = plan.kv;
-    const CacheGroup* comp_group = plan.compressed;
-    const CacheGroup* ring_group = plan.ring;
     const bool exact = profile_ == NumericsProfile::exact;
     const DType act = exact ? DType::f32 : DType::bf16;  // activations and caches (see qsa_layer.h)
-    const size_t ae = dtype_size(act);
     const int64_t H = c_.hidden_size, Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;
-    const int64_t Hi = c_.indexer_n_heads, Di = c_.indexer_head_dim, r = c_.indexer_compress_ratio;
-    const int64_t R = c_.rotary_dim, N = pl_.total;
-    const float eps = static_cast<float>(c_.rms_norm_eps);
-
-    const std::vector<int32_t>& n_groups = plan.n_groups;
-    const int64_t max_cols = plan.max_cols, k_top = plan.k_top, W = plan.width, n_new = plan.n_new();
+    const int64_t Hi = c_.indexer_n_heads, Di = c_.indexer_head_dim, N = pl_.total;
+    const int64_t max_cols = plan.max_cols, k_top = plan.k_top, W = plan.width;
+    o.T = T, o.N = N, o.Hq = Hq, o.Hkv = Hkv, o.D = D, o.Hi = Hi, o.Di = Di, o.W = W, o.k_top = k_top;
+    o.max_cols = max_cols, o.n_new = plan.n_new(), o.ae = dtype_size(act), o.fused = fused;
     int64_t chunk_rows =
         max_cols == 0 ? T : std::clamp<int64_t>(static_cast<int64_t>(kScoreChunkBytes / (4 * static_cast<size_t>(max_cols))), 1, T);
 
-    // ---- op params whose workspace sizes the scratch needs ----
-    LinearParams in_lp;
-    in_lp.x = input;
+    LinearParams& in_lp = o.in_lp;
     in_lp.n_tokens = T;
     in_lp.x_row_stride = H;
     in_lp.y_row_stride = N;
     in_lp.x_type = DType::f32;
     in_lp.y_type = act;
-    LinearParams out_lp;
-    out_lp.y = output;
+    LinearParams& out_lp = o.out_lp;
     out_lp.n_tokens = T;
     out_lp.x_row_stride = Hq * D;
     out_lp.y_row_stride = H;
     out_lp.x_type = act;
     out_lp.y_type = DType::f32;
-    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* in_plan, input_proj_.plan(in_lp));
-    SIEVE_ASSIGN_OR_RETURN(const LinearPlan* out_plan, o_proj_.plan(out_lp));
+    SIEVE_ASSIGN_OR_RETURN(o.in_plan, input_proj_.plan(in_lp));
+    SIEVE_ASSIGN_OR_RETURN(o.out_plan, o_proj_.plan(out_lp));
+    o.lin_ws = std::max(o.in_plan->workspace_bytes, o.out_plan->workspace_bytes);
 
-    QsaSparseGqaParams gp;
+    QsaSparseGqaParams& gp = o.gp;
     gp.kv = kv_group->view(layer_slot_);
     gp.tables = plan.kv_tables;
     gp.n_tokens = T;
@@ -119,11 +163,11 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
     gp.scale = static_cast<float>(c_.softmax_scale);  // D^-0.5 (§4.7)
     gp.math = exact ? QsaAttentionMath::f32 : QsaAttentionMath::bf16;
     gp.q_type = gp.kv_type = gp.gate_type = gp.out_type = act;
+    o.gqa_ws = backend_.qsa_sparse_gqa_workspace_size(gp);
 
     // Selection: fused into the scoring (no score row written, performance_facts.md §5) unless an
     // observer wants the scores, then scores and a separate top-k.
-    const bool fused = observer == nullptr;
-    IndexerScoresParams sp;
+    IndexerScoresParams& sp = o.sp;
     sp.n_tokens = chunk_rows;
     sp.n_heads = Hi;
     sp.head_dim = Di;
@@ -139,14 +183,14 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
         sp.k = k_top;
         sp.selected_row_stride = k_top;
     }
-    TopkParams tk;
+    TopkParams& tk = o.tk;
     tk.n_rows = chunk_rows;
     tk.n_cols = max_cols;
     tk.k = k_top;
     tk.scores_row_stride = max_cols;
     tk.out_row_stride = k_top;
-    const size_t topk_ws = max_cols > 0 && !fused ? backend_.topk_workspace_size(tk) : 0;
-    // the workspace size does not depend on the pointers (fused: selected is set below)
+    o.topk_ws = max_cols > 0 && !fused ? backend_.topk_workspace_size(tk) : 0;
+    // the workspace size does not depend on the pointers (fused: a non-null `selected` asks for it)
     int32_t fused_probe = 0;
     if (fused) sp.selected = &fused_probe;
     size_t score_ws = max_cols > 0 ? backend_.indexer_scores_workspace_size(sp) : 0;
@@ -157,51 +201,61 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
         sp.n_tokens = chunk_rows;
         score_ws = backend_.indexer_scores_workspace_size(sp);
     }
-    const size_t gqa_ws = backend_.qsa_sparse_gqa_workspace_size(gp);
+    sp.selected = nullptr;
+    tk.n_rows = chunk_rows;
+    o.score_ws = score_ws;
+    o.chunk_rows = chunk_rows;
+    return o;
+}
 
-    // ---- scratch ----
-    auto carve = [&](WorkspaceCarver& cv) {
-        struct Buffers {
-            void* proj;               // [T, N] act: q_gate | k | v | index_q | index_k (QsaProjectionLayout)
-            void* q;                  // [T, Hq, D] act, normed and rotated
-            void* k;                  // [T, Hkv, D] act, normed and rotated
-            void* iq;                 // [T, Hi, Di] act, normed and rotated index queries
-            void* attn;               // [T, Hq, D] act, gated attention output
-            void* pooled;             // [n_new, Di] act, the groups completed in this step
-            int32_t* idx;             // [T, W] token positions per row (−1 padded)
-            int32_t* sel;             // [T, k_top] selected groups (−1 padded)
-            float* scores;            // [chunk_rows, max_cols] group scores of one row chunk (not fused)
-            void *lin_ws, *score_ws, *topk_ws, *gqa_ws;
-        } b;
-        b.proj = cv.take_bytes(static_cast<size_t>(T * N) * ae);
-        b.q = cv.take_bytes(static_cast<size_t>(T * Hq * D) * ae);
-        b.k = cv.take_bytes(static_cast<size_t>(T * Hkv * D) * ae);
-        b.iq = cv.take_bytes(static_cast<size_t>(T * Hi * Di) * ae);
-        b.attn = cv.take_bytes(static_cast<size_t>(T * Hq * D) * ae);
-        b.pooled = cv.take_bytes(static_cast<size_t>(std::max<int64_t>(n_new, 1) * Di) * ae);
-        b.idx = cv.take<int32_t>(static_cast<size_t>(T * W));
-        b.sel = cv.take<int32_t>(static_cast<size_t>(T * k_top));
-        b.scores = cv.take<float>(static_cast<size_t>(fused ? 1 : std::max<int64_t>(chunk_rows * max_cols, 1)));
-        b.lin_ws = cv.take_bytes(std::max(in_plan->workspace_bytes, out_plan->workspace_bytes));
-        b.score_ws = cv.take_bytes(score_ws);
-        b.topk_ws = cv.take_bytes(topk_ws);
-        b.gqa_ws = cv.take_bytes(gqa_ws);
-        return b;
-    };
-    WorkspaceCarver sizing;
-    carve(sizing);
-    auto base = arena.reserve(backend_, sizing.offset, "the step's scratch");
-    if (!base)
-        return base.status().with_context(fmt::format("QSA layer {}, a step of {} tokens", layer_, T));
-    WorkspaceCarver cv{static_cast<uint8_t*>(*base), 0};
-    const auto buf = carve(cv);
-    const size_t lin_ws_bytes = std::max(in_plan->workspace_bytes, out_plan->workspace_bytes);
+Status QsaLayer::reserve_scratch(const StepBatch& batch, const QsaStepPlan& plan, bool fused, WorkspaceBuffer& arena) {
+    if (batch.n_tokens() == 0) return Status::ok();
+    SIEVE_ASSIGN_OR_RETURN(const StepOps ops, step_ops(batch, plan, fused));
+    auto base = arena.reserve(backend_, ops.scratch_bytes(), "the step's scratch");
+    if (!base) return base.status().with_context(fmt::format("QSA layer {}, a step of {} tokens", layer_, batch.n_tokens()));
+    return Status::ok();
+}
+
+Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const float* input, float* output,
+                         WorkspaceBuffer& arena, SelectionObserver* observer, StageTimes* times) {
+    const int64_t T = batch.n_tokens();
+    if (T == 0) return Status::ok();
+    const CacheGroup* kv_group = plan.kv;
+    const CacheGroup* comp_group = plan.compressed;
+    const CacheGroup* ring_group = plan.ring;
+    const bool exact = profile_ == NumericsProfile::exact;
+    const DType act = exact ? DType::f32 : DType::bf16;  // activations and caches (see qsa_layer.h)
+    const size_t ae = dtype_size(act);
+    const int64_t Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;
+    const int64_t Hi = c_.indexer_n_heads, Di = c_.indexer_head_dim, r = c_.indexer_compress_ratio;
+    const int64_t R = c_.rotary_dim, N = pl_.total;
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+
+    const std::vector<int32_t>& n_groups = plan.n_groups;
+    const int64_t max_cols = plan.max_cols, k_top = plan.k_top, W = plan.width, n_new = plan.n_new();
+    const bool fused = observer == nullptr;
+    SIEVE_ASSIGN_OR_RETURN(StepOps ops, step_ops(batch, plan, fused));
+    const int64_t chunk_rows = ops.chunk_rows;
+    LinearParams& in_lp = ops.in_lp;
+    LinearParams& out_lp = ops.out_lp;
+    QsaSparseGqaParams& gp = ops.gp;
+    IndexerScoresParams& sp = ops.sp;
+    const TopkParams& tk = ops.tk;
+    in_lp.x = input;
+    out_lp.y = output;
+    // The scratch was reserved by plan_step (one counting pass per step); a forward never grows it.
+    if (arena.capacity() < ops.scratch_bytes())
+        return internal_error("QSA layer {}: a step of {} tokens needs {} bytes of scratch, plan_step reserved {}", layer_,
+                              T, ops.scratch_bytes(), arena.capacity());
+    WorkspaceCarver cv{static_cast<uint8_t*>(arena.data()), 0};
+    const StepOps::Buffers buf = ops.carve(cv);
+    const size_t lin_ws_bytes = ops.lin_ws, score_ws = ops.score_ws, topk_ws = ops.topk_ws, gqa_ws = ops.gqa_ws;
 
     // ---- 1. projections, norms, RoPE (§4.1, §4.2) ----
     {
         ScopedStageTimer timer(times, Stage::projections);
         in_lp.y = buf.proj;
-        SIEVE_RETURN_IF_ERROR(input_proj_.run(*in_plan, in_lp, {buf.lin_ws, lin_ws_bytes}));
+        SIEVE_RETURN_IF_ERROR(input_proj_.run(*ops.in_plan, in_lp, {buf.lin_ws, lin_ws_bytes}));
         auto norm_rope = [&](int64_t offset, int64_t n_heads, int64_t dim, int64_t head_stride, const DeviceTensor& w,
                              void* y) -> Status {
             RmsNormParams n;
@@ -384,7 +438,7 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
     }
     ScopedStageTimer timer(times, Stage::output);
     out_lp.x = buf.attn;
-    return o_proj_.run(*out_plan, out_lp, {buf.lin_ws, lin_ws_bytes});
+    return o_proj_.run(*ops.out_plan, out_lp, {buf.lin_ws, lin_ws_bytes});
 }
 
 }  // namespace sieve

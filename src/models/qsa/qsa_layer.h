@@ -48,12 +48,19 @@ public:
     int64_t layer() const { return layer_; }
     int64_t layer_slot() const { return layer_slot_; }
 
+    // Grows `arena` to the layer's scratch for the step planned in `plan` (the counting pass of plan_step;
+    // `fused`: no observer, the selection runs inside the scoring).
+    Status reserve_scratch(const StepBatch& batch, const QsaStepPlan& plan, bool fused, WorkspaceBuffer& arena);
     // The layer for every token of the step planned in `plan`. input, output: [n_tokens, hidden] f32;
-    // `arena` holds the layer's buffers (shared by the layers, which run one after another).
+    // `arena` holds the layer's buffers (shared by the layers, which run one after another), reserved by
+    // reserve_scratch for this step and observer; an arena too small is an internal error.
     Status forward(const StepBatch& batch, const QsaStepPlan& plan, const float* input, float* output,
                    WorkspaceBuffer& arena, SelectionObserver* observer, StageTimes* times);
 
 private:
+    struct StepOps;
+    Expected<StepOps> step_ops(const StepBatch& batch, const QsaStepPlan& plan, bool fused);
+
     QsaLayer(const QsaConfig& c, NumericsProfile profile, Backend& backend) : c_(c), profile_(profile), backend_(backend) {}
 
     const QsaConfig& c_;
