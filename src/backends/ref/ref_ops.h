@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "core/dtype.h"
+#include "ops/sparse_attention.h"
 
 namespace sieve::ref {
 
@@ -53,6 +54,7 @@ uint8_t ue8m0_byte_of_scale(float s);
 Status cache_store(const CacheStoreParams& p);  // ops/cache_store.h
 Status kv_load(const KvLoadParams& p);          // ops/kv_load.h
 Status selected_slots(const SelectedSlotsParams& p);  // ops/selected_slots.h
+Status sparse_attention(const SparseAttentionParams& p);  // ops/sparse_attention.h
 // The fp32 values of one cache entry (ops/kv_load.h's rule), out: [layout.dim]. What every ref op that
 // reads a cache reads.
 void load_record(const CacheView& v, const CacheRecordLayout& l, int64_t slot, float* out);
