@@ -47,8 +47,7 @@
 #include "ops/qsa_sparse_gqa.h"
 #include "ops/rope.h"
 #include "ops/selected_slots.h"
-#include "ops/sparse_mla.h"
-#include "ops/sparse_mqa.h"
+#include "ops/sparse_attention.h"
 #include "ops/topk.h"
 
 namespace sieve {
@@ -172,23 +171,23 @@ public:
     virtual size_t topk_workspace_size(const TopkParams& p) const = 0;  // ops/topk.h
     virtual Status topk(const TopkParams& p, Workspace ws) = 0;
 
-    // ---- DSA on MLA: sparse MLA attention, indexer scores, output gate ----
-    virtual size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const = 0;
-    virtual Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) = 0;  // ops/sparse_mla.h
+    // ---- sparse attention: DeepSeek-V4's MQA and DSA's MLA (ops/sparse_attention.h) ----
+    virtual size_t sparse_attention_workspace_size(const SparseAttentionParams& p) const = 0;
+    virtual Status sparse_attention(const SparseAttentionParams& p, Workspace ws) = 0;
+
+    // ---- DSA on MLA: indexer scores, output gate ----
     virtual size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const = 0;  // ops/dsa_indexer.h
     virtual Status dsa_indexer_scores(const DsaIndexerScoresParams& p, Workspace ws) = 0;
     virtual Status dsa_output_gate(const DsaOutputGateParams& p) = 0;  // ops/dsa_output_gate.h
     virtual size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const = 0;  // ops/mla_head_proj.h
     virtual Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) = 0;
 
-    // ---- DeepSeek-V4: cache reads, compressor, indexer scores, sparse attention ----
+    // ---- DeepSeek-V4: cache reads, compressor, indexer scores ----
     virtual Status kv_load(const KvLoadParams& p) = 0;  // ops/kv_load.h (every cache format)
     virtual Status compressor_state_store(const CompressorStateStoreParams& p) = 0;  // ops/compressor.h
     virtual Status compressor_pool(const CompressorPoolParams& p) = 0;               // ops/compressor.h
     virtual size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const = 0;  // ops/indexer_scores.h
     virtual Status indexer_scores(const IndexerScoresParams& p, Workspace ws) = 0;
-    virtual size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const = 0;  // ops/sparse_mqa.h
-    virtual Status sparse_mqa(const SparseMqaParams& p, Workspace ws) = 0;
 
     // ---- QSA (ops/qsa_pool.h, qsa_score.h, qsa_expand.h, qsa_sparse_gqa.h) ----
     virtual Status qsa_pool(const QsaPoolParams& p) = 0;

@@ -17,6 +17,15 @@ Expected<int64_t> check_list(const SparseAttentionParams& p, std::string_view na
     using namespace op_check;
     SIEVE_RETURN_IF_ERROR(require_at_least(kOp, fmt::format("{}.width", name), l.width, 0));
     if (l.width == 0) return int64_t{0};
+    int64_t extent = 0;
+    if (p.n_tokens > 0) {
+        SIEVE_RETURN_IF_ERROR(require_ptr(kOp, fmt::format("{}.slots", name), l.slots));
+        if (p.n_tokens > 1 && l.slots_stride < l.width)
+            return invalid_argument_error("{}: {}.slots_stride = {} < {}.width = {}", kOp, name, l.slots_stride, name,
+                                          l.width);
+        SIEVE_ASSIGN_OR_RETURN(extent, rows_extent(kOp, fmt::format("{}.slots", name),
+                                                   {p.n_tokens, 1, l.width, l.slots_stride, 0}, sizeof(int32_t)));
+    }
     if (l.format != CacheRecordFormat::f32 && l.format != CacheRecordFormat::fp8_model1 &&
         l.format != CacheRecordFormat::fp8_v32)
         return invalid_argument_error("{}: {}.format = {}, expected f32, fp8_model1 or fp8_v32", kOp, name,
@@ -25,12 +34,7 @@ Expected<int64_t> check_list(const SparseAttentionParams& p, std::string_view na
     if (const Status s = validate(layout); !s.is_ok())
         return s.with_context(fmt::format("{}: {} list: qk_dim = {}, rope_dim = {}", kOp, name, p.qk_dim, p.rope_dim));
     SIEVE_RETURN_IF_ERROR(validate_cache_view(kOp, name, l.cache, layout, l.n_slots));
-    if (p.n_tokens == 0) return int64_t{0};
-    SIEVE_RETURN_IF_ERROR(require_ptr(kOp, fmt::format("{}.slots", name), l.slots));
-    if (p.n_tokens > 1 && l.slots_stride < l.width)
-        return invalid_argument_error("{}: {}.slots_stride = {} < {}.width = {}", kOp, name, l.slots_stride, name,
-                                      l.width);
-    return rows_extent(kOp, fmt::format("{}.slots", name), {p.n_tokens, 1, l.width, l.slots_stride, 0}, sizeof(int32_t));
+    return extent;
 }
 
 // Every slot of a present list in [−1, n_slots) (reads it).

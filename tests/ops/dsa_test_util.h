@@ -1,4 +1,4 @@
-// Paged caches in guarded buffers for the DSA-on-MLA op tests (sparse_mla_test.cpp,
+// Paged caches in guarded buffers for the DSA-on-MLA op tests (sparse_attention_test.cpp,
 // dsa_indexer_test.cpp): a CacheView over poisoned blocks whose block stride may exceed the entries.
 #pragma once
 

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_cache_ops.h"
 #include "backends/cpu/cpu_dsv4_ops.h"
 #include "backends/cpu/cpu_linear.h"
+#include "backends/cpu/cpu_sparse_attention.h"
 #include "backends/cpu/dsa_cpu_ops.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -187,20 +188,17 @@ public:
     Status indexer_scores(const IndexerScoresParams& p, Workspace ws) override {
         return cpu::dsv4_indexer_scores(cpu::dsv4_kernels_for(options_.isa), *kernels_, *pool_, p, ws);
     }
-    size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const override {
-        return cpu::dsv4_sparse_mqa_workspace_size(*pool_, p);
+
+    // Sparse attention (cpu_sparse_attention.h): the MQA kernel of the DeepSeek-V4 table, the MLA one of DSA's.
+    size_t sparse_attention_workspace_size(const SparseAttentionParams& p) const override {
+        return cpu::sparse_attention_workspace_size(*pool_, p);
     }
-    Status sparse_mqa(const SparseMqaParams& p, Workspace ws) override {
-        return cpu::dsv4_sparse_mqa(cpu::dsv4_kernels_for(options_.isa), *pool_, p, ws);
+    Status sparse_attention(const SparseAttentionParams& p, Workspace ws) override {
+        return cpu::sparse_attention({&cpu::dsv4_kernels_for(options_.isa), &cpu::dsa_kernels_for(options_.isa)}, *pool_,
+                                     p, ws);
     }
 
     // DSA on MLA (dsa_cpu_ops.h)
-    size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const override {
-        return cpu::dsa_sparse_mla_attention_workspace_size(dsa_context(), p);
-    }
-    Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) override {
-        return cpu::dsa_sparse_mla_attention(dsa_context(), p, ws);
-    }
     size_t dsa_indexer_scores_workspace_size(const DsaIndexerScoresParams& p) const override {
         return cpu::dsa_indexer_scores_workspace_size(dsa_context(), p);
     }

@@ -1,7 +1,7 @@
-// The cpu backend's DSA-on-MLA kernel table (ops/sparse_mla.h, ops/dsa_indexer.h): one instance per
+// The cpu backend's DSA-on-MLA kernel table (ops/sparse_attention.h's MLA path, ops/dsa_indexer.h): one instance per
 // ISA level (dsa_kernels_<isa>.cpp over dsa_kernels_impl.inl), picked with the backend's ISA. The
 // per-ISA rules of kernels.h apply (plain declarations only; see simd.h, "ODR safety"). Validation,
-// threading and workspace slicing live in dsa_cpu_ops.cpp.
+// threading and workspace slicing live in dsa_cpu_ops.cpp (cpu_sparse_attention.cpp for the attention).
 #pragma once
 
 #include <cstddef>
@@ -9,7 +9,7 @@
 
 #include "ops/dsa_indexer.h"
 #include "ops/mla_head_proj.h"
-#include "ops/sparse_mla.h"
+#include "ops/sparse_attention.h"
 
 namespace sieve::cpu {
 
@@ -43,8 +43,9 @@ inline constexpr int64_t kHeadProjTokens = 64;
 
 struct DsaCpuKernels {
     const char* isa_name;
-    // out rows of token t, heads [head_begin, head_end); scratch: SIEVE_SPARSE_MLA_SCRATCH_FLOATS(head_end − head_begin, …)
-    void (*sparse_mla_heads)(const SparseMlaAttentionParams& p, int64_t t, int64_t head_begin, int64_t head_end,
+    // out rows of token t, heads [head_begin, head_end) over the main list (v_dim < qk_dim, f32 | fp8_v32);
+    // scratch: SIEVE_SPARSE_MLA_SCRATCH_FLOATS(head_end − head_begin, v_dim, qk_dim − v_dim)
+    void (*sparse_mla_heads)(const SparseAttentionParams& p, int64_t t, int64_t head_begin, int64_t head_end,
                              float* scratch);
     // For each query row t of tokens[0 .. n_tokens) (all of sequence `seq`): scores[t, key_begin .. key_end)
     // (≤ key_tile keys, each key converted once for all the rows), and −inf over [max(key_begin, n_keys[t]),

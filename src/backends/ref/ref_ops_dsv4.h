@@ -1,5 +1,5 @@
-// The ref backend's functions for DeepSeek-V4's ops (ops/sparse_mqa.h, ops/compressor.h,
-// ops/indexer_scores.h). Internal to backends/ref.
+// The ref backend's functions for DeepSeek-V4's ops (ops/compressor.h, ops/indexer_scores.h).
+// Internal to backends/ref.
 #pragma once
 
 #include <cstdint>
@@ -7,11 +7,9 @@
 #include "core/status.h"
 #include "ops/compressor.h"
 #include "ops/indexer_scores.h"
-#include "ops/sparse_mqa.h"
 
 namespace sieve::ref {
 
-Status sparse_mqa(const SparseMqaParams& p);
 Status compressor_state_store(const CompressorStateStoreParams& p);
 Status compressor_pool(const CompressorPoolParams& p);
 Status indexer_scores(const IndexerScoresParams& p);
