@@ -463,11 +463,13 @@ TEST(SparseAttentionValidate, MqaLayoutRejectsBadInputs) {
     EXPECT_NE(validate(b).message().find("main.format = bf16"), std::string::npos) << validate(b).message();
 }
 
-// A layout no cpu kernel serves (an fp8_v32 list with V = K, or an extra list beside V ⊂ K) is refused by the
+// A layout no cpu kernel serves (V ⊂ K with an extra list, or V ⊂ K over fp8_model1 records) is refused by the
 // cpu backends as unsupported; ref computes it (the formula of ops/sparse_attention.h does not depend on it).
 TEST(SparseAttentionValidate, CpuRefusesLayoutsWithoutAKernel) {
-    const CacheRecordLayout l{CacheRecordFormat::f32, 8, 0};
-    TestCache cache(l.entry_bytes(), 2, 2);
+    const CacheRecordLayout f32{CacheRecordFormat::f32, 8, 0}, fp8{CacheRecordFormat::fp8_model1, 8, 2};
+    TestCache cache(f32.entry_bytes(), 2, 2), records(fp8.entry_bytes(), 2, 2);
+    std::memset(cache.buf.data(), 0, cache.buf.bytes());
+    std::memset(records.buf.data(), 0, records.buf.bytes());
     float q[8] = {}, out[8];
     int32_t slots[2] = {0, 3};
     SparseAttentionParams p;
@@ -479,24 +481,28 @@ TEST(SparseAttentionValidate, CpuRefusesLayoutsWithoutAKernel) {
     p.main.slots = slots;
     p.main.width = 2;
     p.main.slots_stride = 2;
-    p.extra = p.main;
     p.n_tokens = 1;
     p.n_heads = 1;
     p.qk_dim = 8;
     p.v_dim = 6;
+    p.rope_dim = 2;
     p.q_token_stride = 8;
     p.out_token_stride = 6;
-    std::memset(cache.buf.data(), 0, cache.buf.bytes());
-    EXPECT_TRUE(ref_backend()->sparse_attention(p, {}).is_ok());
-    for (auto& nb : host_backends_under_test()) {
-        if (nb.spec.rfind("cpu", 0) != 0) continue;
-        EXPECT_EQ(nb.backend->sparse_attention_workspace_size(p), 0u) << nb.spec;
-        const Status st = nb.backend->sparse_attention(p, {});
-        EXPECT_EQ(st.code(), StatusCode::unsupported) << nb.spec << ": " << st.to_string();
-        EXPECT_NE(st.message().find("no kernel"), std::string::npos) << st.to_string();
+    SparseAttentionParams with_extra = p, fp8_main = p;
+    with_extra.extra = p.main;
+    fp8_main.main.cache = records.view();
+    fp8_main.main.format = CacheRecordFormat::fp8_model1;
+    for (const SparseAttentionParams& c : {with_extra, fp8_main}) {
+        EXPECT_TRUE(ref_backend()->sparse_attention(c, {}).is_ok());
+        for (auto& nb : host_backends_under_test()) {
+            if (nb.spec.rfind("cpu", 0) != 0) continue;
+            EXPECT_EQ(nb.backend->sparse_attention_workspace_size(c), 0u) << nb.spec;
+            const Status st = nb.backend->sparse_attention(c, {});
+            EXPECT_EQ(st.code(), StatusCode::unsupported) << nb.spec << ": " << st.to_string();
+            EXPECT_NE(st.message().find("no kernel"), std::string::npos) << st.to_string();
+        }
     }
 }
-
 
 // ============================== MLA layout (DSA on MLA, §2.5, §2.8) =============================
 
@@ -572,6 +578,7 @@ TEST(SparseAttentionConformance, MlaEveryBackendAgreesWithRef) {
         {40, 8, 2, 7, 65, CacheRecordFormat::fp8_v32, DType::f32, DType::f32, 1},
         {128, 0, 1, 3, 1, CacheRecordFormat::f32, DType::bf16, DType::f32, 0},
         {256, 64, 8, 6, 33, CacheRecordFormat::fp8_v32, DType::bf16, DType::bf16, 1},
+        {128, 0, 3, 2, 70, CacheRecordFormat::fp8_v32, DType::f32, DType::bf16, 2},  // V = K, an fp8_v32 list
     };
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const AttnCase& k = cases[ci];

@@ -25,7 +25,7 @@ AttnPath attn_path(const SparseAttentionParams& p) {
     using F = CacheRecordFormat;
     if (p.v_dim == p.qk_dim && is_format(p.main, F::f32, F::fp8_model1) && is_format(p.extra, F::f32, F::fp8_model1))
         return AttnPath::mqa;
-    if (p.v_dim < p.qk_dim && p.extra.width == 0 && is_format(p.main, F::f32, F::fp8_v32)) return AttnPath::mla;
+    if (p.extra.width == 0 && is_format(p.main, F::f32, F::fp8_v32)) return AttnPath::mla;
     return AttnPath::none;
 }
 
@@ -133,7 +133,7 @@ Status sparse_attention(const SparseAttentionKernels& k, ThreadPool& pool, const
     if (m.path == AttnPath::none)
         return unsupported_error(
             "cpu sparse_attention: qk_dim = {}, v_dim = {}, main.format = {}, extra.width = {}, extra.format = {}: no "
-            "kernel (v_dim = qk_dim over f32 | fp8_model1 lists, or v_dim < qk_dim over one f32 | fp8_v32 list)",
+            "kernel (v_dim = qk_dim over f32 | fp8_model1 lists, or one f32 | fp8_v32 list)",
             p.qk_dim, p.v_dim, cache_record_format_name(p.main.format), p.extra.width,
             cache_record_format_name(p.extra.format));
     SIEVE_RETURN_IF_ERROR(check_workspace("cpu sparse_attention", ws, sparse_attention_workspace_size(pool, p)));

@@ -2,7 +2,7 @@
 // pool and the workspace, around two register-tiled kernels chosen by the layout:
 //   MQA path  v_dim = qk_dim (K = V), main and extra lists of f32 | fp8_model1 rows: dsv4_kernels.h
 //             sparse_mqa_block (DeepSeek-V4, deepseek_v4.md §3.8)
-//   MLA path  v_dim < qk_dim (V = the first v_dim values), the main list only, f32 | fp8_v32 entries:
+//   MLA path  otherwise: V = the first v_dim values, the main list only, f32 | fp8_v32 entries:
 //             dsa_kernels.h sparse_mla_heads (DSA on MLA, dsa_mla.md §2.5, §2.8)
 // Other combinations have no cpu kernel (unsupported). Internal to backends/cpu; cpu_backend.cpp forwards
 // its Backend methods here.

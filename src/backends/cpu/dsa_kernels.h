@@ -43,7 +43,7 @@ inline constexpr int64_t kHeadProjTokens = 64;
 
 struct DsaCpuKernels {
     const char* isa_name;
-    // out rows of token t, heads [head_begin, head_end) over the main list (v_dim < qk_dim, f32 | fp8_v32);
+    // out rows of token t, heads [head_begin, head_end) over the main list (f32 | fp8_v32);
     // scratch: SIEVE_SPARSE_MLA_SCRATCH_FLOATS(head_end − head_begin, v_dim, qk_dim − v_dim)
     void (*sparse_mla_heads)(const SparseAttentionParams& p, int64_t t, int64_t head_begin, int64_t head_end,
                              float* scratch);
