@@ -192,7 +192,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
         char* out = static_cast<char*>(a.out) + (t * a.out_token_stride + (h0 + h) * a.out_head_stride) * o_elem;
         // No valid row: o = 0, even with a sink (§3.8 "lonely query"); a sink of +inf takes all the weight of
         // its zero value (dsa_mla.md §2.8): o = 0 (its den and acc are NaN from e^(inf − inf) by now).
-        if (n_valid == 0 || (a.sink && a.sink[h0 + h] == -ninf)) {
+        if (n_valid == 0 || (a.sink && a.sink[h0 + h] == __builtin_inff())) {
             for (int64_t i = 0; i < d; ++i) s_store(out, a.out_bf16, i, 0.0f);
             continue;
         }
