@@ -1,8 +1,8 @@
 // Register tiles shared by the two chunked kernels of the cpu backend's sparse attention
 // (ops/sparse_attention.h, cpu_sparse_attention.cpp): the MLA path (dsa_kernels_impl.inl, dsa_mla.md §2.5)
-// and the MQA path (dsv4_kernels_impl.inl, deepseek_v4.md §3.8). Both gather the selected cache rows in chunks of C rows,
-// dequantize a chunk once into fp32 rows kc [C, ld] plus a transposed copy kt [dim, C], and keep an
-// online softmax per head:
+// and the MQA path (dsv4_kernels_impl.inl, deepseek_v4.md §3.8). Both gather the selected cache rows in
+// chunks of C rows, dequantize a chunk once into fp32 rows kc [C, ld] plus a transposed copy kt [dim, C],
+// and keep an online softmax per head:
 //   logits  register tile NH heads × 2 vectors of rows: broadcast q[h, i], FMA with kt[i, j0 …]
 //   P·V     register tile NH heads × 2 vectors of output dims: broadcast w[h, j], FMA with kc[j, r0 …]
 //

@@ -194,8 +194,8 @@ public:
         return cpu::sparse_attention_workspace_size(*pool_, p);
     }
     Status sparse_attention(const SparseAttentionParams& p, Workspace ws) override {
-        return cpu::sparse_attention({&cpu::dsv4_kernels_for(options_.isa), &cpu::dsa_kernels_for(options_.isa)}, *pool_,
-                                     p, ws);
+        const cpu::SparseAttentionKernels k{&cpu::dsv4_kernels_for(options_.isa), &cpu::dsa_kernels_for(options_.isa)};
+        return cpu::sparse_attention(k, *pool_, p, ws);
     }
 
     // DSA on MLA (dsa_cpu_ops.h)

@@ -1,8 +1,8 @@
 // The cpu backend's kernel table for DeepSeek-V4's hot ops (ops/sparse_attention.h's MQA path,
 // ops/indexer_scores.h): one instance per ISA level (dsv4_kernels_<isa>.cpp), picked by the
-// backend. The dispatch code (cpu_sparse_attention.cpp, cpu_dsv4_ops.cpp) validates, fills these plain argument structs and
-// splits the work over threads; kernels see no op params, no inline helpers of other headers
-// (see simd.h, "ODR safety").
+// backend. The dispatch code (cpu_sparse_attention.cpp, cpu_dsv4_ops.cpp) validates, fills these plain
+// argument structs and splits the work over threads; kernels see no op params, no inline helpers of other
+// headers (see simd.h, "ODR safety").
 //
 // Included by the per-ISA translation units: plain data types and declarations only.
 #pragma once

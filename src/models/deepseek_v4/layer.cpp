@@ -243,7 +243,8 @@ Status AttentionLayer::forward(const StepBatch& batch, const StepPlan& plan, con
     {
         ScopedStageTimer timer(times, Stage::attention);
         SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
-        SIEVE_RETURN_IF_ERROR(backend_.sparse_attention(attention_params(plan, swa, n_comp > 0 ? &comp : nullptr, n_comp, b), b.op));
+        SIEVE_RETURN_IF_ERROR(
+            backend_.sparse_attention(attention_params(plan, swa, n_comp > 0 ? &comp : nullptr, n_comp, b), b.op));
     }
 
     // ---- inverse RoPE and grouped output projection (§3.9) ----
