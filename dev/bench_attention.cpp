@@ -1,11 +1,12 @@
-// Kernel lab: the sparse attention cores of the cpu backend at their real shapes, at every ISA level,
+// Kernel lab: the sparse attention of the cpu backend (ops/sparse_attention.h) in the layouts of both families
+// at their real shapes, at every ISA level,
 // against the fp32 FMA ceiling measured in this process (DESIGN.md: ratios, not absolute times):
-//   * DeepSeek-V4 sparse MQA (ops/sparse_mqa.h, deepseek_v4.md §3.8), V4-Flash deployed profile: 64 heads,
+//   * DeepSeek-V4's MQA layout (deepseek_v4.md §3.8), V4-Flash deployed profile: 64 heads,
 //     one shared K = V row of d = 512 (448 e4m3 dims with UE8M0 scales + 64 bf16 rope dims: fp8_model1
 //     records), bf16 q and out; per token 128 window rows + 512 compressed rows (CSA top-k), both caches
 //     paged in 64-row blocks placed in a random order; 1 decode token, 4 decode tokens (4 requests), a
 //     512-token prefill chunk; and the exact profile (f32 rows, q, out) for one decode token.
-//   * DSA sparse MLA (ops/sparse_mla.h): 128 heads, kv_lora 512 + rope 64, fp8_v32, 2048 selected
+//   * DSA's MLA layout (dsa_mla.md §2.5): 128 heads, kv_lora 512 + rope 64, fp8_v32, 2048 selected
 //     rows, 1 decode token (the tiles are shared with the V4 kernel: this shows it did not slow down).
 // Flops per row and head: 2·Dqk for the logits + 2·Dv for P·V (V4: 2·512 + 2·512; DSA: 2·576 + 2·512).
 // Ceilings: fp32 FMA throughput of one core (zmm for avx512, ymm for avx2) × the pool's threads, measured
@@ -38,8 +39,7 @@
 #include "ops/cache_record.h"
 #include "ops/cache_store.h"
 #include "ops/cache_view.h"
-#include "ops/sparse_mla.h"
-#include "ops/sparse_mqa.h"
+#include "ops/sparse_attention.h"
 
 using namespace sieve;
 
@@ -174,22 +174,25 @@ struct MqaSetup {
     DType io = DType::bf16;
     Buf wcache, ccache, q, out, wslots, cslots, sink, ws;
     CacheView wview, cview;
-    SparseMqaParams params() {
-        SparseMqaParams p;
+    int64_t w_slots = 0, c_slots = 0;  // the caches' slots (whole 64-entry blocks)
+    SparseAttentionParams params() {
+        SparseAttentionParams p;
         p.q = q.as<void>();
         p.q_type = io;
         p.q_token_stride = heads * dim;
         p.q_head_stride = dim;
-        p.window = wview;
-        p.window_format = fmt;
-        p.window_slots = wslots.as<int32_t>();
-        p.n_window = n_window;
-        p.window_slots_stride = n_window;
-        p.compressed = cview;
-        p.compressed_format = fmt;
-        p.compressed_slots = cslots.as<int32_t>();
-        p.n_compressed = n_compressed;
-        p.compressed_slots_stride = n_compressed;
+        p.main.cache = wview;  // main = the window, extra = the compressed entries (ops/sparse_attention.h)
+        p.main.format = fmt;
+        p.main.n_slots = w_slots;
+        p.main.slots = wslots.as<int32_t>();
+        p.main.width = n_window;
+        p.main.slots_stride = n_window;
+        p.extra.cache = cview;
+        p.extra.format = fmt;
+        p.extra.n_slots = c_slots;
+        p.extra.slots = cslots.as<int32_t>();
+        p.extra.width = n_compressed;
+        p.extra.slots_stride = n_compressed;
         p.sink = sink.as<float>();
         p.scale = 1.0f / std::sqrt(static_cast<float>(dim));  // §1.2: head_dim^-0.5
         p.out = out.as<void>();
@@ -198,7 +201,7 @@ struct MqaSetup {
         p.out_head_stride = dim;
         p.n_tokens = tokens;
         p.n_heads = heads;
-        p.head_dim = dim;
+        p.qk_dim = p.v_dim = dim;
         p.rope_dim = rope;
         return p;
     }
@@ -245,9 +248,11 @@ std::unique_ptr<MqaSetup> mqa_setup(int64_t tokens, bool requests, CacheRecordFo
     const int64_t w_entries = requests ? tokens * s->n_window : tokens + s->n_window;
     const std::vector<int32_t> wperm = block_perm((w_entries + bs - 1) / bs, rng);
     s->wview = fill_cache(ref, l, w_entries, wperm, rng, s->wcache);
+    s->w_slots = static_cast<int64_t>(wperm.size()) * bs;
     const int64_t c_entries = s->compressed_entries * (requests ? tokens : 1);
     const std::vector<int32_t> cperm = block_perm((c_entries + bs - 1) / bs, rng);
     s->cview = fill_cache(ref, l, c_entries, cperm, rng, s->ccache);
+    s->c_slots = static_cast<int64_t>(cperm.size()) * bs;
     s->wslots = Buf(static_cast<size_t>(tokens * s->n_window) * 4);
     s->cslots = Buf(static_cast<size_t>(tokens * s->n_compressed) * 4);
     std::vector<int32_t> pick(static_cast<size_t>(s->compressed_entries));
@@ -284,16 +289,18 @@ struct MlaSetup {
     int64_t heads = 128, r = 512, dr = 64, topk = 2048, tokens = 1, entries = 32768;
     Buf cache, q, out, slots, ws;
     CacheView view;
-    SparseMlaAttentionParams params() {
-        SparseMlaAttentionParams p;
+    SparseAttentionParams params() {
+        SparseAttentionParams p;
         p.q = q.as<void>();
         p.q_type = DType::bf16;
         p.q_token_stride = heads * (r + dr);
         p.q_head_stride = r + dr;
-        p.cache = view;
-        p.n_slots = entries;
-        p.slots = slots.as<int32_t>();
-        p.slots_row_stride = topk;
+        p.main.cache = view;
+        p.main.format = CacheRecordFormat::fp8_v32;
+        p.main.n_slots = entries;
+        p.main.slots = slots.as<int32_t>();
+        p.main.width = topk;
+        p.main.slots_stride = topk;
         p.out = out.as<void>();
         p.out_type = DType::bf16;
         p.out_token_stride = heads * r;
@@ -301,10 +308,9 @@ struct MlaSetup {
         p.scale = 1.0f / std::sqrt(static_cast<float>(r + dr));
         p.n_tokens = tokens;
         p.n_heads = heads;
-        p.kv_lora_rank = r;
+        p.qk_dim = r + dr;
+        p.v_dim = r;
         p.rope_dim = dr;
-        p.topk = topk;
-        p.format = CacheRecordFormat::fp8_v32;
         return p;
     }
 };
@@ -419,10 +425,10 @@ int main(int argc, char** argv) {
         MqaSetup* s = mqas.back().get();
         const double flops = static_cast<double>(s->tokens * s->heads * (s->n_window + s->n_compressed)) * (2.0 * s->dim + 2.0 * s->dim);
         cases.push_back({d.name, flops, d.reps, [s](Backend& b) {
-                             const SparseMqaParams p = s->params();
-                             const size_t need = b.sparse_mqa_workspace_size(p);
+                             const SparseAttentionParams p = s->params();
+                             const size_t need = b.sparse_attention_workspace_size(p);
                              if (s->ws.bytes < need) s->ws = Buf(need);
-                             check(b.sparse_mqa(p, Workspace{s->ws.as<void>(), need}), "sparse_mqa");
+                             check(b.sparse_attention(p, Workspace{s->ws.as<void>(), need}), "sparse_attention");
                          }});
     }
     std::unique_ptr<MlaSetup> mla;
@@ -431,10 +437,10 @@ int main(int argc, char** argv) {
         MlaSetup* s = mla.get();
         const double flops = static_cast<double>(s->tokens * s->heads * s->topk) * (2.0 * (s->r + s->dr) + 2.0 * s->r);
         cases.push_back({"dsa_mla_fp8_bf16_decode1", flops, reps, [s](Backend& b) {
-                             const SparseMlaAttentionParams p = s->params();
-                             const size_t need = b.sparse_mla_attention_workspace_size(p);
+                             const SparseAttentionParams p = s->params();
+                             const size_t need = b.sparse_attention_workspace_size(p);
                              if (s->ws.bytes < need) s->ws = Buf(need);
-                             check(b.sparse_mla_attention(p, Workspace{s->ws.as<void>(), need}), "sparse_mla_attention");
+                             check(b.sparse_attention(p, Workspace{s->ws.as<void>(), need}), "sparse_attention");
                          }});
     }
 

@@ -51,8 +51,7 @@ struct QuantFp8Params;
 struct RmsNormParams;
 struct RopeParams;
 struct SelectedSlotsParams;
-struct SparseMlaAttentionParams;
-struct SparseMqaParams;
+struct SparseAttentionParams;
 struct TopkParams;
 
 // Caller-owned scratch memory for one op call. Backends need 64-byte alignment.
@@ -176,19 +175,19 @@ public:
     virtual size_t topk_workspace_size(const TopkParams& p) const = 0;  // ops/topk.h
     virtual Status topk(const TopkParams& p, Workspace ws) = 0;
 
-    // ---- DSA on MLA: sparse MLA attention, output gate, per-head projection ----
-    virtual size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const = 0;
-    virtual Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) = 0;  // ops/sparse_mla.h
+    // ---- sparse attention: DeepSeek-V4's MQA and DSA's MLA (ops/sparse_attention.h) ----
+    virtual size_t sparse_attention_workspace_size(const SparseAttentionParams& p) const = 0;
+    virtual Status sparse_attention(const SparseAttentionParams& p, Workspace ws) = 0;
+
+    // ---- DSA on MLA: output gate, per-head projection ----
     virtual Status dsa_output_gate(const DsaOutputGateParams& p) = 0;  // ops/dsa_output_gate.h
     virtual size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const = 0;  // ops/mla_head_proj.h
     virtual Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) = 0;
 
-    // ---- DeepSeek-V4: cache reads, compressor, sparse attention ----
+    // ---- DeepSeek-V4: cache reads, compressor ----
     virtual Status kv_load(const KvLoadParams& p) = 0;  // ops/kv_load.h (every cache format)
     virtual Status compressor_state_store(const CompressorStateStoreParams& p) = 0;  // ops/compressor.h
     virtual Status compressor_pool(const CompressorPoolParams& p) = 0;               // ops/compressor.h
-    virtual size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const = 0;  // ops/sparse_mqa.h
-    virtual Status sparse_mqa(const SparseMqaParams& p, Workspace ws) = 0;
 
     // ---- QSA (ops/qsa_pool.h, qsa_expand.h, qsa_sparse_gqa.h) ----
     virtual Status qsa_pool(const QsaPoolParams& p) = 0;

@@ -1,7 +1,7 @@
 // ops/cache_record.h — the entry formats of every paged cache (one name per byte layout), their
 // geometry and the address of each part of an entry. The ops that write entries (ops/cache_store.h),
-// read them back (ops/kv_load.h), score them (ops/indexer_scores.h) or attend over them (sparse_mqa,
-// sparse_mla, qsa_sparse_gqa) all address entries through the helpers below.
+// read them back (ops/kv_load.h), score them (ops/indexer_scores.h) or attend over them
+// (ops/sparse_attention.h, qsa_sparse_gqa) all address entries through the helpers below.
 //
 // An entry holds `dim` values; the fp8 formats quantize the first quant_dim() of them in groups (one
 // scale per group, ops/quant_fp8.h's rule) and keep the last rope_dim as bf16. B = the view's

@@ -1,6 +1,6 @@
 // ops/kv_load.h — reads entries of a paged cache back as rows, in any format of ops/cache_record.h:
-// the dequantization every attention and indexer op applies to the entries it reads (ops/sparse_mqa.h,
-// ops/indexer_scores.h, ops/sparse_mla.h), as an op of its own for tests and tools.
+// the dequantization every attention and indexer op applies to the entries it reads
+// (ops/sparse_attention.h, ops/indexer_scores.h, ops/dsa_indexer.h), as an op of its own for tests and tools.
 //
 // Semantics: y[r] = the dim values of entry slots[r] as fp32, then cast to y_type once:
 //   f32: as stored; bf16: widened (exact);

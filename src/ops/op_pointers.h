@@ -25,8 +25,7 @@
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
 #include "ops/selected_slots.h"
-#include "ops/sparse_mla.h"
-#include "ops/sparse_mqa.h"
+#include "ops/sparse_attention.h"
 #include "ops/topk.h"
 
 namespace sieve {
@@ -66,8 +65,6 @@ SIEVE_OP_POINTERS(SelectedSlotsParams, 120, f("selected", p.selected); f("n_scor
                   f("positions", p.positions); f("slots", p.slots); tables(p.tables, f))
 SIEVE_OP_POINTERS(TopkParams, 72, f("scores", p.scores); f("valid_len", p.valid_len); f("out", p.out);
                   f("out_count", p.out_count))
-SIEVE_OP_POINTERS(SparseMlaAttentionParams, 168, f("q", p.q); f("slots", p.slots); f("sink", p.sink);
-                  f("out", p.out); view("cache.base", p.cache, f))
 SIEVE_OP_POINTERS(DsaOutputGateParams, 96, f("x", p.x); f("gate", p.gate); f("y", p.y))
 SIEVE_OP_POINTERS(MlaHeadProjParams, 96, f("x", p.x); f("w", p.w); f("y", p.y))
 SIEVE_OP_POINTERS(KvLoadParams, 96, f("slots", p.slots); f("y", p.y); view("cache.base", p.cache, f))
@@ -78,9 +75,9 @@ SIEVE_OP_POINTERS(CompressorPoolParams, 96, f("gather_slots", p.gather_slots); f
 SIEVE_OP_POINTERS(IndexerScoresParams, 232, f("q", p.q); f("q_scale", p.q_scale); f("weights", p.weights);
                   f("n_keys", p.n_keys); f("scores", p.scores); f("selected", p.selected);
                   view("keys.base", p.keys, f); tables(p.tables, f))
-SIEVE_OP_POINTERS(SparseMqaParams, 232, f("q", p.q); f("window_slots", p.window_slots);
-                  f("compressed_slots", p.compressed_slots); f("sink", p.sink); f("out", p.out);
-                  view("window.base", p.window, f); view("compressed.base", p.compressed, f))
+SIEVE_OP_POINTERS(SparseAttentionParams, 256, f("q", p.q); f("main.slots", p.main.slots);
+                  f("extra.slots", p.extra.slots); f("sink", p.sink); f("out", p.out);
+                  view("main.cache.base", p.main.cache, f); view("extra.cache.base", p.extra.cache, f))
 SIEVE_OP_POINTERS(QsaPoolParams, 88, f("member_slots", p.member_slots); f("out", p.out); view("keys.base", p.keys, f))
 SIEVE_OP_POINTERS(QsaExpandParams, 88, f("sel", p.sel); f("positions", p.positions); f("seq_lens", p.seq_lens);
                   f("out", p.out); f("out_count", p.out_count))

@@ -12,8 +12,8 @@ endforeach()
 
 # A DSA checkpoint with one NaN attention weight (nan_weight/<family>, written by the model test
 # DsaMlaFixtureCopies.WriteNanWeight): `sieve run` reports the non-finite outputs it counted
-# (non_finite_outputs > 0) and ends with an error (exit 2); sparse MLA attention used to turn the NaN
-# rows into zeros, and the run reported 0.
+# (non_finite_outputs > 0) and ends with an error (exit 2); the sparse attention (ops/sparse_attention.h)
+# used to turn the NaN rows into zeros, and the run reported 0.
 set(numerics_scratch ${CMAKE_CURRENT_BINARY_DIR}/numerics_scratch)
 add_test(NAME cli.numerics_write_nan_weight COMMAND test_dsa_mla --gtest_filter=DsaMlaFixtureCopies.WriteNanWeight)
 set_tests_properties(cli.numerics_write_nan_weight PROPERTIES

@@ -9,7 +9,7 @@
 #include "ops/indexer_scores.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/mla_head_proj.h"
-#include "ops/sparse_mla.h"
+#include "ops/sparse_attention.h"
 
 namespace sieve::test {
 namespace {
@@ -50,25 +50,26 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         std::vector<int32_t> sel(static_cast<size_t>(T * K), -1);
         for (int64_t t = 0; t < T; ++t)
             for (int64_t j = 0; j <= t; ++j) sel[static_cast<size_t>(t * K + j)] = static_cast<int32_t>(slots[static_cast<size_t>(j)]);
-        SparseMlaAttentionParams ap;
+        SparseAttentionParams ap;  // DSA on MLA's layout: K = [c | kr], V = c, one main list
         ap.q = q.data();
-        ap.cache = latent.view();
-        ap.n_slots = latent.n_slots();
-        ap.slots = sel.data();
+        ap.main.cache = latent.view();
+        ap.main.format = lf;
+        ap.main.n_slots = latent.n_slots();
+        ap.main.slots = sel.data();
+        ap.main.width = K;
+        ap.main.slots_stride = K;
         ap.sink = sink.data();
         ap.out = out.data();
         ap.scale = 0.1f;
         ap.n_tokens = T;
         ap.n_heads = H;
-        ap.kv_lora_rank = R;
+        ap.qk_dim = R + Dr;
+        ap.v_dim = R;
         ap.rope_dim = Dr;
-        ap.topk = K;
         ap.q_token_stride = H * (R + Dr);
         ap.q_head_stride = R + Dr;
-        ap.slots_row_stride = K;
         ap.out_token_stride = H * R;
         ap.out_head_stride = R;
-        ap.format = lf;
 
         std::vector<float> iq(static_cast<size_t>(T * Hi * Di)), w(static_cast<size_t>(T * Hi)), qs(static_cast<size_t>(T * Hi), 0.25f);
         std::vector<uint8_t> iq8(iq.size(), 0x38);
@@ -128,18 +129,18 @@ TEST(DsaNoAllocation, EveryCpuDsaOpRunsWithoutAllocating) {
         for (auto& nb : host_backends_under_test()) {
             SCOPED_TRACE(fmt::format("{} fp8 {}", nb.spec, fp8));
             Backend& b = *nb.backend;
-            std::vector<uint8_t> ws_a(b.sparse_mla_attention_workspace_size(ap) + 64);
+            std::vector<uint8_t> ws_a(b.sparse_attention_workspace_size(ap) + 64);
             std::vector<uint8_t> ws_s(b.indexer_scores_workspace_size(sp) + 64);
             std::vector<uint8_t> ws_h(b.mla_head_proj_workspace_size(hp) + 64);
             auto aligned = [](std::vector<uint8_t>& v, size_t n) {
                 return Workspace{v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64, n};
             };
-            const Workspace wa = aligned(ws_a, b.sparse_mla_attention_workspace_size(ap));
+            const Workspace wa = aligned(ws_a, b.sparse_attention_workspace_size(ap));
             const Workspace wsc = aligned(ws_s, b.indexer_scores_workspace_size(sp));
             const Workspace wh = aligned(ws_h, b.mla_head_proj_workspace_size(hp));
             const std::vector<std::pair<const char*, std::function<Status()>>> ops = {
                 {"cache_store (latent)", [&] { return b.cache_store(cw); }},
-                {"sparse_mla_attention", [&] { return b.sparse_mla_attention(ap, wa); }},
+                {"sparse_attention", [&] { return b.sparse_attention(ap, wa); }},
                 {"cache_store (indexer keys)", [&] { return b.cache_store(kw); }},
                 {"indexer_scores", [&] { return b.indexer_scores(sp, wsc); }},
                 {"dsa_output_gate", [&] { return b.dsa_output_gate(gp); }},

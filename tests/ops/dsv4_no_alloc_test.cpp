@@ -7,7 +7,7 @@
 #include "ops/indexer_scores.h"
 #include "ops/cache_store.h"
 #include "ops/kv_load.h"
-#include "ops/sparse_mqa.h"
+#include "ops/sparse_attention.h"
 
 namespace sieve::test {
 namespace {
@@ -92,15 +92,16 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
         ip.n_heads = HI;
         ip.head_dim = cI;
         ip.n_cols = n;
-        SparseMqaParams mp;
+        SparseAttentionParams mp;  // DeepSeek-V4's layout: v_dim = qk_dim, the window as the main list
         mp.q = q.data();
         mp.q_token_stride = H * d;
         mp.q_head_stride = d;
-        mp.window = kv_cache.view();
-        mp.window_format = CacheRecordFormat::fp8_model1;
-        mp.window_slots = window.data();
-        mp.n_window = 3;
-        mp.window_slots_stride = 3;
+        mp.main.cache = kv_cache.view();
+        mp.main.format = CacheRecordFormat::fp8_model1;
+        mp.main.n_slots = kv_cache.n_slots();
+        mp.main.slots = window.data();
+        mp.main.width = 3;
+        mp.main.slots_stride = 3;
         mp.sink = sink.data();
         mp.scale = 0.04f;
         mp.out = out.data();
@@ -108,9 +109,9 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
         mp.out_head_stride = d;
         mp.n_tokens = n;
         mp.n_heads = H;
-        mp.head_dim = d;
+        mp.qk_dim = mp.v_dim = d;
         mp.rope_dim = r;
-        GuardedBuffer ws_i(b.indexer_scores_workspace_size(ip) + 64), ws_m(b.sparse_mqa_workspace_size(mp) + 64);
+        GuardedBuffer ws_i(b.indexer_scores_workspace_size(ip) + 64), ws_m(b.sparse_attention_workspace_size(mp) + 64);
         auto all = [&] {
             EXPECT_TRUE(b.cache_store(st).is_ok());
             EXPECT_TRUE(b.cache_store(kst).is_ok());
@@ -118,7 +119,7 @@ TEST(Dsv4NoAllocation, EveryCpuOpRunsWithoutAllocating) {
             EXPECT_TRUE(b.compressor_state_store(ss).is_ok());
             EXPECT_TRUE(b.compressor_pool(pp).is_ok());
             EXPECT_TRUE(b.indexer_scores(ip, Workspace{ws_i.data(), b.indexer_scores_workspace_size(ip)}).is_ok());
-            EXPECT_TRUE(b.sparse_mqa(mp, Workspace{ws_m.data(), b.sparse_mqa_workspace_size(mp)}).is_ok());
+            EXPECT_TRUE(b.sparse_attention(mp, Workspace{ws_m.data(), b.sparse_attention_workspace_size(mp)}).is_ok());
         };
         all();  // warm-up (thread pool start)
         EXPECT_EQ(allocations_during(all), 0);

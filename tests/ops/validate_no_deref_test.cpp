@@ -27,8 +27,7 @@
 #include "ops/quant_fp8.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
-#include "ops/sparse_mla.h"
-#include "ops/sparse_mqa.h"
+#include "ops/sparse_attention.h"
 #include "ops/topk.h"
 
 namespace sieve::test {
@@ -224,59 +223,65 @@ TEST(ValidateNoDeref, IndexerScores) {
     expect_valid_unread(p, hide);
 }
 
-TEST(ValidateNoDeref, SparseMqa) {
+// DeepSeek-V4's layout (ops/sparse_attention.h): v_dim = qk_dim, a main and an extra list of two formats.
+TEST(ValidateNoDeref, SparseAttentionMqaLayout) {
     const CacheRecordLayout l{CacheRecordFormat::fp8_model1, 32, 8};
     PagedTestCache window(2, 2, l.entry_bytes(), 64), compressed(1, 4, 4 * 32, 64);
     float q[64] = {}, out[64], sink[1] = {0};
     int32_t window_slots[4] = {0, -1, 1, 2}, compressed_slots[6] = {0, 1, -1, 2, 3, -1};
-    SparseMqaParams p;
+    SparseAttentionParams p;
     p.q = q;
     p.out = out;
     p.sink = sink;
-    p.window = window.view();
-    p.window_format = CacheRecordFormat::fp8_model1;
-    p.window_slots = window_slots;
-    p.n_window = 2;
-    p.window_slots_stride = 2;
-    p.compressed = compressed.view();
-    p.compressed_format = CacheRecordFormat::f32;
-    p.compressed_slots = compressed_slots;
-    p.n_compressed = 3;
-    p.compressed_slots_stride = 3;
+    p.scale = 1.0f;
+    p.main.cache = window.view();
+    p.main.format = CacheRecordFormat::fp8_model1;
+    p.main.n_slots = window.n_slots();
+    p.main.slots = window_slots;
+    p.main.width = 2;
+    p.main.slots_stride = 2;
+    p.extra.cache = compressed.view();
+    p.extra.format = CacheRecordFormat::f32;
+    p.extra.n_slots = compressed.n_slots();
+    p.extra.slots = compressed_slots;
+    p.extra.width = 3;
+    p.extra.slots_stride = 3;
     p.n_tokens = 2;
     p.n_heads = 1;
-    p.head_dim = 32;
+    p.qk_dim = p.v_dim = 32;
     p.rope_dim = 8;
     p.q_token_stride = p.out_token_stride = 32;
-    expect_valid_unread(p, [](SparseMqaParams& r) {
-        r.window_slots = i32_page();
-        r.compressed_slots = i32_page();
+    expect_valid_unread(p, [](SparseAttentionParams& r) {
+        r.main.slots = i32_page();
+        r.extra.slots = i32_page();
     });
 }
 
-TEST(ValidateNoDeref, SparseMla) {
+// DSA on MLA's layout (ops/sparse_attention.h): K = [c | kr], V = c, one main list.
+TEST(ValidateNoDeref, SparseAttentionMlaLayout) {
     PagedTestCache cache(2, 4, CacheRecordLayout{CacheRecordFormat::f32, 8 + 2}.entry_bytes());
     std::vector<float> q(2 * 10, 0.0f), out(2 * 8, 0.0f), sink(1, 0.0f);
     std::vector<int32_t> slots = {0, 7, -1, 3};
-    SparseMlaAttentionParams p;
+    SparseAttentionParams p;
     p.q = q.data();
-    p.cache = cache.view();
-    p.n_slots = cache.n_slots();
-    p.slots = slots.data();
+    p.main.cache = cache.view();
+    p.main.n_slots = cache.n_slots();
+    p.main.slots = slots.data();
+    p.main.width = 2;
+    p.main.slots_stride = 2;
     p.sink = sink.data();
     p.out = out.data();
     p.scale = 0.5f;
     p.n_tokens = 2;
     p.n_heads = 1;
-    p.kv_lora_rank = 8;
+    p.qk_dim = 8 + 2;
+    p.v_dim = 8;
     p.rope_dim = 2;
-    p.topk = 2;
     p.q_token_stride = 10;
     p.q_head_stride = 10;
-    p.slots_row_stride = 2;
     p.out_token_stride = 8;
     p.out_head_stride = 8;
-    expect_valid_unread(p, [](SparseMlaAttentionParams& r) { r.slots = i32_page(); });
+    expect_valid_unread(p, [](SparseAttentionParams& r) { r.main.slots = i32_page(); });
 }
 
 TEST(ValidateNoDeref, QsaPoolAndExpand) {

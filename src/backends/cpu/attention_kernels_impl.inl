@@ -1,8 +1,8 @@
-// Register tiles shared by the chunked sparse-attention kernels of the cpu backend: DSA's sparse MLA
-// (dsa_kernels_impl.inl, ops/sparse_mla.h) and DeepSeek-V4's sparse MQA (dsv4_kernels_impl.inl,
-// ops/sparse_mqa.h, deepseek_v4.md §3.8). Both gather the selected cache rows in chunks of C rows,
-// dequantize a chunk once into fp32 rows kc [C, ld] plus a transposed copy kt [dim, C], and keep an
-// online softmax per head:
+// Register tiles shared by the two chunked kernels of the cpu backend's sparse attention
+// (ops/sparse_attention.h, cpu_sparse_attention.cpp): the MLA path (dsa_kernels_impl.inl, dsa_mla.md §2.5)
+// and the MQA path (dsv4_kernels_impl.inl, deepseek_v4.md §3.8). Both gather the selected cache rows in
+// chunks of C rows, dequantize a chunk once into fp32 rows kc [C, ld] plus a transposed copy kt [dim, C],
+// and keep an online softmax per head:
 //   logits  register tile NH heads × 2 vectors of rows: broadcast q[h, i], FMA with kt[i, j0 …]
 //   P·V     register tile NH heads × 2 vectors of output dims: broadcast w[h, j], FMA with kc[j, r0 …]
 //
@@ -30,7 +30,7 @@ inline constexpr int kAttnHeadBlock = 4;
 // expf; arguments below −87 give ≈ 2^-126 instead of a smaller subnormal (negligible next to the max term 1).
 // A NaN argument (a NaN logit, or inf − inf) gives NaN, as expf does: the clamp takes x as max's second
 // operand, which MAXPS returns when either is NaN, so the NaN reaches the polynomial instead of becoming −87
-// and a softmax over non-finite logits stays non-finite (ops/sparse_mla.h, ops/sparse_mqa.h).
+// and a softmax over non-finite logits stays non-finite (ops/sparse_attention.h).
 #if defined(__AVX512F__)
 inline VF attn_vf_from_int(VI a) { return {_mm512_cvtepi32_ps(a.v)}; }
 #elif defined(__AVX2__)

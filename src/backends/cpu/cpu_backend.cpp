@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_dsv4_ops.h"
 #include "backends/cpu/cpu_indexer_scores.h"
 #include "backends/cpu/cpu_linear.h"
+#include "backends/cpu/cpu_sparse_attention.h"
 #include "backends/cpu/dsa_cpu_ops.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -31,8 +32,7 @@
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
 #include "ops/selected_slots.h"
-#include "ops/sparse_mla.h"
-#include "ops/sparse_mqa.h"
+#include "ops/sparse_attention.h"
 #include "ops/topk.h"
 #ifdef SIEVE_HAS_DNNL
 #include "backends/cpu/dnnl_gemm.h"
@@ -200,20 +200,17 @@ public:
         return cpu::dsv4_compressor_state_store(*pool_, p);
     }
     Status compressor_pool(const CompressorPoolParams& p) override { return cpu::dsv4_compressor_pool(*pool_, p); }
-    size_t sparse_mqa_workspace_size(const SparseMqaParams& p) const override {
-        return cpu::dsv4_sparse_mqa_workspace_size(*pool_, p);
+
+    // Sparse attention (cpu_sparse_attention.h): the MQA kernel of the DeepSeek-V4 table, the MLA one of DSA's.
+    size_t sparse_attention_workspace_size(const SparseAttentionParams& p) const override {
+        return cpu::sparse_attention_workspace_size(*pool_, p);
     }
-    Status sparse_mqa(const SparseMqaParams& p, Workspace ws) override {
-        return cpu::dsv4_sparse_mqa(cpu::dsv4_kernels_for(options_.isa), *pool_, p, ws);
+    Status sparse_attention(const SparseAttentionParams& p, Workspace ws) override {
+        const cpu::SparseAttentionKernels k{&cpu::dsv4_kernels_for(options_.isa), &cpu::dsa_kernels_for(options_.isa)};
+        return cpu::sparse_attention(k, *pool_, p, ws);
     }
 
     // DSA on MLA (dsa_cpu_ops.h)
-    size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams& p) const override {
-        return cpu::dsa_sparse_mla_attention_workspace_size(dsa_context(), p);
-    }
-    Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace ws) override {
-        return cpu::dsa_sparse_mla_attention(dsa_context(), p, ws);
-    }
     Status dsa_output_gate(const DsaOutputGateParams& p) override { return cpu::dsa_output_gate(dsa_context(), p); }
     size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const override {
         return cpu::dsa_mla_head_proj_workspace_size(dsa_context(), p);

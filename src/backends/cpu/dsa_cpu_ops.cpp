@@ -31,24 +31,6 @@ struct WorkspaceSlots {
     }
 };
 
-// Sparse MLA work units: tokens × head groups; heads are split when there are fewer tokens than threads.
-struct MlaSplit {
-    int64_t heads_per_unit = 1, head_groups = 1, units = 0;
-};
-MlaSplit mla_split(const DsaCpuContext& c, const SparseMlaAttentionParams& p) {
-    MlaSplit s;
-    const int64_t threads = c.pool->size();
-    int64_t groups = p.n_tokens >= threads || p.n_tokens == 0 ? 1 : (threads + p.n_tokens - 1) / p.n_tokens;
-    groups = std::clamp<int64_t>(groups, 1, std::max<int64_t>(p.n_heads, 1));
-    s.heads_per_unit = (p.n_heads + groups - 1) / groups;
-    s.head_groups = s.heads_per_unit > 0 ? (p.n_heads + s.heads_per_unit - 1) / s.heads_per_unit : 1;
-    s.units = p.n_tokens * s.head_groups;
-    return s;
-}
-size_t mla_slot_bytes(const SparseMlaAttentionParams& p, const MlaSplit& s) {
-    return workspace_round_up(static_cast<size_t>(SIEVE_SPARSE_MLA_SCRATCH_FLOATS(s.heads_per_unit, p.kv_lora_rank, p.rope_dim)) * 4);
-}
-
 }  // namespace
 
 const DsaCpuKernels& dsa_kernels_for(Isa isa) {
@@ -59,30 +41,6 @@ const DsaCpuKernels& dsa_kernels_for(Isa isa) {
         case Isa::avx512_bf16: return kDsaCpuKernelsAvx512Bf16;
     }
     return kDsaCpuKernelsScalar;
-}
-
-size_t dsa_sparse_mla_attention_workspace_size(const DsaCpuContext& c, const SparseMlaAttentionParams& p) {
-    if (p.n_tokens <= 0 || p.n_heads <= 0 || p.kv_lora_rank <= 0) return 0;
-    const MlaSplit s = mla_split(c, p);
-    return static_cast<size_t>(std::min<int64_t>(c.pool->size(), s.units)) * mla_slot_bytes(p, s);
-}
-
-Status dsa_sparse_mla_attention(const DsaCpuContext& c, const SparseMlaAttentionParams& p, Workspace ws) {
-    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    SIEVE_RETURN_IF_ERROR(check_workspace("cpu sparse_mla_attention", ws, dsa_sparse_mla_attention_workspace_size(c, p)));
-    if (p.n_tokens == 0) return Status::ok();
-    const MlaSplit s = mla_split(c, p);
-    WorkspaceSlots slots{static_cast<char*>(ws.data), mla_slot_bytes(p, s), std::min<int64_t>(c.pool->size(), s.units)};
-    const DsaCpuKernels& k = *c.kernels;
-    parallel_chunks(*c.pool, s.units, 1, [&](int64_t b, int64_t e) {
-        float* scratch = slots.claim();
-        for (int64_t u = b; u < e; ++u) {
-            const int64_t t = u / s.head_groups, g = u % s.head_groups;
-            const int64_t h0 = g * s.heads_per_unit, h1 = std::min(p.n_heads, h0 + s.heads_per_unit);
-            k.sparse_mla_heads(p, t, h0, h1, scratch);
-        }
-    });
-    return Status::ok();
 }
 
 Status dsa_output_gate(const DsaCpuContext& c, const DsaOutputGateParams& p) {

@@ -1,6 +1,6 @@
-// The cpu backend's DSA-on-MLA ops (ops/sparse_mla.h, ops/dsa_output_gate.h, ops/mla_head_proj.h):
-// validation, work split over the thread pool, workspace slots, and the gate (baseline code: byte-exact
-// with ref through core's conversions). The heavy loops are the per-ISA kernels of dsa_kernels.h.
+// The cpu backend's DSA-on-MLA ops (ops/dsa_output_gate.h, ops/mla_head_proj.h; the sparse attention's MLA
+// kernel is dispatched by cpu_sparse_attention.cpp): validation, work split over the thread pool, workspace
+// slots, and the gate (baseline code: byte-exact with ref through core's conversions). The heavy loops are the per-ISA kernels of dsa_kernels.h.
 // The cache writes are cpu_cache_ops.h's. Internal to backends/cpu.
 #pragma once
 
@@ -13,7 +13,6 @@
 #include "core/thread_pool.h"
 #include "ops/dsa_output_gate.h"
 #include "ops/mla_head_proj.h"
-#include "ops/sparse_mla.h"
 
 namespace sieve::cpu {
 
@@ -24,8 +23,6 @@ struct DsaCpuContext {
 
 const DsaCpuKernels& dsa_kernels_for(Isa isa);
 
-size_t dsa_sparse_mla_attention_workspace_size(const DsaCpuContext& c, const SparseMlaAttentionParams& p);
-Status dsa_sparse_mla_attention(const DsaCpuContext& c, const SparseMlaAttentionParams& p, Workspace ws);
 Status dsa_output_gate(const DsaCpuContext& c, const DsaOutputGateParams& p);
 size_t dsa_mla_head_proj_workspace_size(const DsaCpuContext& c, const MlaHeadProjParams& p);
 Status dsa_mla_head_proj(const DsaCpuContext& c, const MlaHeadProjParams& p, Workspace ws);

@@ -1,14 +1,14 @@
-// The cpu backend's DSA-on-MLA kernel table (ops/sparse_mla.h, ops/mla_head_proj.h): one instance per
+// The cpu backend's DSA-on-MLA kernel table (ops/sparse_attention.h's MLA path, ops/mla_head_proj.h): one instance per
 // ISA level (dsa_kernels_<isa>.cpp over dsa_kernels_impl.inl), picked with the backend's ISA. The
 // per-ISA rules of kernels.h apply (plain declarations only; see simd.h, "ODR safety"). Validation,
-// threading and workspace slicing live in dsa_cpu_ops.cpp.
+// threading and workspace slicing live in dsa_cpu_ops.cpp (cpu_sparse_attention.cpp for the attention).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "ops/mla_head_proj.h"
-#include "ops/sparse_mla.h"
+#include "ops/sparse_attention.h"
 
 namespace sieve::cpu {
 
@@ -29,8 +29,9 @@ inline constexpr int64_t kHeadProjTokens = 64;
 #define SIEVE_HEAD_PROJ_SCRATCH_FLOATS(in) (4 * SIEVE_DSA_PAD16(in))
 struct DsaCpuKernels {
     const char* isa_name;
-    // out rows of token t, heads [head_begin, head_end); scratch: SIEVE_SPARSE_MLA_SCRATCH_FLOATS(head_end − head_begin, …)
-    void (*sparse_mla_heads)(const SparseMlaAttentionParams& p, int64_t t, int64_t head_begin, int64_t head_end,
+    // out rows of token t, heads [head_begin, head_end) over the main list (f32 | fp8_v32);
+    // scratch: SIEVE_SPARSE_MLA_SCRATCH_FLOATS(head_end − head_begin, v_dim, qk_dim − v_dim)
+    void (*sparse_mla_heads)(const SparseAttentionParams& p, int64_t t, int64_t head_begin, int64_t head_end,
                              float* scratch);
     // y rows of head h for tokens [token_begin, token_end); scratch: SIEVE_HEAD_PROJ_SCRATCH_FLOATS(in_features)
     void (*head_proj_tokens)(const MlaHeadProjParams& p, int64_t h, int64_t token_begin, int64_t token_end,

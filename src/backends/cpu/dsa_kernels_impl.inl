@@ -2,7 +2,7 @@
 // written once over
 // simd.h and compiled once per ISA by dsa_kernels_<isa>.cpp, which defines SIEVE_DSA_CPU_TABLE before
 // including this file. Everything is in an anonymous namespace (simd.h, "ODR safety"): no std::, no
-// core/dtype.h inline helpers, no CacheView member calls. Semantics: ops/sparse_mla.h, ops/mla_head_proj.h;
+// core/dtype.h inline helpers, no CacheView member calls. Semantics: ops/sparse_attention.h, ops/mla_head_proj.h;
 // fp32 accumulation in an order that differs from ref (the conformance tests derive tolerances).
 #include "backends/cpu/dsa_kernels.h"
 #include "backends/cpu/simd.h"
@@ -52,12 +52,13 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
 
 // ================================== sparse MLA attention ==========================================
 
-// Entry `slot` of the latent cache → out [R + Dr] f32 (ops/sparse_mla.h dequant rule).
-void sparse_mla_dequant(const SparseMlaAttentionParams& p, int64_t slot, float* out) {
-    const CacheView& c = p.cache;
+// Entry `slot` of the main list's cache → out [qk_dim] f32 (ops/kv_load.h's rule for f32 and fp8_v32 records:
+// R = qk_dim − rope_dim e4m3 values, their fp32 scales, rope_dim bf16 values; ops/cache_record.h).
+void sparse_mla_dequant(const SparseAttentionParams& p, int64_t slot, float* out) {
+    const CacheView& c = p.main.cache;
     const uint8_t* e = c.base + (slot / c.block_size) * c.block_bytes + (slot % c.block_size) * c.entry_bytes;
-    const int64_t r = p.kv_lora_rank, dr = p.rope_dim;
-    if (p.format == CacheRecordFormat::f32) {
+    const int64_t dr = p.rope_dim, r = p.qk_dim - dr;
+    if (p.main.format == CacheRecordFormat::f32) {
         float tmp;
         int64_t i = 0;
         for (; i + kLanes <= r + dr; i += kLanes) {
@@ -89,8 +90,9 @@ void sparse_mla_dequant(const SparseMlaAttentionParams& p, int64_t slot, float* 
     }
 }
 
-void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, int64_t h1, float* scratch) {
-    const int64_t r = p.kv_lora_rank, dqk = r + p.rope_dim, nh = h1 - h0, C = kSparseMlaChunk;
+// The MLA path of ops/sparse_attention.h: V = the first r = v_dim values of each entry, the main list only.
+void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int64_t h1, float* scratch) {
+    const int64_t r = p.v_dim, dqk = p.qk_dim, nh = h1 - h0, C = kSparseMlaChunk;
     float* qf = scratch;                   // [nh, dqk]
     float* kc = qf + pad16(nh * dqk);      // [C, dqk] dequantized entries
     float* kt = kc + pad16(C * dqk);       // [dqk, C] the same, transposed
@@ -110,12 +112,13 @@ void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, 
         den[h] = sink > -inf ? 1.0f : 0.0f;
         for (int64_t i = 0; i < r; ++i) acc[h * r + i] = 0.0f;
     }
-    const int32_t* row = p.slots + t * p.slots_row_stride;
+    const int64_t topk = p.main.width;
+    const int32_t* row = topk > 0 ? p.main.slots + t * p.main.slots_stride : nullptr;
     int64_t n_valid = 0;
     float factor[kAttnHeadBlock];
-    for (int64_t j = 0; j < p.topk;) {
+    for (int64_t j = 0; j < topk;) {
         int64_t nc = 0;
-        for (; j < p.topk && nc < C; ++j) {
+        for (; j < topk && nc < C; ++j) {
             if (row[j] < 0) continue;
             sparse_mla_dequant(p, row[j], kc + nc * dqk);
             ++nc;
@@ -139,7 +142,7 @@ void sparse_mla_heads(const SparseMlaAttentionParams& p, int64_t t, int64_t h0, 
                     continue;
                 }
                 // A NaN logit may or may not become m; either way its weight below is NaN (vf_exp_nonpositive,
-                // expf), so den and acc turn NaN and stay NaN: the output is NaN (ops/sparse_mla.h).
+                // expf), so den and acc turn NaN and stay NaN: the output is NaN (ops/sparse_attention.h).
                 float m = mx[h];
                 for (int64_t c = 0; c < nc; ++c) m = s_fmax(m, lh[c]);
                 VF vsum = vf_zero();

@@ -1,7 +1,7 @@
-// The cpu backend's kernel table for DeepSeek-V4's sparse attention (ops/sparse_mqa.h): one instance per ISA level (dsv4_kernels_<isa>.cpp), picked by the
-// backend. The dispatch code (cpu_dsv4_ops.cpp) validates, fills these plain argument structs and
-// splits the work over threads; kernels see no op params, no inline helpers of other headers
-// (see simd.h, "ODR safety").
+// The cpu backend's kernel table for DeepSeek-V4's sparse attention (ops/sparse_attention.h's MQA path):
+// one instance per ISA level (dsv4_kernels_<isa>.cpp), picked by the backend. The dispatch code
+// (cpu_sparse_attention.cpp) validates, fills these plain argument structs and splits the work over
+// threads; kernels see no op params, no inline helpers of other headers (see simd.h, "ODR safety").
 //
 // Included by the per-ISA translation units: plain data types and declarations only.
 #pragma once
@@ -27,15 +27,17 @@ struct RecordCache {
     int64_t scales_offset = 0;     // block_size · data_bytes: where a block's scale region starts
 };
 
+// The MQA path of ops/sparse_attention.h (v_dim = qk_dim = head_dim: K = V), set by the dispatch code
+// (cpu_sparse_attention.cpp).
 struct SparseMqaKernelArgs {
     const void* q = nullptr;       // [n_tokens, n_heads, head_dim]
     bool q_bf16 = false;
     int64_t q_token_stride = 0, q_head_stride = 0;
-    RecordCache window, compressed;
-    const int32_t* window_slots = nullptr;
-    int64_t n_window = 0, window_stride = 0;
-    const int32_t* compressed_slots = nullptr;
-    int64_t n_compressed = 0, compressed_stride = 0;
+    RecordCache main, extra;
+    const int32_t* main_slots = nullptr;   // [n_tokens, n_main], row stride main_stride
+    int64_t n_main = 0, main_stride = 0;
+    const int32_t* extra_slots = nullptr;  // [n_tokens, n_extra], row stride extra_stride; n_extra = 0: none
+    int64_t n_extra = 0, extra_stride = 0;
     const float* sink = nullptr;   // [n_heads] or nullptr
     float scale = 1.0f;
     void* out = nullptr;           // [n_tokens, n_heads, head_dim]

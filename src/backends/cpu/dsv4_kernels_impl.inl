@@ -1,7 +1,7 @@
 // Kernel bodies of DeepSeek-V4's hot ops (dsv4_kernels.h), written once over simd.h and compiled
 // once per ISA by dsv4_kernels_<isa>.cpp, which defines SIEVE_CPU_DSV4_TABLE before including this
-// file. Everything is in an anonymous namespace (simd.h, "ODR safety"). Semantics: ops/sparse_mqa.h,
-// ops/cache_record.h (record decoding bit-identical to ref).
+// file. Everything is in an anonymous namespace (simd.h, "ODR safety"). Semantics: ops/sparse_attention.h
+// (its MQA path), ops/cache_record.h (record decoding bit-identical to ref).
 #include "backends/cpu/dsv4_kernels.h"
 #include "backends/cpu/simd.h"
 // The chunked attention tiles (logits, P·V, exp, chunk transposition), shared with DSA's sparse MLA.
@@ -63,14 +63,14 @@ inline void d4_widen(const void* src, bool bf16, float* dst, int64_t n) {
     for (; i < n; ++i) dst[i] = s_load(src, bf16, i);
 }
 
-// ---- sparse MQA with sink (ops/sparse_mqa.h) --------------------------------------------------------
+// ---- sparse attention with sink, MQA path (ops/sparse_attention.h, v_dim = qk_dim) ------------------
 //
-// The structure of DSA's sparse MLA kernel (attention_kernels_impl.inl): the token's listed rows (window
-// first, then compressed; −1 skipped) are gathered in chunks of C = kSparseMqaChunk, each dequantized once
+// The structure of DSA's sparse MLA kernel (attention_kernels_impl.inl): the token's listed rows (main
+// first, then extra; −1 skipped) are gathered in chunks of C = kSparseMqaChunk, each dequantized once
 // for all the heads of the call into fp32 rows kc [C, d] plus the transpose kt [d, C]; per block of
 // kAttnHeadBlock heads, the logits are a register tile (heads × 2 vectors of rows), then an online-softmax
 // update, then P·V as a register tile (heads × 2 vectors of output dims) over all d dims (K = V, §3.8).
-// All fp32: logits, weights and sums (ops/sparse_mqa.h "any accumulation order").
+// All fp32: logits, weights and sums (ops/sparse_attention.h "any accumulation order").
 //
 // Softmax with the sink (§3.8 "sink in softmax denominator"): the sink starts the running max M, and its
 // term e^(sink − M) starts the denominator at e^0 = 1 (0 without a sink or for sink = −inf, where the
@@ -143,13 +143,13 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
         den[h] = mx[h] > ninf ? 1.0f : 0.0f;
         for (int64_t i = 0; i < d; ++i) acc[h * d + i] = 0.0f;
     }
-    const int32_t* wslots = a.window_slots + t * a.window_stride;
-    const int32_t* cslots = a.n_compressed > 0 ? a.compressed_slots + t * a.compressed_stride : nullptr;
-    int64_t jw = 0, jc = 0, n_valid = 0;
+    const int32_t* mslots = a.n_main > 0 ? a.main_slots + t * a.main_stride : nullptr;
+    const int32_t* xslots = a.n_extra > 0 ? a.extra_slots + t * a.extra_stride : nullptr;
+    int64_t jm = 0, jx = 0, n_valid = 0;
     float factor[kAttnHeadBlock];
     for (;;) {
-        int64_t nc = d4_gather(a.window, wslots, a.n_window, &jw, kc, 0, C, d);
-        if (cslots) nc = d4_gather(a.compressed, cslots, a.n_compressed, &jc, kc, nc, C, d);
+        int64_t nc = mslots ? d4_gather(a.main, mslots, a.n_main, &jm, kc, 0, C, d) : 0;
+        if (xslots) nc = d4_gather(a.extra, xslots, a.n_extra, &jx, kc, nc, C, d);
         if (nc == 0) break;
         n_valid += nc;
         const int64_t nc_pad = (nc + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);  // ≤ C
@@ -185,7 +185,9 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
     }
     for (int64_t h = 0; h < nh; ++h) {
         char* out = static_cast<char*>(a.out) + (t * a.out_token_stride + (h0 + h) * a.out_head_stride) * o_elem;
-        if (n_valid == 0) {  // no valid row: o = 0, even with a sink (§3.8 "lonely query")
+        // No valid row: o = 0, even with a sink (§3.8 "lonely query"); a sink of +inf takes all the weight of
+        // its zero value (dsa_mla.md §2.8): o = 0 (its den and acc are NaN from e^(inf − inf) by now).
+        if (n_valid == 0 || (a.sink && a.sink[h0 + h] == __builtin_inff())) {
             for (int64_t i = 0; i < d; ++i) s_store(out, a.out_bf16, i, 0.0f);
             continue;
         }

@@ -43,10 +43,8 @@ public:
     Status cache_store(const CacheStoreParams& p) override { return ref::cache_store(p); }
     size_t topk_workspace_size(const TopkParams&) const override { return 0; }
     Status topk(const TopkParams& p, Workspace) override { return ref::topk(p); }
-    size_t sparse_mla_attention_workspace_size(const SparseMlaAttentionParams&) const override { return 0; }
-    Status sparse_mla_attention(const SparseMlaAttentionParams& p, Workspace) override {
-        return ref::sparse_mla_attention(p);
-    }
+    size_t sparse_attention_workspace_size(const SparseAttentionParams&) const override { return 0; }
+    Status sparse_attention(const SparseAttentionParams& p, Workspace) override { return ref::sparse_attention(p); }
     Status dsa_output_gate(const DsaOutputGateParams& p) override { return ref::dsa_output_gate(p); }
     size_t mla_head_proj_workspace_size(const MlaHeadProjParams&) const override { return 0; }
     Status mla_head_proj(const MlaHeadProjParams& p, Workspace) override { return ref::mla_head_proj(p); }
@@ -56,8 +54,6 @@ public:
     Status compressor_pool(const CompressorPoolParams& p) override { return ref::compressor_pool(p); }
     size_t indexer_scores_workspace_size(const IndexerScoresParams&) const override { return 0; }
     Status indexer_scores(const IndexerScoresParams& p, Workspace) override { return ref::indexer_scores(p); }
-    size_t sparse_mqa_workspace_size(const SparseMqaParams&) const override { return 0; }
-    Status sparse_mqa(const SparseMqaParams& p, Workspace) override { return ref::sparse_mqa(p); }
     Status qsa_pool(const QsaPoolParams& p) override { return ref::qsa_pool(p); }
     Status qsa_expand(const QsaExpandParams& p) override { return ref::qsa_expand(p); }
     size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams&) const override { return 0; }

@@ -19,6 +19,7 @@
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
 #include "ops/selected_slots.h"
+#include "ops/sparse_attention.h"
 #include "ops/topk.h"
 
 namespace sieve::ref {
@@ -65,6 +66,7 @@ uint8_t ue8m0_byte_of_scale(float s);
 Status cache_store(const CacheStoreParams& p);  // ops/cache_store.h
 Status kv_load(const KvLoadParams& p);          // ops/kv_load.h
 Status selected_slots(const SelectedSlotsParams& p);  // ops/selected_slots.h
+Status sparse_attention(const SparseAttentionParams& p);  // ops/sparse_attention.h
 // The fp32 values of one cache entry (ops/kv_load.h's rule), out: [layout.dim]. What every ref op that
 // reads a cache reads.
 void load_record(const CacheView& v, const CacheRecordLayout& l, int64_t slot, float* out);

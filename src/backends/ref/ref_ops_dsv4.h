@@ -1,16 +1,13 @@
-// The ref backend's functions for DeepSeek-V4's ops (ops/sparse_mqa.h, ops/compressor.h). Internal to
-// backends/ref.
+// The ref backend's functions for DeepSeek-V4's ops (ops/compressor.h). Internal to backends/ref.
 #pragma once
 
 #include <cstdint>
 
 #include "core/status.h"
 #include "ops/compressor.h"
-#include "ops/sparse_mqa.h"
 
 namespace sieve::ref {
 
-Status sparse_mqa(const SparseMqaParams& p);
 Status compressor_state_store(const CompressorStateStoreParams& p);
 Status compressor_pool(const CompressorPoolParams& p);
 

@@ -9,7 +9,7 @@
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
 #include "ops/selected_slots.h"
-#include "ops/sparse_mqa.h"
+#include "ops/sparse_attention.h"
 
 namespace sieve::dsv4 {
 
@@ -88,26 +88,30 @@ Status AttentionLayer::rope(void* x, DType x_type, void* y, DType y_type, const 
     return backend_.rope(p);
 }
 
-SparseMqaParams AttentionLayer::attention_params(const StepPlan& plan, const BoundCache& window,
-                                                 const BoundCache* compressed, int64_t n_compressed,
-                                                 const LayerScratch& b) const {
+SparseAttentionParams AttentionLayer::attention_params(const StepPlan& plan, const BoundCache& window,
+                                                       const BoundCache* compressed, int64_t n_compressed,
+                                                       const LayerScratch& b) const {
     const int64_t H = config_.num_attention_heads, d = config_.head_dim;
-    SparseMqaParams p;
+    SparseAttentionParams p;
     p.q = b.q;
     p.q_type = act_;
     p.q_token_stride = H * d;
     p.q_head_stride = d;
-    p.window = window.view;
-    p.window_format = kv_layout_.format;
-    p.window_slots = plan.window().slots;
-    p.n_window = plan.window().width;
-    p.window_slots_stride = plan.window().width;
+    // main = the window (every layer has one), extra = the compressed entries: §3.8's order, window first
+    // (ops/sparse_attention.h).
+    p.main.cache = window.view;
+    p.main.format = kv_layout_.format;
+    p.main.n_slots = window.n_slots;
+    p.main.slots = plan.window().slots;
+    p.main.width = plan.window().width;
+    p.main.slots_stride = plan.window().width;
     if (compressed != nullptr) {
-        p.compressed = compressed->view;
-        p.compressed_format = kv_layout_.format;
-        p.compressed_slots = b.compressed_slots;
-        p.n_compressed = n_compressed;
-        p.compressed_slots_stride = n_compressed;
+        p.extra.cache = compressed->view;
+        p.extra.format = kv_layout_.format;
+        p.extra.n_slots = compressed->n_slots;
+        p.extra.slots = b.compressed_slots;
+        p.extra.width = n_compressed;
+        p.extra.slots_stride = n_compressed;
     }
     p.sink = w_.sink.as<float>();
     p.scale = static_cast<float>(config_.softmax_scale);  // d^-0.5, no YaRN mscale (§1.2)
@@ -117,7 +121,7 @@ SparseMqaParams AttentionLayer::attention_params(const StepPlan& plan, const Bou
     p.out_head_stride = d;
     p.n_tokens = plan.n_tokens();
     p.n_heads = H;
-    p.head_dim = d;
+    p.qk_dim = p.v_dim = d;  // MQA: one shared K = V row (§3.8)
     p.rope_dim = config_.rope_head_dim;
     return p;
 }
@@ -242,7 +246,8 @@ Status AttentionLayer::forward(const StepBatch& batch, const StepPlan& plan, con
     {
         ScopedStageTimer timer(times, Stage::attention);
         SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
-        SIEVE_RETURN_IF_ERROR(backend_.sparse_mqa(attention_params(plan, swa, n_comp > 0 ? &comp : nullptr, n_comp, b), b.op));
+        SIEVE_RETURN_IF_ERROR(
+            backend_.sparse_attention(attention_params(plan, swa, n_comp > 0 ? &comp : nullptr, n_comp, b), b.op));
     }
 
     // ---- inverse RoPE and grouped output projection (§3.9) ----

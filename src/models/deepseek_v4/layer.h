@@ -36,7 +36,7 @@
 #include "models/rope_table.h"
 #include "ops/cache_record.h"
 #include "ops/indexer_scores.h"
-#include "ops/sparse_mqa.h"
+#include "ops/sparse_attention.h"
 #include "ops/topk.h"
 
 namespace sieve::dsv4 {
@@ -92,7 +92,7 @@ private:
     IndexerScoresParams indexer_params(const StepPlan& plan, const PlannedIndexer& ix, const BoundCache& keys, bool fused,
                                        const LayerScratch& b) const;
     TopkParams topk_params(const StepPlan& plan, const PlannedIndexer& ix, const LayerScratch& b) const;
-    SparseMqaParams attention_params(const StepPlan& plan, const BoundCache& window, const BoundCache* compressed,
+    SparseAttentionParams attention_params(const StepPlan& plan, const BoundCache& window, const BoundCache* compressed,
                                      int64_t n_compressed, const LayerScratch& b) const;
     Status rope(void* x, DType x_type, void* y, DType y_type, const int64_t* positions, int64_t n_tokens,
                 int64_t n_heads, int64_t head_dim, bool inverse);

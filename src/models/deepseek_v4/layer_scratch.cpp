@@ -84,8 +84,8 @@ Expected<ScratchShape> AttentionLayer::scratch_shape(const StepBatch& batch, con
     }
     sh.compressed_slots = N * n_comp;
     SIEVE_ASSIGN_OR_RETURN(BoundCache swa, bind_cache(batch, caches_.swa));
-    ws = std::max(ws, backend_.sparse_mqa_workspace_size(attention_params(plan, swa, n_comp > 0 ? &comp : nullptr,
-                                                                          n_comp, none)));
+    ws = std::max(ws, backend_.sparse_attention_workspace_size(attention_params(plan, swa, n_comp > 0 ? &comp : nullptr,
+                                                                                n_comp, none)));
     sh.op_workspace = ws;
     return sh;
 }

@@ -20,7 +20,7 @@
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
 #include "ops/selected_slots.h"
-#include "ops/sparse_mla.h"
+#include "ops/sparse_attention.h"
 #include "ops/topk.h"
 
 namespace sieve::dsa_mla {
@@ -408,14 +408,16 @@ Status Model::attend(const LayerWeights& w, const StepPlan& plan, int64_t T, int
             fmt::format("{} layer {}: the latent-cache slots of its selection", model_type_, w.layer));
     SIEVE_ASSIGN_OR_RETURN(void* q, q_mqa_.reserve(backend_, bytes(T * H * (R + Dr), a), "q_mqa"));
     SIEVE_ASSIGN_OR_RETURN(void* out, o_lat_.reserve(backend_, bytes(T * H * R, a), "o_lat"));  // [T, H, R]
-    SparseMlaAttentionParams p;
+    SparseAttentionParams p;  // one main list: the latent entries of the selection (ops/sparse_attention.h)
     p.q = q;
     p.q_token_stride = H * (R + Dr);
     p.q_head_stride = R + Dr;
-    p.cache = plan.latent->view(layer_pos);
-    p.n_slots = plan.latent->n_slots();
-    p.slots = slots;
-    p.slots_row_stride = K;
+    p.main.cache = plan.latent->view(layer_pos);
+    p.main.format = latent_layout_.format;
+    p.main.n_slots = plan.latent->n_slots();
+    p.main.slots = slots;
+    p.main.width = K;
+    p.main.slots_stride = K;
     p.sink = w.sink.as<float>();  // every path applies the sink (§2.11)
     p.out = out;
     p.out_token_stride = H * R;
@@ -423,15 +425,14 @@ Status Model::attend(const LayerWeights& w, const StepPlan& plan, int64_t T, int
     p.scale = static_cast<float>(c.softmax_scale);  // Dqk^-0.5 · m² (§2.3)
     p.n_tokens = T;
     p.n_heads = H;
-    p.kv_lora_rank = R;
+    p.qk_dim = R + Dr;  // K = [c | kr], V = c (§2.5)
+    p.v_dim = R;
     p.rope_dim = Dr;
-    p.topk = K;
-    p.format = latent_layout_.format;
     p.q_type = p.out_type = a;
     SIEVE_ASSIGN_OR_RETURN(const Workspace ws,
-                           op_workspace_.workspace(backend_, backend_.sparse_mla_attention_workspace_size(p),
+                           op_workspace_.workspace(backend_, backend_.sparse_attention_workspace_size(p),
                                                    "the attention workspace"));
-    return backend_.sparse_mla_attention(p, ws);
+    return backend_.sparse_attention(p, ws);
 }
 
 Status Model::output_projection(const LayerWeights& w, int64_t T, const float* input, float* output) {

@@ -18,7 +18,7 @@
 #include "ops/block_tables.h"
 #include "ops/indexer_scores.h"
 #include "ops/mla_head_proj.h"
-#include "ops/sparse_mla.h"
+#include "ops/sparse_attention.h"
 
 namespace sieve::dsa_mla {
 

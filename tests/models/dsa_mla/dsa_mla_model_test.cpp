@@ -382,7 +382,7 @@ int64_t non_finite_layer0_outputs(const Fixture& f, const Checkpoint& ckpt, cons
 
 // A NaN attention weight, or an FP8 block scale so large that its block dequantizes to inf, makes the layer's
 // outputs non-finite, so that a run counts them (`sieve run` reports non_finite_outputs): NaN logits must
-// not turn into zero rows in sparse MLA attention (ops/sparse_mla.h). Before, attention returned 0 for the
+// not turn into zero rows in sparse attention (ops/sparse_attention.h). Before, attention returned 0 for the
 // poisoned heads and every output stayed finite. Both families, both profiles, cpu and ref.
 TEST_P(NaiveEquivalence, NonFiniteWeightsGiveNonFiniteOutputs) {
     Fixture f = load_fixture(GetParam());

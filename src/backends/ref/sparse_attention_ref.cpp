@@ -1,31 +1,35 @@
-// ref sparse MLA attention: the formulas of ops/sparse_mla.h, one entry at a time (read by load_record),
-// sums in double.
+// ref sparse attention: the formulas of ops/sparse_attention.h, one entry at a time (read by load_record),
+// the sink as an extra logit with a zero value, sums in double.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
-#include "backends/ref/dsa_ref_ops.h"
 #include "backends/ref/ref_ops.h"
 #include "ops/op_common.h"
 
 namespace sieve::ref {
 
-Status sparse_mla_attention(const SparseMlaAttentionParams& p) {
+Status sparse_attention(const SparseAttentionParams& p) {
     SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    const int64_t r = p.kv_lora_rank, dqk = r + p.rope_dim;
-    std::vector<float> entries;                       // [n_valid, dqk] of the current row
-    std::vector<double> logits, acc(static_cast<size_t>(r));
+    const int64_t dqk = p.qk_dim, dv = p.v_dim;
+    std::vector<float> entries;  // [n_listed, dqk] the token's listed entries (main, then extra), dequantized
+    std::vector<double> logits, acc(static_cast<size_t>(dv));
     std::vector<float> q(static_cast<size_t>(dqk));
-    for (int64_t t = 0; t < p.n_tokens; ++t) {
-        const int32_t* row = p.slots + t * p.slots_row_stride;
-        entries.clear();
-        for (int64_t j = 0; j < p.topk; ++j) {
+    auto gather = [&](const SparseKvList& l, int64_t t) {
+        if (l.width == 0) return;
+        const CacheRecordLayout layout = p.layout(l);
+        const int32_t* row = l.slots + t * l.slots_stride;
+        for (int64_t j = 0; j < l.width; ++j) {
             if (row[j] < 0) continue;
             entries.resize(entries.size() + static_cast<size_t>(dqk));
-            load_record(p.cache, p.layout(), row[j], entries.data() + entries.size() - static_cast<size_t>(dqk));
+            load_record(l.cache, layout, row[j], entries.data() + entries.size() - static_cast<size_t>(dqk));
         }
+    };
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+        entries.clear();
+        gather(p.main, t);
+        gather(p.extra, t);
         const int64_t n = static_cast<int64_t>(entries.size()) / dqk;
         for (int64_t h = 0; h < p.n_heads; ++h) {
             for (int64_t i = 0; i < dqk; ++i) q[i] = load(p.q, p.q_type, t * p.q_token_stride + h * p.q_head_stride + i);
@@ -48,12 +52,12 @@ Status sparse_mla_attention(const SparseMlaAttentionParams& p) {
                 for (int64_t j = 0; j < n; ++j) {
                     const double w = std::exp(logits[j] - m);
                     den += w;
-                    for (int64_t i = 0; i < r; ++i) acc[i] += w * static_cast<double>(entries[j * dqk + i]);
+                    for (int64_t i = 0; i < dv; ++i) acc[i] += w * static_cast<double>(entries[j * dqk + i]);
                 }
                 den += std::exp(sink - m);  // exp(−inf) = 0: no sink
             }
             const int64_t o = t * p.out_token_stride + h * p.out_head_stride;
-            for (int64_t i = 0; i < r; ++i)
+            for (int64_t i = 0; i < dv; ++i)
                 store(p.out, p.out_type, o + i, zero ? 0.0f : static_cast<float>(acc[i] / den));
         }
     }
