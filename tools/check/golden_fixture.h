@@ -58,7 +58,8 @@ struct GoldenRequest {
 };
 
 struct GoldenFixture {
-    std::string family;  // metadata "family" (= the checkpoint's model_type)
+    std::string family;          // metadata "family" (= the checkpoint's model_type)
+    std::vector<int64_t> layers;  // the model layer of each GoldenRequest::layers entry
     std::vector<GoldenRequest> requests;
 };
 
