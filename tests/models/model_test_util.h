@@ -1,0 +1,78 @@
+// What the model tests of every family share: the golden fixtures of tests/data, read and validated
+// by the check's own reader (tools/check/golden_fixture.h) and run through the check's own runner
+// (tools/check/golden_run.h), and checkpoints held in memory (every tensor of a checkpoint copied
+// out, changed, and turned back into a checkpoint or a checkpoint directory).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "golden_check.h"
+#include "io/checkpoint.h"
+#include "io/config.h"
+
+namespace sieve::model_test {
+
+std::filesystem::path data_dir();  // tests/data
+
+// ---- golden fixtures -------------------------------------------------------------------------------
+
+// A fixture of tests/data: its checkpoint, its config (parsed, and as text to derive variants from)
+// and its golden tensors, read for every layer sieve runs of the model.
+struct Golden {
+    std::string config_json;
+    ModelConfig config;
+    std::unique_ptr<Checkpoint> checkpoint;
+    GoldenFixture fixture;
+    std::vector<int64_t> n_tokens() const;  // per request
+};
+// tests/data/<name>; a test failure (and an empty fixture) when it does not read.
+Golden load_golden(const std::string& name);
+
+// golden_schedule (one-shot, chunk:N, decode, mixed) of the fixture's requests; a test failure for
+// a name it does not know.
+GoldenSchedule schedule(const std::string& name, const Golden& golden, uint64_t seed = 1);
+
+// The fixture's requests through `model`, teacher-forced with the captured inputs of its layers.
+Expected<GoldenRun> run_fixture(AttentionModel& model, const Golden& golden, const GoldenSchedule& schedule,
+                                const GoldenRunOptions& options = {});
+
+// The selected rows of a request's run ([layer_pos] position → row), without their scores: for runs
+// whose scores may differ in the last bits while the selections must not.
+std::vector<std::map<int64_t, std::vector<int32_t>>> selected_rows(const GoldenRequestRun& run);
+
+// The values of an f32 tensor.
+std::span<const float> f32_values(const Tensor& t);
+
+// ---- checkpoints in memory -------------------------------------------------------------------------
+
+struct HostTensor {
+    std::string name;
+    DType dtype = DType::f32;
+    Shape shape;
+    std::vector<uint8_t> bytes;
+    std::vector<float> f32() const;  // f32 tensors only
+    static HostTensor from_f32(std::string name, Shape shape, std::span<const float> values);
+};
+
+// Every tensor of `checkpoint`, in its order of names.
+std::vector<HostTensor> checkpoint_tensors(const Checkpoint& checkpoint);
+// The tensor named `name` (a test failure and nullptr when there is none).
+HostTensor* find_tensor(std::vector<HostTensor>& tensors, const std::string& name);
+// `tensors` without the one named `name`.
+std::vector<HostTensor> without_tensor(const std::vector<HostTensor>& tensors, const std::string& name);
+Expected<std::unique_ptr<Checkpoint>> memory_checkpoint(const std::vector<HostTensor>& tensors, const std::string& label);
+// A checkpoint directory as `sieve run` reads one: dir/config.json (config_json) and dir/model.safetensors.
+Status write_checkpoint_dir(const std::vector<HostTensor>& tensors, const std::string& config_json,
+                            const std::filesystem::path& dir);
+
+}  // namespace sieve::model_test
