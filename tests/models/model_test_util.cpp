@@ -42,6 +42,14 @@ std::vector<int64_t> Golden::n_tokens() const {
     return n;
 }
 
+std::span<const float> Golden::input(int64_t request, int64_t layer_pos) const {
+    return f32_values(fixture.requests.at(static_cast<size_t>(request)).layers.at(static_cast<size_t>(layer_pos)).input);
+}
+
+std::span<const float> Golden::output(int64_t request, int64_t layer_pos) const {
+    return f32_values(fixture.requests.at(static_cast<size_t>(request)).layers.at(static_cast<size_t>(layer_pos)).output);
+}
+
 Golden load_golden(const std::string& name) {
     Golden g;
     const std::filesystem::path dir = data_dir() / name;

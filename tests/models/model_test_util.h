@@ -33,7 +33,11 @@ struct Golden {
     ModelConfig config;
     std::unique_ptr<Checkpoint> checkpoint;
     GoldenFixture fixture;
+    int64_t n_requests() const { return static_cast<int64_t>(fixture.requests.size()); }
     std::vector<int64_t> n_tokens() const;  // per request
+    // [T · hidden] the captured input and output of request `request` at the fixture's layer_pos.
+    std::span<const float> input(int64_t request, int64_t layer_pos) const;
+    std::span<const float> output(int64_t request, int64_t layer_pos) const;
 };
 // tests/data/<name>; a test failure (and an empty fixture) when it does not read.
 Golden load_golden(const std::string& name);
