@@ -101,6 +101,17 @@ std::vector<std::map<int64_t, std::vector<int32_t>>> selected_rows(const GoldenR
     return rows;
 }
 
+void expect_every_selection_once(const GoldenRun& run) {
+    for (size_t r = 0; r < run.requests.size(); ++r)
+        for (size_t lp = 0; lp < run.layers.size(); ++lp) {
+            const auto& selections = run.requests[r].selections[lp];
+            EXPECT_EQ(static_cast<int64_t>(selections.size()), run.requests[r].n_tokens)
+                << "request " << r << " layer " << run.layers[lp] << ": tokens whose selection was reported";
+            for (const auto& [position, record] : selections)
+                EXPECT_EQ(record.reports, 1) << "request " << r << " layer " << run.layers[lp] << " position " << position;
+        }
+}
+
 std::span<const float> f32_values(const Tensor& t) {
     EXPECT_EQ(t.dtype(), DType::f32);
     return {t.as<float>(), static_cast<size_t>(t.numel())};

@@ -54,6 +54,10 @@ Expected<GoldenRun> run_fixture(AttentionModel& model, const Golden& golden, con
 // whose scores may differ in the last bits while the selections must not.
 std::vector<std::map<int64_t, std::vector<int32_t>>> selected_rows(const GoldenRequestRun& run);
 
+// Every layer of the run reported the selection of every token of every request, once (the
+// SelectionObserver contract, for models whose every layer selects).
+void expect_every_selection_once(const GoldenRun& run);
+
 // The values of an f32 tensor.
 std::span<const float> f32_values(const Tensor& t);
 

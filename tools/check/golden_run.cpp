@@ -152,6 +152,7 @@ Expected<GoldenRun> run_golden_requests(AttentionModel& model, std::span<const G
                 return invalid_argument_error("request {}: {} input values for layer {}, expected {} tokens × {}", i,
                                               r.inputs[lp].size(), run.layers[lp], r.n_tokens, hidden);
         GoldenRequestRun out;
+        out.n_tokens = r.n_tokens;
         out.outputs.assign(run.layers.size(), std::vector<float>(static_cast<size_t>(r.n_tokens * hidden), std::nanf("")));
         out.selections.resize(run.layers.size());
         run.requests.push_back(std::move(out));

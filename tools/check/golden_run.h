@@ -58,6 +58,7 @@ struct SelectionRecord {
 };
 
 struct GoldenRequestRun {
+    int64_t n_tokens = 0;
     std::vector<std::vector<float>> outputs;  // [layer_pos] [n_tokens · hidden]; NaN where no output came
     // [layer_pos] position → record, for the tokens whose selection the observer saw (none for a
     // layer that selects nothing, none when the run did not observe).
