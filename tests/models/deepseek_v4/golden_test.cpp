@@ -50,6 +50,19 @@ Expected<CheckReport> check(const std::string& schedule, NumericsProfile profile
 
 // golden_format.md: ≤ 1e-4 relative per layer and request, every top-k set equal (the fixture has no
 // ties at the top-k boundary).
+void expect_exact(const CheckReport& r) {
+    EXPECT_TRUE(r.passed);
+    ASSERT_EQ(r.layers.size(), 9u);
+    for (const LayerCheck& c : r.layers) {
+        EXPECT_LE(c.rel_error, 1e-4) << "request " << c.request << " layer " << c.layer;
+        if (c.layer == 1) {  // the CSA layer: every token's set equal, none by a tie
+            EXPECT_EQ(c.topk_tokens, c.tokens);
+            EXPECT_EQ(c.topk_equal, c.tokens);
+            EXPECT_EQ(c.tie_tokens, 0);
+        }
+    }
+}
+
 TEST(DeepseekV4Golden, ExactProfileEverySchedule) {
     for (const std::string& schedule : kSchedules) {
         for (uint64_t seed : {1u, 2u, 3u}) {
@@ -58,16 +71,7 @@ TEST(DeepseekV4Golden, ExactProfileEverySchedule) {
             auto r = check(schedule, NumericsProfile::exact, "cpu", 1e-4, 1.0, seed);
             ASSERT_TRUE(r.has_value()) << r.status().to_string();
             print(*r, fmt::format("exact cpu seed {}", seed));
-            EXPECT_TRUE(r->passed);
-            ASSERT_EQ(r->layers.size(), 9u);
-            for (const LayerCheck& c : r->layers) {
-                EXPECT_LE(c.rel_error, 1e-4) << "request " << c.request << " layer " << c.layer;
-                if (c.layer == 1) {  // the CSA layer: every token's set equal, none by a tie
-                    EXPECT_EQ(c.topk_tokens, c.tokens);
-                    EXPECT_EQ(c.topk_equal, c.tokens);
-                    EXPECT_EQ(c.tie_tokens, 0);
-                }
-            }
+            expect_exact(*r);
         }
     }
 }
@@ -116,23 +120,14 @@ TEST(DeepseekV4Golden, ExactProfileTinyBlocks) {
     schedules[2].engine.scheduler.chunk_policy = [rng](RequestId, int64_t limit) {
         return std::uniform_int_distribution<int64_t>(1, limit)(*rng);
     };
-    CheckOptions exact;  // golden_format.md: ≤ 1e-4 relative, every top-k set equal
+    const CheckOptions exact;  // ≤ 1e-4 relative, every top-k set equal
     for (GoldenSchedule& s : schedules) {
         SCOPED_TRACE(s.name);
         s.engine.cache_budget_tokens = 4 * 150;
         auto r = check_golden_fixture(**model, g.fixture, s, exact);
         ASSERT_TRUE(r.has_value()) << r.status().to_string();
         print(*r, "exact tiny blocks");
-        EXPECT_TRUE(r->passed);
-        ASSERT_EQ(r->layers.size(), 9u);
-        for (const LayerCheck& c : r->layers) {
-            EXPECT_LE(c.rel_error, 1e-4) << "request " << c.request << " layer " << c.layer;
-            if (c.layer == 1) {  // the CSA layer: every token's set equal, none by a tie
-                EXPECT_EQ(c.topk_tokens, c.tokens);
-                EXPECT_EQ(c.topk_equal, c.tokens);
-                EXPECT_EQ(c.tie_tokens, 0);
-            }
-        }
+        expect_exact(*r);
     }
 }
 
