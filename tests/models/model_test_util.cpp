@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -181,6 +182,31 @@ Status write_checkpoint_dir(const std::vector<HostTensor>& tensors, const std::s
     model.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     if (!config || !model) return io_error("{}: cannot write the checkpoint", dir.string());
     return Status::ok();
+}
+
+Fp8Blocks fp8_blocks(std::span<const float> w, int64_t rows, int64_t cols, Fp8Scale scale) {
+    const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
+    Fp8Blocks q;
+    q.values.assign(static_cast<size_t>(rows * cols), 0);
+    q.dequantized.assign(static_cast<size_t>(rows * cols), 0.0f);
+    q.scale_shape = {br, bc};
+    q.scales.assign(static_cast<size_t>(br * bc), 1.0f);
+    for (int64_t bi = 0; bi < br; ++bi)
+        for (int64_t bj = 0; bj < bc; ++bj) {
+            const int64_t row_end = std::min(rows, bi * 128 + 128), col_end = std::min(cols, bj * 128 + 128);
+            float amax = 0;
+            for (int64_t i = bi * 128; i < row_end; ++i)
+                for (int64_t j = bj * 128; j < col_end; ++j) amax = std::max(amax, std::fabs(w[static_cast<size_t>(i * cols + j)]));
+            const float s = scale == Fp8Scale::ue8m0 ? ue8m0_scale_for_amax(amax) : amax > 0 ? amax / 448.0f : 1.0f;
+            q.scales[static_cast<size_t>(bi * bc + bj)] = s;
+            for (int64_t i = bi * 128; i < row_end; ++i)
+                for (int64_t j = bj * 128; j < col_end; ++j) {
+                    const size_t k = static_cast<size_t>(i * cols + j);
+                    q.values[k] = f32_to_fp8_e4m3(w[k] / s);
+                    q.dequantized[k] = fp8_e4m3_to_f32(q.values[k]) * s;
+                }
+        }
+    return q;
 }
 
 }  // namespace sieve::model_test

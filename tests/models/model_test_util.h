@@ -83,4 +83,18 @@ Expected<std::unique_ptr<Checkpoint>> memory_checkpoint(const std::vector<HostTe
 Status write_checkpoint_dir(const std::vector<HostTensor>& tensors, const std::string& config_json,
                             const std::filesystem::path& dir);
 
+// A weight [rows, cols] as FP8 e4m3 with one scale per 128×128 block (W ≈ e4m3 · scale), the way
+// checkpoints store their FP8 linears.
+enum class Fp8Scale {
+    ue8m0,          // a power of two (ue8m0_scale_for_amax), stored as UE8M0 or as f32
+    amax_over_448,  // the block's amax / 448 (1 for an all-zero block), stored as f32
+};
+struct Fp8Blocks {
+    std::vector<uint8_t> values;     // [rows · cols] e4m3
+    Shape scale_shape;               // [⌈rows/128⌉, ⌈cols/128⌉]
+    std::vector<float> scales;       // [scale_shape] row-major
+    std::vector<float> dequantized;  // [rows · cols] e4m3 · scale: the weight a loader makes of it
+};
+Fp8Blocks fp8_blocks(std::span<const float> w, int64_t rows, int64_t cols, Fp8Scale scale);
+
 }  // namespace sieve::model_test

@@ -238,32 +238,12 @@ TEST(DeepseekV4Load, OriginalLayoutWithFp8BlocksMatchesDequantizedWeights) {
             continue;
         }
         ++n_fp8;
-        const int64_t rows = t.shape[0], cols = t.shape[1];
-        const float* w = reinterpret_cast<const float*>(t.bytes.data());
-        const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
-        HostTensor q{orig, DType::f8_e4m3, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
-        HostTensor s{orig.substr(0, orig.size() - std::string("weight").size()) + "scale", DType::f8_e8m0, {br, bc},
-                     std::vector<uint8_t>(static_cast<size_t>(br * bc))};
-        HostTensor d = t;
-        float* dv = reinterpret_cast<float*>(d.bytes.data());
-        for (int64_t bi = 0; bi < br; ++bi)
-            for (int64_t bj = 0; bj < bc; ++bj) {
-                float amax = 0;
-                for (int64_t o = bi * 128; o < std::min(rows, bi * 128 + 128); ++o)
-                    for (int64_t i = bj * 128; i < std::min(cols, bj * 128 + 128); ++i)
-                        amax = std::max(amax, std::fabs(w[o * cols + i]));
-                const float scale = ue8m0_scale_for_amax(amax);
-                s.bytes[static_cast<size_t>(bi * bc + bj)] = ue8m0_from_pow2(scale);
-                for (int64_t o = bi * 128; o < std::min(rows, bi * 128 + 128); ++o)
-                    for (int64_t i = bj * 128; i < std::min(cols, bj * 128 + 128); ++i) {
-                        const uint8_t b = f32_to_fp8_e4m3(w[o * cols + i] / scale);
-                        q.bytes[static_cast<size_t>(o * cols + i)] = b;
-                        dv[o * cols + i] = fp8_e4m3_to_f32(b) * scale;
-                    }
-            }
-        original.push_back(std::move(q));
+        Fp8Blocks q = fp8_blocks(t.f32(), t.shape[0], t.shape[1], Fp8Scale::ue8m0);
+        HostTensor s{orig.substr(0, orig.size() - std::string("weight").size()) + "scale", DType::f8_e8m0, q.scale_shape, {}};
+        for (float scale : q.scales) s.bytes.push_back(ue8m0_from_pow2(scale));
+        original.push_back({orig, DType::f8_e4m3, t.shape, std::move(q.values)});
         original.push_back(std::move(s));
-        dequantized.push_back(std::move(d));
+        dequantized.push_back(HostTensor::from_f32(name, t.shape, q.dequantized));
     }
     EXPECT_EQ(n_fp8, 3 * 5 + 1);
     auto ckpt_original = memory_checkpoint(original, "original"), ckpt_dequantized = memory_checkpoint(dequantized, "dequantized");

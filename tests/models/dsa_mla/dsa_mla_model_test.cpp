@@ -242,34 +242,17 @@ TEST(DsaMlaModel, Fp8BlockWeightsEqualTheirDequantizedValues) {
                 dequant.push_back(t);
                 continue;
             }
-            const std::vector<float> v = t.f32();
-            const int64_t rows = t.shape[0], cols = t.shape[1], br = (rows + 127) / 128, bc = (cols + 127) / 128;
-            std::vector<float> scale(static_cast<size_t>(br * bc), 0.0f);
-            for (int64_t o = 0; o < rows; ++o)
-                for (int64_t i = 0; i < cols; ++i) {
-                    float& s = scale[static_cast<size_t>((o / 128) * bc + i / 128)];
-                    s = std::max(s, std::fabs(v[static_cast<size_t>(o * cols + i)]));
-                }
-            for (float& s : scale) s = ue8m0_scale_for_amax(s);
-            HostTensor w{t.name, DType::f8_e4m3, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
-            std::vector<float> dq(static_cast<size_t>(rows * cols));
-            for (int64_t o = 0; o < rows; ++o)
-                for (int64_t i = 0; i < cols; ++i) {
-                    const float s = scale[static_cast<size_t>((o / 128) * bc + i / 128)];
-                    const uint8_t q = f32_to_fp8_e4m3(v[static_cast<size_t>(o * cols + i)] / s);
-                    w.bytes[static_cast<size_t>(o * cols + i)] = q;
-                    dq[static_cast<size_t>(o * cols + i)] = fp8_e4m3_to_f32(q) * s;
-                }
+            Fp8Blocks q = fp8_blocks(t.f32(), t.shape[0], t.shape[1], Fp8Scale::ue8m0);
             const std::string stem = t.name.substr(0, t.name.size() - std::string(".weight").size());
             if (e8m0) {
-                HostTensor s{stem + ".scale", DType::f8_e8m0, {br, bc}, {}};
-                for (float x : scale) s.bytes.push_back(ue8m0_from_pow2(x));
+                HostTensor s{stem + ".scale", DType::f8_e8m0, q.scale_shape, {}};
+                for (float x : q.scales) s.bytes.push_back(ue8m0_from_pow2(x));
                 fp8.push_back(std::move(s));
             } else {
-                fp8.push_back(HostTensor::from_f32(stem + ".weight_scale_inv", {br, bc}, scale));
+                fp8.push_back(HostTensor::from_f32(stem + ".weight_scale_inv", q.scale_shape, q.scales));
             }
-            fp8.push_back(std::move(w));
-            dequant.push_back(HostTensor::from_f32(t.name, t.shape, dq));
+            fp8.push_back({t.name, DType::f8_e4m3, t.shape, std::move(q.values)});
+            dequant.push_back(HostTensor::from_f32(t.name, t.shape, q.dequantized));
         }
         auto c8 = memory_checkpoint(fp8, "fp8");
         auto cd = memory_checkpoint(dequant, "dequantized");

@@ -67,23 +67,9 @@ bool is_fp8_candidate(const std::string& name, const Tensor& t) {
     return t.rank() == 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
 }
 
-// e4m3 bytes and 128×128 block multipliers of W (scale = amax / 448, 1 for an all-zero block).
-void fp8_quantize(const Tensor& w, std::vector<uint8_t>& q, Tensor& scale) {
-    const int64_t rows = w.dim(0), cols = w.dim(1), br = (rows + 127) / 128, bc = (cols + 127) / 128;
-    scale = Tensor::zeros_or_die(DType::f32, {br, bc});
-    q.assign(static_cast<size_t>(rows * cols), 0);
-    for (int64_t bi = 0; bi < br; ++bi)
-        for (int64_t bj = 0; bj < bc; ++bj) {
-            float amax = 0;
-            for (int64_t i = bi * 128; i < std::min(rows, bi * 128 + 128); ++i)
-                for (int64_t j = bj * 128; j < std::min(cols, bj * 128 + 128); ++j)
-                    amax = std::max(amax, std::fabs(w.as<float>()[i * cols + j]));
-            const float s = amax > 0 ? amax / 448.0f : 1.0f;
-            scale.as<float>()[bi * bc + bj] = s;
-            for (int64_t i = bi * 128; i < std::min(rows, bi * 128 + 128); ++i)
-                for (int64_t j = bj * 128; j < std::min(cols, bj * 128 + 128); ++j)
-                    q[static_cast<size_t>(i * cols + j)] = f32_to_fp8_e4m3(w.as<float>()[i * cols + j] / s);
-        }
+// The checkpoint's FP8 form of a weight: scale = amax / 448 per 128×128 block.
+Fp8Blocks fp8_quantize(const Tensor& w) {
+    return fp8_blocks({w.as<float>(), static_cast<size_t>(w.numel())}, w.dim(0), w.dim(1), Fp8Scale::amax_over_448);
 }
 
 std::string stored_name(const QsaTestConfig& c, const std::string& canonical) {
@@ -98,14 +84,8 @@ std::map<std::string, Tensor> qsa_fp8_roundtrip(const std::map<std::string, Tens
     for (const auto& [name, t] : weights) {
         Tensor copy = Tensor::zeros_or_die(DType::f32, t.shape());
         if (is_fp8_candidate(name, t)) {
-            std::vector<uint8_t> q;
-            Tensor scale;
-            fp8_quantize(t, q, scale);
-            const int64_t cols = t.dim(1), bc = scale.dim(1);
-            for (int64_t i = 0; i < t.dim(0); ++i)
-                for (int64_t j = 0; j < cols; ++j)
-                    copy.as<float>()[i * cols + j] =
-                        fp8_e4m3_to_f32(q[static_cast<size_t>(i * cols + j)]) * scale.as<float>()[(i / 128) * bc + j / 128];
+            const Fp8Blocks q = fp8_quantize(t);
+            std::memcpy(copy.data(), q.dequantized.data(), t.nbytes());
         } else {
             std::memcpy(copy.data(), t.data(), t.nbytes());
         }
@@ -121,12 +101,10 @@ Expected<std::unique_ptr<Checkpoint>> qsa_checkpoint(const QsaTestConfig& c, con
         const std::string out_name = stored_name(c, name);
         const auto* data = static_cast<const uint8_t*>(t.data());
         if (stored == StoredAs::fp8_block && is_fp8_candidate(name, t)) {
-            std::vector<uint8_t> q;
-            Tensor scale;
-            fp8_quantize(t, q, scale);
-            tensors.push_back({out_name, DType::f8_e4m3, t.shape(), std::move(q)});
+            Fp8Blocks q = fp8_quantize(t);
+            tensors.push_back({out_name, DType::f8_e4m3, t.shape(), std::move(q.values)});
             tensors.push_back(HostTensor::from_f32(out_name.substr(0, out_name.size() - 7) + ".weight_scale_inv",
-                                                   scale.shape(), {scale.as<float>(), static_cast<size_t>(scale.numel())}));
+                                                   q.scale_shape, q.scales));
         } else if (stored == StoredAs::bf16) {
             std::vector<uint8_t> b(static_cast<size_t>(t.numel()) * 2);
             for (int64_t i = 0; i < t.numel(); ++i) {
