@@ -16,6 +16,15 @@ namespace sieve::model_test {
 
 std::filesystem::path data_dir() { return SIEVE_TEST_DATA_DIR; }
 
+std::unique_ptr<Backend> test_backend(const std::string& spec) {
+    auto b = make_backend(spec);
+    if (!b) {
+        ADD_FAILURE() << spec << ": " << b.status().to_string();
+        return nullptr;
+    }
+    return std::move(*b);
+}
+
 namespace {
 
 // The layers sieve runs of a model of `config` and their hidden size: what read_golden_fixture

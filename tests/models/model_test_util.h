@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "golden_check.h"
@@ -23,6 +24,9 @@
 namespace sieve::model_test {
 
 std::filesystem::path data_dir();  // tests/data
+
+// make_backend(spec); a test failure and nullptr when this machine has no such backend.
+std::unique_ptr<Backend> test_backend(const std::string& spec = "cpu");
 
 // ---- golden fixtures -------------------------------------------------------------------------------
 

@@ -13,12 +13,6 @@
 namespace sieve::model_test {
 namespace {
 
-std::unique_ptr<Backend> cpu_backend() {
-    auto b = make_backend("cpu");
-    EXPECT_TRUE(b.has_value()) << b.status().to_string();
-    return std::move(b).value();
-}
-
 bool same_spec(const CacheSpec& a, const CacheSpec& b) {
     return a.name == b.name && a.format == b.format && a.entry_bytes == b.entry_bytes &&
            a.tokens_per_entry == b.tokens_per_entry && a.window_tokens == b.window_tokens;
@@ -26,7 +20,7 @@ bool same_spec(const CacheSpec& a, const CacheSpec& b) {
 
 TEST(DeepseekV4Load, CacheGroupsAgreeWithTheLayout) {
     const Golden g = load_golden("deepseek_v4");
-    auto backend = cpu_backend();
+    auto backend = test_backend();
     for (NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
         SCOPED_TRACE(numerics_profile_name(profile));
         DeepseekV4Options o;
@@ -73,7 +67,7 @@ TEST(DeepseekV4Load, CacheGroupsAgreeWithTheLayout) {
 
 TEST(DeepseekV4Load, FactoryAndLayerSelection) {
     const Golden g = load_golden("deepseek_v4");
-    auto backend = cpu_backend();
+    auto backend = test_backend();
     ModelOptions mo;
     mo.backend = backend.get();
     mo.layers = {1, 2};
@@ -103,7 +97,7 @@ TEST(DeepseekV4Load, FactoryAndLayerSelection) {
 
 TEST(DeepseekV4Load, MissingTensorIsAClearError) {
     const Golden g = load_golden("deepseek_v4");
-    auto backend = cpu_backend();
+    auto backend = test_backend();
     const std::vector<HostTensor> all = checkpoint_tensors(*g.checkpoint);
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"model.layers.1.attn.compressor.wgate.weight", "layers.1.attn.compressor.wgate.weight"},
@@ -130,7 +124,7 @@ TEST(DeepseekV4Load, MissingTensorIsAClearError) {
 
 TEST(DeepseekV4Load, WrongShapeIsAClearError) {
     const Golden g = load_golden("deepseek_v4");
-    auto backend = cpu_backend();
+    auto backend = test_backend();
     std::vector<HostTensor> t = checkpoint_tensors(*g.checkpoint);
     HostTensor* ape = find_tensor(t, "model.layers.2.attn.compressor.ape");  // [16, 32]
     ASSERT_NE(ape, nullptr);
@@ -149,7 +143,7 @@ TEST(DeepseekV4Load, WrongShapeIsAClearError) {
 
 TEST(DeepseekV4Load, UnsupportedConfigurationsAreErrors) {
     const Golden g = load_golden("deepseek_v4");
-    auto backend = cpu_backend();
+    auto backend = test_backend();
     DeepseekV4Options o;
     o.backend = backend.get();
     DeepseekV4Config c = *g.config.deepseek_v4();
@@ -182,7 +176,7 @@ TEST(DeepseekV4Load, UnsupportedConfigurationsAreErrors) {
 // allocated N × sliding_window window slots and std::bad_alloc escaped the forward call.
 TEST(DeepseekV4Load, HugeWindowAndTopkSizeListsByTheStep) {
     const Golden g = load_golden("deepseek_v4");
-    auto backend = cpu_backend();
+    auto backend = test_backend();
     DeepseekV4Options o;
     o.backend = backend.get();
     DeepseekV4Config huge = *g.config.deepseek_v4(), wide = *g.config.deepseek_v4();
@@ -216,7 +210,7 @@ TEST(DeepseekV4Load, HugeWindowAndTopkSizeListsByTheStep) {
 // give the same layer outputs (exact profile: W = e4m3 · 2^(S − 127) once, in fp32).
 TEST(DeepseekV4Load, OriginalLayoutWithFp8BlocksMatchesDequantizedWeights) {
     const Golden g = load_golden("deepseek_v4");
-    auto backend = cpu_backend();
+    auto backend = test_backend();
     std::vector<HostTensor> original, dequantized;
     const std::vector<std::string> fp8_leaves = {"wq_a.weight", "wq_b.weight", "wkv.weight",
                                                  "wo_a.weight", "wo_b.weight", "indexer.wq_b.weight"};

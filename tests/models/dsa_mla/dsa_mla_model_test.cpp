@@ -26,12 +26,6 @@
 namespace sieve::model_test {
 namespace {
 
-std::unique_ptr<Backend> backend(const char* spec = "cpu") {
-    auto b = make_backend(spec);
-    EXPECT_TRUE(b.has_value()) << b.status().to_string();
-    return std::move(*b);
-}
-
 Expected<std::unique_ptr<AttentionModel>> load(const ModelConfig& config, const Checkpoint& ckpt, Backend& b,
                                                NumericsProfile profile = NumericsProfile::exact,
                                                std::vector<int64_t> layers = {}) {
@@ -69,7 +63,7 @@ TEST_P(NaiveEquivalence, AbsorbedSparseEqualsNaiveOnTheSameSelection) {
     const Golden g = load_golden(GetParam());
     const DsaMlaConfig& c = *g.config.dsa_mla();
     const auto weights = checkpoint_tensors(*g.checkpoint);
-    auto b = backend();
+    auto b = test_backend();
     auto model = load(g.config, *g.checkpoint, *b);
     ASSERT_TRUE(model.has_value()) << model.status().to_string();
     for (const char* name : {"one-shot", "chunk:6"}) {
@@ -118,7 +112,7 @@ TEST_P(NaiveEquivalence, AbsorbedSparseEqualsNaiveOnTheSameSelection) {
 TEST_P(NaiveEquivalence, SparseEqualsDenseWhenEveryTokenIsSelected) {
     const Golden g = load_golden(GetParam());
     const auto weights = checkpoint_tensors(*g.checkpoint);
-    auto b = backend();
+    auto b = test_backend();
     const std::string k_field = fmt::format("\"index_topk\": {}", g.config.dsa_mla()->index_topk);
     for (const bool raised : {false, true}) {
         const ModelConfig config = raised ? config_with(g, k_field, "\"index_topk\": 1000") : g.config;
@@ -155,7 +149,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, NaiveEquivalence, testing::Values("deepseek_v
 TEST(DsaMlaModel, CacheGroupsAgreeWithLayout) {
     for (const char* name : {"deepseek_v32", "hy_v4"}) {
         const Golden g = load_golden(name);
-        auto b = backend();
+        auto b = test_backend();
         for (const auto profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
             SCOPED_TRACE(fmt::format("{} {}", name, numerics_profile_name(profile)));
             auto model = load(g.config, *g.checkpoint, *b, profile);
@@ -207,7 +201,7 @@ TEST(DsaMlaModel, DeepseekNameLayoutLoadsTheSameModel) {
     }
     auto ckpt = memory_checkpoint(tensors, "deepseek names");
     ASSERT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
-    auto b = backend();
+    auto b = test_backend();
     auto hf = load(g.config, *g.checkpoint, *b);
     auto ds = load(g.config, **ckpt, *b);
     ASSERT_TRUE(hf.has_value()) << hf.status().to_string();
@@ -259,7 +253,7 @@ TEST(DsaMlaModel, Fp8BlockWeightsEqualTheirDequantizedValues) {
         ASSERT_TRUE(c8.has_value() && cd.has_value());
         for (const char* spec : {"cpu", "ref"}) {
             SCOPED_TRACE(fmt::format("{} scales, backend {}", e8m0 ? "e8m0" : "f32", spec));
-            auto b = backend(spec);
+            auto b = test_backend(spec);
             auto m8 = load(g.config, **c8, *b);
             auto md = load(g.config, **cd, *b);
             ASSERT_TRUE(m8.has_value()) << m8.status().to_string();
@@ -292,7 +286,7 @@ TEST_P(NaiveEquivalence, HugeIndexTopkSizesRowsByTheStep) {
     auto huge = parse_model_config(json, "modified config.json");
     ASSERT_TRUE(huge.has_value()) << huge.status().to_string();
     const ModelConfig wide = config_with(g, k_field, "\"index_topk\": 1000");
-    auto b = backend();
+    auto b = test_backend();
     for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
         SCOPED_TRACE(numerics_profile_name(profile));
         auto mh = load(*huge, *g.checkpoint, *b, profile);
@@ -346,7 +340,7 @@ std::vector<HostTensor> with_poisoned_attention_weight(const Golden& g, bool hug
 // Non-finite values among layer 0's outputs of a run of every fixture request (chunks of 6 tokens).
 int64_t non_finite_layer0_outputs(const Golden& g, const Checkpoint& ckpt, const char* backend_spec,
                                   NumericsProfile profile) {
-    auto b = backend(backend_spec);
+    auto b = test_backend(backend_spec);
     auto model = load(g.config, ckpt, *b, profile, {0});
     EXPECT_TRUE(model.has_value()) << model.status().to_string();
     if (!model) return -1;
@@ -421,7 +415,7 @@ TEST(DsaMlaModel, HeadwiseGateMatchesNaive) {
     }
     auto ckpt = memory_checkpoint(tensors, "headwise gate");
     ASSERT_TRUE(ckpt.has_value());
-    auto b = backend();
+    auto b = test_backend();
     auto model = load(config, **ckpt, *b);
     ASSERT_TRUE(model.has_value()) << model.status().to_string();
     auto run = run_fixture(**model, g, schedule("chunk:9", g));
@@ -444,7 +438,7 @@ TEST(DsaMlaModel, HeadwiseGateMatchesNaive) {
 // Errors name the tensor, the values and the rule.
 TEST(DsaMlaModel, LoadErrors) {
     const Golden g = load_golden("hy_v4");
-    auto b = backend();
+    auto b = test_backend();
     auto expect_error = [&](const ModelConfig& config, const std::vector<HostTensor>& tensors, StatusCode code,
                             const std::vector<std::string>& needles, std::vector<int64_t> layers = {},
                             NumericsProfile profile = NumericsProfile::exact) {
@@ -510,7 +504,7 @@ TEST(DsaMlaModel, HostCopyEqualsItsInnerBackend) {
         for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
             std::vector<std::vector<GoldenRun>> runs;  // [backend][schedule × mode]
             for (const char* spec : {"cpu", "host-copy:cpu"}) {
-                auto b = backend(spec);
+                auto b = test_backend(spec);
                 auto model = load(g.config, *g.checkpoint, *b, profile);
                 ASSERT_TRUE(model.has_value()) << model.status().to_string();
                 runs.emplace_back();
@@ -562,7 +556,7 @@ TEST(DsaMlaModel, HostCopyEqualsItsInnerBackend) {
 // indices (dsa_mla.md §1.3, §7.9); so is a layer of a step that was not planned (attention_model.h).
 TEST(DsaMlaModel, SharedLayerNeedsItsSourceInTheSameStep) {
     const Golden g = load_golden("hy_v4");
-    auto b = backend();
+    auto b = test_backend();
     auto model = load(g.config, *g.checkpoint, *b);
     ASSERT_TRUE(model.has_value());
     std::vector<std::unique_ptr<CacheGroup>> groups;

@@ -26,14 +26,12 @@ Expected<std::unique_ptr<AttentionModel>> load_with(const QsaTestConfig& tc, con
     return load_attention_model(config, ckpt, o);
 }
 
-std::unique_ptr<Backend> cpu() { return std::move(make_backend("cpu")).value(); }
-
 TEST(QsaLoad, FixtureLayersAndCachesAgreeWithTheLayout) {
     const Golden g = load_golden("qwen4_exp");
     const ModelConfig* config = &g.config;
     const Checkpoint* ckpt = g.checkpoint.get();
     ASSERT_NE(ckpt, nullptr);
-    auto b = cpu();
+    auto b = test_backend();
     for (NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
         SCOPED_TRACE(numerics_profile_name(profile));
         ModelOptions o;
@@ -73,7 +71,7 @@ TEST(QsaLoad, BothNameLayoutsAndEveryWeightDtypeGiveTheSameLayer) {
     QsaTestConfig multi = text;
     multi.multimodal = true;
     auto weights = qsa_random_weights(text, 3);
-    auto b = cpu();
+    auto b = test_backend();
     auto run = [&](const QsaTestConfig& tc, const std::map<std::string, Tensor>& w, StoredAs stored,
                    NumericsProfile profile = NumericsProfile::exact) {
         auto ckpt = qsa_checkpoint(tc, w, stored);
@@ -105,7 +103,7 @@ TEST(QsaLoad, BothNameLayoutsAndEveryWeightDtypeGiveTheSameLayer) {
 
 TEST(QsaLoad, ErrorsNameTheTensorAndTheValues) {
     QsaTestConfig tc;
-    auto b = cpu();
+    auto b = test_backend();
     {  // missing tensor
         auto w = qsa_random_weights(tc, 1);
         w.erase("model.layers.1.self_attn.indexer.k_layernorm.weight");
