@@ -40,7 +40,9 @@ struct CheckOptions {
     uint64_t seed = 1;                  // for the mixed schedule
     // true: every token attends with the reference's selection (teacher-forced top-k), not only the
     // exact profile's tie tokens, so that the outputs measure a profile's numerics apart from its
-    // selection changes. The top-k criteria still judge the layers' own selections.
+    // selection changes. The top-k criteria still judge the layers' own selections. As for ties, a
+    // row narrower than the reference's set keeps its own (a layer's row holds min(k, candidates)
+    // entries, never fewer than the reference selects).
     bool reference_selection = false;
 };
 
