@@ -10,10 +10,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "golden_fixture.h"
+#include "golden_run.h"
 #include "kv/cache_spec.h"
 
 namespace sieve {
@@ -28,18 +31,19 @@ namespace sieve {
 inline constexpr double kMaxTieFraction = 0.05;
 
 struct CheckOptions {
-    // one-shot: each request in one prefill step, alone. chunk:N: prefill chunks of at most N
-    // tokens, one request at a time. decode: every token its own step (the requests' decodes
-    // batched together). mixed: all requests at once with random prompt/decode splits and random
-    // chunk sizes under a small token budget, plus a noise request (random inputs with a NaN) that
-    // must not change anyone else's output.
-    std::string schedule = "one-shot";
+    std::string schedule = "one-shot";  // golden_schedule (golden_run.h): one-shot, chunk:N, decode, mixed
     NumericsProfile profile = NumericsProfile::exact;
     std::string backend = "cpu";
     double rel_tolerance = 1e-4;        // per layer and request: ‖Δ‖₂ / ‖ref‖₂
     double min_topk_agreement = 1.0;    // fraction of tokens whose set equals the reference's
     double max_tie_fraction = kMaxTieFraction;  // per layer: tie tokens / compared tokens
     uint64_t seed = 1;                  // for the mixed schedule
+    // true: every token attends with the reference's selection (teacher-forced top-k), not only the
+    // exact profile's tie tokens, so that the outputs measure a profile's numerics apart from its
+    // selection changes. The top-k criteria still judge the layers' own selections. As for ties, a
+    // row narrower than the reference's set keeps its own (a layer's row holds min(k, candidates)
+    // entries, never fewer than the reference selects).
+    bool reference_selection = false;
 };
 
 struct LayerCheck {
@@ -89,6 +93,35 @@ CheckTolerances default_check_tolerances(NumericsProfile profile, const std::str
 // `has_reference_topk`: the fixture has the layer's .topk, so its top-k criteria apply.
 void judge_layer(LayerCheck& c, bool has_reference_topk, const CheckOptions& options);
 
+// How far an output is from its reference: the values of `got` that are NaN or infinite, max |Δ| and
+// ‖Δ‖₂ / ‖ref‖₂ (both infinite when any value of `got` is not finite), over the values both have.
+// float references are captured outputs; double ones the model tests' double-precision references.
+struct OutputDiff {
+    int64_t nonfinite = 0;
+    double max_abs = 0;
+    double rel = 0;
+};
+OutputDiff output_diff(std::span<const float> got, std::span<const float> ref);
+OutputDiff output_diff(std::span<const float> got, std::span<const double> ref);
+
+// Runs the fixture's requests through `model` (loaded in options.profile) under `schedule`, with the
+// reference's selection substituted where the check substitutes it: tie tokens in the exact profile
+// (golden_format.md "Exact score ties"), every token with options.reference_selection.
+Expected<GoldenRun> run_golden_fixture(AttentionModel& model, const GoldenFixture& fixture, const GoldenSchedule& schedule,
+                                       const CheckOptions& options);
+
+// Judges every request and layer of a run of the whole fixture (run_golden_fixture) by the rule at
+// the top of this file; the report names the schedule `schedule`.
+Expected<CheckReport> judge_golden_run(const GoldenFixture& fixture, const GoldenRun& run, const std::string& schedule,
+                                       const CheckOptions& options);
+
+// run_golden_fixture, then judge_golden_run: the check of a model the caller loaded (its own backend,
+// block sizes or layers) under a schedule of its own.
+Expected<CheckReport> check_golden_fixture(AttentionModel& model, const GoldenFixture& fixture,
+                                           const GoldenSchedule& schedule, const CheckOptions& options);
+
+// `sieve check`: loads the fixture's checkpoint on options.backend in options.profile and checks it
+// under golden_schedule(options.schedule).
 Expected<CheckReport> run_golden_check(const std::filesystem::path& fixture_dir, const CheckOptions& options);
 
 }  // namespace sieve

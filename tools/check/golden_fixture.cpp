@@ -139,6 +139,7 @@ Expected<GoldenFixture> read_golden_fixture(const std::filesystem::path& golden_
 
     GoldenFixture fixture;
     fixture.family = meta.at("family");
+    fixture.layers.assign(layers.begin(), layers.end());
     std::set<std::string> read;  // every tensor the check uses
     for (int64_t r = 0; r < n_requests; ++r) {
         GoldenRequest g;

@@ -1,8 +1,9 @@
-// Reading a golden fixture's golden.safetensors (specs/golden_format.md) for `sieve check`. Every
-// tensor the check compares against is validated here, so that a degenerate fixture is an error
-// naming the tensor (exit 2), never a check that passes because it compared nothing: a fixture
-// without requests or layers, an empty request, a reference input or output that is non-finite or
-// all zero, a .topk of the wrong dtype, shape or contents, a tensor the check would not read.
+// Reading a golden fixture's golden.safetensors (specs/golden_format.md) for `sieve check` and the
+// model tests. Every tensor the check compares against is validated here, so that a degenerate
+// fixture is an error naming the tensor (exit 2), never a check that passes because it compared
+// nothing: a fixture without requests or layers, an empty request, a reference input or output that
+// is non-finite or all zero, a .topk of the wrong dtype, shape or contents, a tensor the check would
+// not read.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +59,8 @@ struct GoldenRequest {
 };
 
 struct GoldenFixture {
-    std::string family;  // metadata "family" (= the checkpoint's model_type)
+    std::string family;          // metadata "family" (= the checkpoint's model_type)
+    std::vector<int64_t> layers;  // the model layer of each GoldenRequest::layers entry
     std::vector<GoldenRequest> requests;
 };
 

@@ -2,21 +2,27 @@
 // ratio 16, window 8; requests of 5, 37 and 150 tokens) through the Engine, teacher-forced:
 //   * `sieve check` (tools/check) under one-shot, chunk:3, chunk:7, decode and mixed, on the default cpu
 //     backend, every cpu ISA and ref: exact profile ≤ 1e-4 relative, every top-k set equal;
-//   * the runner of dsv4_test_util.h with tiny cache blocks (block-table walks, window releases, state
-//     rows carried across blocks and steps);
+//   * the same check of a model with tiny cache blocks under schedules of its own (block-table walks,
+//     window releases, state rows carried across blocks and steps);
 //   * the deployed profile against the same goldens with the tolerances stated below.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
+#include <memory>
 #include <random>
+#include <set>
 
+#include "backends/backend.h"
 #include "core/cpu_features.h"
-#include "dsv4_test_util.h"
-#include "golden_check.h"
+#include "model_test_util.h"
+#include "models/deepseek_v4/model.h"
 
-namespace sieve::dsv4_test {
+namespace sieve::model_test {
 namespace {
+
+const std::filesystem::path kFixture = data_dir() / "deepseek_v4";
 
 const std::vector<std::string> kSchedules = {"one-shot", "chunk:3", "chunk:7", "decode", "mixed"};
 
@@ -37,13 +43,26 @@ Expected<CheckReport> check(const std::string& schedule, NumericsProfile profile
     o.rel_tolerance = rel_tolerance;
     o.min_topk_agreement = min_topk_agreement;
     o.seed = seed;
-    return run_golden_check(fixture_dir(), o);
+    return run_golden_check(kFixture, o);
 }
 
 // ---- exact ---------------------------------------------------------------------------------------
 
 // golden_format.md: ≤ 1e-4 relative per layer and request, every top-k set equal (the fixture has no
 // ties at the top-k boundary).
+void expect_exact(const CheckReport& r) {
+    EXPECT_TRUE(r.passed);
+    ASSERT_EQ(r.layers.size(), 9u);
+    for (const LayerCheck& c : r.layers) {
+        EXPECT_LE(c.rel_error, 1e-4) << "request " << c.request << " layer " << c.layer;
+        if (c.layer == 1) {  // the CSA layer: every token's set equal, none by a tie
+            EXPECT_EQ(c.topk_tokens, c.tokens);
+            EXPECT_EQ(c.topk_equal, c.tokens);
+            EXPECT_EQ(c.tie_tokens, 0);
+        }
+    }
+}
+
 TEST(DeepseekV4Golden, ExactProfileEverySchedule) {
     for (const std::string& schedule : kSchedules) {
         for (uint64_t seed : {1u, 2u, 3u}) {
@@ -52,16 +71,7 @@ TEST(DeepseekV4Golden, ExactProfileEverySchedule) {
             auto r = check(schedule, NumericsProfile::exact, "cpu", 1e-4, 1.0, seed);
             ASSERT_TRUE(r.has_value()) << r.status().to_string();
             print(*r, fmt::format("exact cpu seed {}", seed));
-            EXPECT_TRUE(r->passed);
-            ASSERT_EQ(r->layers.size(), 9u);
-            for (const LayerCheck& c : r->layers) {
-                EXPECT_LE(c.rel_error, 1e-4) << "request " << c.request << " layer " << c.layer;
-                if (c.layer == 1) {  // the CSA layer: every token's set equal, none by a tie
-                    EXPECT_EQ(c.topk_tokens, c.tokens);
-                    EXPECT_EQ(c.topk_equal, c.tokens);
-                    EXPECT_EQ(c.tie_tokens, 0);
-                }
-            }
+            expect_exact(*r);
         }
     }
 }
@@ -84,7 +94,7 @@ TEST(DeepseekV4Golden, ExactProfileEveryBackend) {
 // HCA: 1 entry, the minimum), state blocks of 3 rows; the window and state caches release blocks after every
 // step, so decodes walk block tables that start with released (−1) blocks.
 TEST(DeepseekV4Golden, ExactProfileTinyBlocks) {
-    Fixture f = load_fixture();
+    const Golden g = load_golden("deepseek_v4");
     auto backend = make_backend("cpu");
     ASSERT_TRUE(backend.has_value());
     DeepseekV4Options o;
@@ -92,52 +102,32 @@ TEST(DeepseekV4Golden, ExactProfileTinyBlocks) {
     o.swa_block_size = 3;
     o.block_tokens = 8;
     o.state_block_size = 3;
-    auto model = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+    auto model = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
     ASSERT_TRUE(model.has_value()) << model.status().to_string();
-    for (const CacheGroupDesc& g : (*model)->cache_groups()) EXPECT_LE(g.block_size, 3) << g.name;
+    for (const CacheGroupDesc& cg : (*model)->cache_groups()) EXPECT_LE(cg.block_size, 3) << cg.name;
 
-    struct Schedule {
-        std::string name;
-        RunOptions run;
-    };
-    std::vector<Schedule> schedules(3);
+    std::vector<GoldenSchedule> schedules(3);
     schedules[0].name = "decode";
-    schedules[0].run.prompt_tokens = {1, 1, 1};
-    schedules[0].run.engine.scheduler.max_tokens_per_step = 3;
+    schedules[0].prompt_tokens = {1, 1, 1};
+    schedules[0].engine.scheduler.max_tokens_per_step = 3;
     schedules[1].name = "chunk:5, requests together";
-    schedules[1].run.engine.scheduler.max_tokens_per_step = 11;
-    schedules[1].run.engine.scheduler.max_prefill_chunk = 5;
+    schedules[1].engine.scheduler.max_tokens_per_step = 11;
+    schedules[1].engine.scheduler.max_prefill_chunk = 5;
     schedules[2].name = "random chunks + decode";
     auto rng = std::make_shared<std::mt19937_64>(7);
-    schedules[2].run.prompt_tokens = {3, 22, 101};
-    schedules[2].run.engine.scheduler.max_tokens_per_step = 9;
-    schedules[2].run.engine.scheduler.chunk_policy = [rng](RequestId, int64_t limit) {
+    schedules[2].prompt_tokens = {3, 22, 101};
+    schedules[2].engine.scheduler.max_tokens_per_step = 9;
+    schedules[2].engine.scheduler.chunk_policy = [rng](RequestId, int64_t limit) {
         return std::uniform_int_distribution<int64_t>(1, limit)(*rng);
     };
-    for (Schedule& s : schedules) {
+    const CheckOptions exact;  // ≤ 1e-4 relative, every top-k set equal
+    for (GoldenSchedule& s : schedules) {
         SCOPED_TRACE(s.name);
-        s.run.engine.cache_budget_tokens = 4 * 150;
-        RunResult r = run_fixture(f, **model, s.run);
-        ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
-        double worst = 0;
-        for (const auto& [req, outs] : r.outputs) {
-            for (size_t l = 0; l < outs.size(); ++l) {
-                const Tensor want = golden_tensor(f, fmt::format("req{}.layer{}.output", req, l), DType::f32);
-                const double rel = relative_error(outs[l], want, want.numel());
-                worst = std::max(worst, rel);
-                EXPECT_LE(rel, 1e-4) << "request " << req << " layer " << l;
-            }
-            const Tensor topk = golden_tensor(f, fmt::format("req{}.layer1.topk", req), DType::i32);
-            const auto& sel = r.selections[{req, 1}];
-            ASSERT_EQ(static_cast<int64_t>(sel.size()), topk.dim(0));
-            for (int64_t p = 0; p < topk.dim(0); ++p) {
-                std::set<int32_t> want;
-                for (int64_t j = 0; j < topk.dim(1); ++j)
-                    if (topk.as<int32_t>()[p * topk.dim(1) + j] >= 0) want.insert(topk.as<int32_t>()[p * topk.dim(1) + j]);
-                EXPECT_EQ(sel.at(p), want) << "request " << req << " position " << p;
-            }
-        }
-        std::printf("exact tiny blocks, %s: worst rel %.3g\n", s.name.c_str(), worst);
+        s.engine.cache_budget_tokens = 4 * 150;
+        auto r = check_golden_fixture(**model, g.fixture, s, exact);
+        ASSERT_TRUE(r.has_value()) << r.status().to_string();
+        print(*r, "exact tiny blocks");
+        expect_exact(*r);
     }
 }
 
@@ -160,7 +150,7 @@ TEST(DeepseekV4Golden, ExactProfileTinyBlocks) {
 //     swaps: measured 0.10; every other layer ≤ 0.031) and ≥ 85% equal sets, under every schedule.
 
 TEST(DeepseekV4Golden, DeployedProfileNumericsWithReferenceSelection) {
-    Fixture f = load_fixture();
+    const Golden g = load_golden("deepseek_v4");
     auto backend = make_backend("cpu");
     ASSERT_TRUE(backend.has_value());
     DeepseekV4Options o;
@@ -168,53 +158,60 @@ TEST(DeepseekV4Golden, DeployedProfileNumericsWithReferenceSelection) {
     o.backend = backend->get();
     o.swa_block_size = 5;
     o.block_tokens = 16;
-    auto model = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+    auto model = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
     ASSERT_TRUE(model.has_value()) << model.status().to_string();
-    std::vector<RunOptions> runs(3);
-    runs[1].prompt_tokens = {1, 1, 1};  // decode
-    runs[2].engine.scheduler.max_tokens_per_step = 7;
-    runs[2].engine.scheduler.max_prefill_chunk = 3;
-    for (size_t i = 0; i < runs.size(); ++i) {
-        SCOPED_TRACE(fmt::format("schedule {}", i));
-        runs[i].reference_selection = true;
-        RunResult r = run_fixture(f, **model, runs[i]);
-        ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+    std::vector<GoldenSchedule> schedules(3);
+    schedules[0].name = "all requests in one step";
+    schedules[1].name = "decode";
+    schedules[1].prompt_tokens = {1, 1, 1};
+    schedules[2].name = "chunks of 3, 7 tokens a step";
+    schedules[2].engine.scheduler.max_tokens_per_step = 7;
+    schedules[2].engine.scheduler.max_prefill_chunk = 3;
+    CheckOptions forced;
+    forced.profile = NumericsProfile::deployed;
+    forced.reference_selection = true;
+    forced.rel_tolerance = 5e-2;
+    forced.min_topk_agreement = 0;  // the selections are the next test's
+    for (const GoldenSchedule& s : schedules) {
+        SCOPED_TRACE(s.name);
+        auto r = check_golden_fixture(**model, g.fixture, s, forced);
+        ASSERT_TRUE(r.has_value()) << r.status().to_string();
         double worst = 0;
-        for (const auto& [req, outs] : r.outputs)
-            for (size_t l = 0; l < outs.size(); ++l) {
-                const Tensor want = golden_tensor(f, fmt::format("req{}.layer{}.output", req, l), DType::f32);
-                const double rel = relative_error(outs[l], want, want.numel());
-                worst = std::max(worst, rel);
-                EXPECT_LE(rel, 5e-2) << "request " << req << " layer " << l;
-                EXPECT_GE(rel, 1e-3) << "request " << req << " layer " << l << ": deployed should not be exact";
-            }
-        std::printf("deployed, reference selection, schedule %zu: worst rel %.3g\n", i, worst);
+        for (const LayerCheck& c : r->layers) {
+            worst = std::max(worst, c.rel_error);
+            EXPECT_LE(c.rel_error, 5e-2) << "request " << c.request << " layer " << c.layer;
+            EXPECT_GE(c.rel_error, 1e-3) << "request " << c.request << " layer " << c.layer
+                                         << ": deployed should not be exact";
+        }
+        std::printf("deployed, reference selection, %s: worst rel %.3g\n", s.name.c_str(), worst);
     }
 }
 
 TEST(DeepseekV4Golden, DeployedProfileSelectsNearTheReference) {
-    Fixture f = load_fixture();
+    const Golden g = load_golden("deepseek_v4");
     auto backend = make_backend("cpu");
     ASSERT_TRUE(backend.has_value());
     DeepseekV4Options o;
     o.backend = backend->get();
-    auto exact = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+    auto exact = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
     o.profile = NumericsProfile::deployed;
-    auto deployed = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+    auto deployed = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
     ASSERT_TRUE(exact.has_value() && deployed.has_value());
-    const RunResult re = run_fixture(f, **exact, {}), rd = run_fixture(f, **deployed, {});
-    ASSERT_TRUE(re.status.is_ok() && rd.status.is_ok());
-    for (int64_t req = 0; req < f.n_requests; ++req) {
-        const auto& sel_d = rd.selections.at({req, 1});
-        const auto& sel_e = re.selections.at({req, 1});
+    const GoldenSchedule together;  // every request in one step
+    const auto re = run_fixture(**exact, g, together), rd = run_fixture(**deployed, g, together);
+    ASSERT_TRUE(re.has_value()) << re.status().to_string();
+    ASSERT_TRUE(rd.has_value()) << rd.status().to_string();
+    for (size_t req = 0; req < g.fixture.requests.size(); ++req) {
+        const auto& sel_d = rd->requests[req].selections[1];  // layer position 1: the CSA layer
+        const auto& sel_e = re->requests[req].selections[1];
         int64_t equal = 0;
-        for (const auto& [pos, s] : sel_d) {
-            const std::set<int32_t>& se = sel_e.at(pos);
+        for (const auto& [pos, record] : sel_d) {
+            const std::set<int32_t> s = record.set(), se = sel_e.at(pos).set();
             if (s == se) {
                 ++equal;
                 continue;
             }
-            const std::vector<float>& sc = re.scores.at({req, 1}).at(pos);
+            const std::vector<float>& sc = sel_e.at(pos).scores;
             ASSERT_FALSE(sc.empty()) << "a short-context (unscored) row cannot differ";
             float max_abs = 0, kth = INFINITY;
             for (float v : sc) max_abs = std::max(max_abs, std::fabs(v));
@@ -228,8 +225,8 @@ TEST(DeepseekV4Golden, DeployedProfileSelectsNearTheReference) {
             EXPECT_EQ(s.size(), se.size());
         }
         const double agreement = static_cast<double>(equal) / static_cast<double>(sel_d.size());
-        std::printf("deployed selection, request %ld: %ld/%zu rows equal to exact\n", static_cast<long>(req),
-                    static_cast<long>(equal), sel_d.size());
+        std::printf("deployed selection, request %zu: %ld/%zu rows equal to exact\n", req, static_cast<long>(equal),
+                    sel_d.size());
         EXPECT_GE(agreement, 0.85) << "request " << req;
     }
 }
@@ -250,4 +247,4 @@ TEST(DeepseekV4Golden, DeployedProfileSieveCheckEverySchedule) {
 }
 
 }  // namespace
-}  // namespace sieve::dsv4_test
+}  // namespace sieve::model_test

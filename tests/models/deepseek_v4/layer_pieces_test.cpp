@@ -5,13 +5,15 @@
 // causal range meaning "none"; the observer seeing every token; a device backend giving the same results.
 #include <fmt/format.h>
 
-#include "dsv4_test_util.h"
+#include "backends/backend.h"
+#include "model_test_util.h"
+#include "models/deepseek_v4/model.h"
 #include "models/deepseek_v4/step_plan.h"
 #include "models/deepseek_v4/step_slots.h"
 #include "ops/block_tables.h"
 #include "ops/selected_slots.h"
 
-namespace sieve::dsv4_test {
+namespace sieve::model_test {
 namespace {
 
 // The caches of the slot-list tests live in host memory, and so do the plans (their lists are read back
@@ -232,64 +234,84 @@ TEST(DeepseekV4StepPlan, EntriesNotResidentAreNamed) {
     EXPECT_NE(s.message().find("cache comp: entry 0 of request 9 is not resident"), std::string::npos) << s.message();
 }
 
-std::unique_ptr<AttentionModel> exact_model(const Fixture& f, Backend& backend) {
+std::unique_ptr<AttentionModel> exact_model(const Golden& g, Backend& backend) {
     DeepseekV4Options o;
     o.backend = &backend;
     o.layers = {1};
-    auto m = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+    auto m = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
     EXPECT_TRUE(m.has_value()) << m.status().to_string();
     return std::move(m).value();
+}
+
+// The fixture's request `request` alone, through `model`'s layers.
+std::vector<GoldenRunRequest> one_request(const Golden& g, const AttentionModel& model, size_t request) {
+    auto all = golden_fixture_requests(g.fixture, model.layers());
+    EXPECT_TRUE(all.has_value()) << all.status().to_string();
+    if (!all) return {};
+    return {(*all)[request]};
+}
+
+// A run observed any selection at all.
+bool selected_any(const GoldenRun& run) {
+    for (const GoldenRequestRun& r : run.requests)
+        for (const auto& layer : r.selections)
+            if (!layer.empty()) return true;
+    return false;
 }
 
 // §3.6: when no request of the step has more than index_topk entries the indexer takes every causal entry
 // unscored; that must be the set scoring would select. Request 1 (37 tokens) truncated to 35 tokens
 // (⌊35/4⌋ = 8 = index_topk: fallback) against all 37 (⌊37/4⌋ = 9: scored).
 TEST(DeepseekV4Indexer, ShortContextFallbackSelectsTheScoredSets) {
-    Fixture f = load_fixture();
+    const Golden g = load_golden("deepseek_v4");
     auto backend = std::move(make_backend("cpu")).value();
-    auto model = exact_model(f, *backend);
-    RunOptions short_run;
-    short_run.requests = {1};
-    short_run.truncate = 35;
-    RunOptions full_run;
-    full_run.requests = {1};
-    const RunResult a = run_fixture(f, *model, short_run), b = run_fixture(f, *model, full_run);
-    ASSERT_TRUE(a.status.is_ok()) << a.status.to_string();
-    ASSERT_TRUE(b.status.is_ok()) << b.status.to_string();
-    const auto& sa = a.selections.at({1, 1});
-    const auto& sb = b.selections.at({1, 1});
+    auto model = exact_model(g, *backend);
+    const std::vector<GoldenRunRequest> full = one_request(g, *model, 1);
+    ASSERT_EQ(full.size(), 1u);
+    std::vector<GoldenRunRequest> shortened = full;
+    shortened[0].n_tokens = 35;
+    const GoldenSchedule together;
+    const auto a = run_golden_requests(*model, shortened, together), b = run_golden_requests(*model, full, together);
+    ASSERT_TRUE(a.has_value()) << a.status().to_string();
+    ASSERT_TRUE(b.has_value()) << b.status().to_string();
+    const auto& sa = a->requests[0].selections[0];  // the model runs layer 1 only
+    const auto& sb = b->requests[0].selections[0];
     ASSERT_EQ(sa.size(), 35u);  // the observer saw every token
     ASSERT_EQ(sb.size(), 37u);
     for (int64_t p = 0; p < 35; ++p) {
-        EXPECT_TRUE(a.scores.at({1, 1}).at(p).empty()) << "fallback rows come without scores";
-        EXPECT_EQ(static_cast<int64_t>(b.scores.at({1, 1}).at(p).size()), (p + 1) / 4) << "one score per candidate";
-        EXPECT_EQ(sa.at(p), sb.at(p)) << p;
-        EXPECT_EQ(static_cast<int64_t>(sa.at(p).size()), (p + 1) / 4) << p;  // every causal entry
+        EXPECT_TRUE(sa.at(p).scores.empty()) << "fallback rows come without scores";
+        EXPECT_EQ(static_cast<int64_t>(sb.at(p).scores.size()), (p + 1) / 4) << "one score per candidate";
+        EXPECT_EQ(sa.at(p).set(), sb.at(p).set()) << p;
+        EXPECT_EQ(static_cast<int64_t>(sa.at(p).set().size()), (p + 1) / 4) << p;  // every causal entry
     }
     // Rows 35, 36 have 9 candidates and select 8.
-    EXPECT_EQ(sb.at(35).size(), 8u);
-    EXPECT_EQ(sb.at(36).size(), 8u);
+    EXPECT_EQ(sb.at(35).set().size(), 8u);
+    EXPECT_EQ(sb.at(36).set().size(), 8u);
     // The outputs of the shared positions agree (the fallback changes nothing but the path).
-    for (size_t i = 0; i < a.outputs.at(1)[0].size(); ++i) ASSERT_NEAR(a.outputs.at(1)[0][i], b.outputs.at(1)[0][i], 1e-5);
+    const std::vector<float>&oa = a->requests[0].outputs[0], &ob = b->requests[0].outputs[0];
+    for (size_t i = 0; i < oa.size(); ++i) ASSERT_NEAR(oa[i], ob[i], 1e-5);
 }
 
 // An observer may replace a selection (sieve check does for ties); entries outside the causal range are
 // "none" (golden_format.md), so they must act exactly like −1 — and replacing must have an effect.
 TEST(DeepseekV4Indexer, ObserverReplacementsAndOutOfRangeEntries) {
-    Fixture f = load_fixture();
+    const Golden g = load_golden("deepseek_v4");
     auto backend = std::move(make_backend("cpu")).value();
-    auto model = exact_model(f, *backend);
-    RunOptions plain, none, future;
-    plain.requests = none.requests = future.requests = {2};
-    none.modify = [](int64_t, RequestId, int64_t, std::span<int32_t> sel) {
+    auto model = exact_model(g, *backend);
+    const std::vector<GoldenRunRequest> request = one_request(g, *model, 2);
+    GoldenRunOptions none, future;
+    none.rewrite = [](int64_t, int64_t, int64_t, std::span<int32_t> sel, std::span<const float>, int64_t) {
         for (int32_t& s : sel) s = -1;
     };
-    future.modify = [](int64_t, RequestId, int64_t p, std::span<int32_t> sel) {
+    future.rewrite = [](int64_t, int64_t, int64_t p, std::span<int32_t> sel, std::span<const float>, int64_t) {
         for (size_t j = 0; j < sel.size(); ++j) sel[j] = static_cast<int32_t>((p + 1) / 4 + static_cast<int64_t>(j));
     };
-    const RunResult a = run_fixture(f, *model, plain), b = run_fixture(f, *model, none), c = run_fixture(f, *model, future);
-    ASSERT_TRUE(a.status.is_ok() && b.status.is_ok() && c.status.is_ok());
-    const std::vector<float>&oa = a.outputs.at(2)[0], &ob = b.outputs.at(2)[0], &oc = c.outputs.at(2)[0];
+    const GoldenSchedule together;
+    const auto a = run_golden_requests(*model, request, together), b = run_golden_requests(*model, request, together, none),
+               c = run_golden_requests(*model, request, together, future);
+    ASSERT_TRUE(a.has_value() && b.has_value() && c.has_value());
+    const std::vector<float>&oa = a->requests[0].outputs[0], &ob = b->requests[0].outputs[0],
+                           &oc = c->requests[0].outputs[0];
     EXPECT_EQ(ob, oc);
     double diff = 0;
     for (size_t i = 0; i < oa.size(); ++i) diff = std::max(diff, std::fabs(static_cast<double>(oa[i]) - ob[i]));
@@ -303,7 +325,7 @@ TEST(DeepseekV4Indexer, ObserverReplacementsAndOutOfRangeEntries) {
 // outputs bit for bit, in both profiles, on ref and on every cpu ISA, under a chunked schedule with
 // several requests per step.
 TEST(DeepseekV4Indexer, FusedSelectionMatchesScoresThenTopk) {
-    Fixture f = load_fixture();
+    const Golden g = load_golden("deepseek_v4");
     for (const char* spec : {"ref", "cpu", "cpu:avx2", "cpu:scalar"}) {
         auto backend = make_backend(spec);
         if (!backend.has_value()) continue;  // an ISA this machine lacks
@@ -312,18 +334,20 @@ TEST(DeepseekV4Indexer, FusedSelectionMatchesScoresThenTopk) {
             DeepseekV4Options o;
             o.backend = backend->get();
             o.profile = profile;
-            auto model = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+            auto model = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
             ASSERT_TRUE(model.has_value()) << model.status().to_string();
-            RunOptions observed, fused;
-            observed.engine.scheduler.max_tokens_per_step = fused.engine.scheduler.max_tokens_per_step = 7;
+            GoldenSchedule steps_of_7;
+            steps_of_7.engine.scheduler.max_tokens_per_step = 7;
+            GoldenRunOptions fused;
             fused.observe = false;
-            const RunResult a = run_fixture(f, **model, observed), b = run_fixture(f, **model, fused);
-            ASSERT_TRUE(a.status.is_ok()) << a.status.to_string();
-            ASSERT_TRUE(b.status.is_ok()) << b.status.to_string();
-            ASSERT_FALSE(a.selections.empty());  // the CSA layer ran its indexer
-            for (const auto& [request, layers] : a.outputs)
-                for (size_t l = 0; l < layers.size(); ++l)
-                    EXPECT_EQ(layers[l], b.outputs.at(request)[l]) << "request " << request << " layer position " << l;
+            const auto a = run_fixture(**model, g, steps_of_7), b = run_fixture(**model, g, steps_of_7, fused);
+            ASSERT_TRUE(a.has_value()) << a.status().to_string();
+            ASSERT_TRUE(b.has_value()) << b.status().to_string();
+            ASSERT_TRUE(selected_any(*a));  // the CSA layer ran its indexer
+            for (size_t request = 0; request < a->requests.size(); ++request)
+                for (size_t l = 0; l < a->layers.size(); ++l)
+                    EXPECT_EQ(a->requests[request].outputs[l], b->requests[request].outputs[l])
+                        << "request " << request << " layer position " << l;
         }
     }
 }
@@ -331,9 +355,9 @@ TEST(DeepseekV4Indexer, FusedSelectionMatchesScoresThenTopk) {
 // One plan per step (DESIGN.md): a forward of a batch plan_step did not plan is an internal error, never a
 // forward over another step's lists.
 TEST(DeepseekV4Model, ForwardNeedsThePlanOfItsStep) {
-    Fixture f = load_fixture();
+    const Golden g = load_golden("deepseek_v4");
     auto backend = std::move(make_backend("cpu")).value();
-    auto model = exact_model(f, *backend);
+    auto model = exact_model(g, *backend);
     std::vector<std::unique_ptr<CacheGroup>> groups;
     StepCaches caches;
     for (const CacheGroupDesc& d : model->cache_groups()) {
@@ -359,7 +383,7 @@ TEST(DeepseekV4Model, ForwardNeedsThePlanOfItsStep) {
 // the results of the backend the device runs its ops on, bit for bit: observed (score rows, top-k, the rows
 // downloaded and uploaded back) and fused, scored steps and short-context ones, both profiles.
 TEST(DeepseekV4Model, HostCopyDeviceMatchesItsInnerBackend) {
-    Fixture f = load_fixture();
+    const Golden g = load_golden("deepseek_v4");
     auto host = std::move(make_backend("cpu")).value();
     auto device = std::move(make_backend("host-copy:cpu")).value();
     for (NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
@@ -368,24 +392,26 @@ TEST(DeepseekV4Model, HostCopyDeviceMatchesItsInnerBackend) {
             DeepseekV4Options o;
             o.profile = profile;
             o.backend = host.get();
-            auto on_host = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+            auto on_host = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
             o.backend = device.get();
-            auto on_device = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+            auto on_device = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
             ASSERT_TRUE(on_host.has_value()) << on_host.status().to_string();
             ASSERT_TRUE(on_device.has_value()) << on_device.status().to_string();
-            RunOptions run;
-            run.engine.scheduler.max_tokens_per_step = 7;
+            GoldenSchedule steps_of_7;
+            steps_of_7.engine.scheduler.max_tokens_per_step = 7;
+            GoldenRunOptions run;
             run.observe = observe;
-            const RunResult a = run_fixture(f, **on_host, run), b = run_fixture(f, **on_device, run);
-            ASSERT_TRUE(a.status.is_ok()) << a.status.to_string();
-            ASSERT_TRUE(b.status.is_ok()) << b.status.to_string();
-            EXPECT_EQ(a.outputs, b.outputs);
-            EXPECT_EQ(a.selections, b.selections);
-            EXPECT_EQ(a.scores, b.scores);
-            EXPECT_EQ(observe, !b.selections.empty());
+            const auto a = run_fixture(**on_host, g, steps_of_7, run), b = run_fixture(**on_device, g, steps_of_7, run);
+            ASSERT_TRUE(a.has_value()) << a.status().to_string();
+            ASSERT_TRUE(b.has_value()) << b.status().to_string();
+            for (size_t r = 0; r < a->requests.size(); ++r) {
+                EXPECT_EQ(a->requests[r].outputs, b->requests[r].outputs) << "request " << r;
+                EXPECT_EQ(a->requests[r].selections, b->requests[r].selections) << "request " << r;  // rows and scores
+            }
+            EXPECT_EQ(observe, selected_any(*b));
         }
     }
 }
 
 }  // namespace
-}  // namespace sieve::dsv4_test
+}  // namespace sieve::model_test

@@ -4,18 +4,14 @@
 // and UE8M0 128×128 block scales) giving the same layer.
 #include <fmt/format.h>
 
-#include "dsv4_test_util.h"
+#include "backends/backend.h"
+#include "model_test_util.h"
 #include "models/attention_layout.h"
+#include "models/deepseek_v4/model.h"
 #include "models/model_factory.h"
 
-namespace sieve::dsv4_test {
+namespace sieve::model_test {
 namespace {
-
-std::unique_ptr<Backend> cpu_backend() {
-    auto b = make_backend("cpu");
-    EXPECT_TRUE(b.has_value()) << b.status().to_string();
-    return std::move(b).value();
-}
 
 bool same_spec(const CacheSpec& a, const CacheSpec& b) {
     return a.name == b.name && a.format == b.format && a.entry_bytes == b.entry_bytes &&
@@ -23,14 +19,14 @@ bool same_spec(const CacheSpec& a, const CacheSpec& b) {
 }
 
 TEST(DeepseekV4Load, CacheGroupsAgreeWithTheLayout) {
-    Fixture f = load_fixture();
-    auto backend = cpu_backend();
+    const Golden g = load_golden("deepseek_v4");
+    auto backend = test_backend();
     for (NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
         SCOPED_TRACE(numerics_profile_name(profile));
         DeepseekV4Options o;
         o.profile = profile;
         o.backend = backend.get();
-        auto model = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+        auto model = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
         ASSERT_TRUE(model.has_value()) << model.status().to_string();
         EXPECT_EQ((*model)->model_type(), "deepseek_v4");
         EXPECT_EQ((*model)->hidden_size(), 64);
@@ -52,11 +48,11 @@ TEST(DeepseekV4Load, CacheGroupsAgreeWithTheLayout) {
             EXPECT_EQ(by_name[name].block_size, block) << name;
         }
         // Every cache of every layer in the layout is the spec of exactly the group named after it.
-        auto layout = attention_layout(f.config, profile);
+        auto layout = attention_layout(g.config, profile);
         ASSERT_TRUE(layout.has_value());
         for (const AttentionLayerLayout& l : layout->layers) {
             for (const CacheSpec& cs : l.caches) {
-                const int64_t m = f.v4().layers[static_cast<size_t>(l.layer)].compress_ratio;
+                const int64_t m = g.config.deepseek_v4()->layers[static_cast<size_t>(l.layer)].compress_ratio;
                 const std::string name = cs.name == "swa_kv" ? cs.name : fmt::format("{}.m{}", cs.name, m);
                 ASSERT_TRUE(by_name.count(name)) << name;
                 EXPECT_TRUE(same_spec(by_name[name].spec, cs)) << name << " of layer " << l.layer;
@@ -70,12 +66,12 @@ TEST(DeepseekV4Load, CacheGroupsAgreeWithTheLayout) {
 }
 
 TEST(DeepseekV4Load, FactoryAndLayerSelection) {
-    Fixture f = load_fixture();
-    auto backend = cpu_backend();
+    const Golden g = load_golden("deepseek_v4");
+    auto backend = test_backend();
     ModelOptions mo;
     mo.backend = backend.get();
     mo.layers = {1, 2};
-    auto model = load_attention_model(f.config, *f.checkpoint, mo);
+    auto model = load_attention_model(g.config, *g.checkpoint, mo);
     ASSERT_TRUE(model.has_value()) << model.status().to_string();
     EXPECT_EQ((*model)->layers(), (std::vector<int64_t>{1, 2}));
     for (const CacheGroupDesc& g : (*model)->cache_groups()) {
@@ -85,24 +81,24 @@ TEST(DeepseekV4Load, FactoryAndLayerSelection) {
     }
 
     mo.layers = {2, 1};
-    auto bad = load_attention_model(f.config, *f.checkpoint, mo);
+    auto bad = load_attention_model(g.config, *g.checkpoint, mo);
     ASSERT_FALSE(bad.has_value());
     EXPECT_NE(bad.status().message().find("ascending"), std::string::npos) << bad.status().message();
     mo.layers = {5};
-    bad = load_attention_model(f.config, *f.checkpoint, mo);
+    bad = load_attention_model(g.config, *g.checkpoint, mo);
     ASSERT_FALSE(bad.has_value());
     EXPECT_NE(bad.status().message().find("layer 5 does not exist"), std::string::npos) << bad.status().message();
     mo.layers = {};
     mo.backend = nullptr;
-    bad = load_attention_model(f.config, *f.checkpoint, mo);
+    bad = load_attention_model(g.config, *g.checkpoint, mo);
     ASSERT_FALSE(bad.has_value());
     EXPECT_EQ(bad.status().code(), StatusCode::invalid_argument);
 }
 
 TEST(DeepseekV4Load, MissingTensorIsAClearError) {
-    Fixture f = load_fixture();
-    auto backend = cpu_backend();
-    const TensorMap all = checkpoint_tensors(*f.checkpoint);
+    const Golden g = load_golden("deepseek_v4");
+    auto backend = test_backend();
+    const std::vector<HostTensor> all = checkpoint_tensors(*g.checkpoint);
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"model.layers.1.attn.compressor.wgate.weight", "layers.1.attn.compressor.wgate.weight"},
         {"model.layers.1.attn.indexer.compressor.ape", "layers.1.attn.indexer.compressor.ape"},
@@ -112,12 +108,11 @@ TEST(DeepseekV4Load, MissingTensorIsAClearError) {
     };
     for (const auto& [stored, canonical] : cases) {
         SCOPED_TRACE(stored);
-        TensorMap t = all;
-        ASSERT_EQ(t.erase(stored), 1u);
-        auto ckpt = memory_checkpoint(t);
+        auto ckpt = memory_checkpoint(without_tensor(all, stored), "memory");
+        ASSERT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
         DeepseekV4Options o;
         o.backend = backend.get();
-        auto model = load_deepseek_v4_model(f.v4(), *ckpt, o);
+        auto model = load_deepseek_v4_model(*g.config.deepseek_v4(), **ckpt, o);
         ASSERT_FALSE(model.has_value());
         const std::string msg = model.status().message();
         EXPECT_EQ(model.status().code(), StatusCode::not_found) << msg;
@@ -128,15 +123,17 @@ TEST(DeepseekV4Load, MissingTensorIsAClearError) {
 }
 
 TEST(DeepseekV4Load, WrongShapeIsAClearError) {
-    Fixture f = load_fixture();
-    auto backend = cpu_backend();
-    TensorMap t = checkpoint_tensors(*f.checkpoint);
-    TensorBytes& ape = t.at("model.layers.2.attn.compressor.ape");  // [16, 32]
-    ape.shape = {8, 64};
-    auto ckpt = memory_checkpoint(t);
+    const Golden g = load_golden("deepseek_v4");
+    auto backend = test_backend();
+    std::vector<HostTensor> t = checkpoint_tensors(*g.checkpoint);
+    HostTensor* ape = find_tensor(t, "model.layers.2.attn.compressor.ape");  // [16, 32]
+    ASSERT_NE(ape, nullptr);
+    ape->shape = {8, 64};
+    auto ckpt = memory_checkpoint(t, "memory");
+    ASSERT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
     DeepseekV4Options o;
     o.backend = backend.get();
-    auto model = load_deepseek_v4_model(f.v4(), *ckpt, o);
+    auto model = load_deepseek_v4_model(*g.config.deepseek_v4(), **ckpt, o);
     ASSERT_FALSE(model.has_value());
     const std::string msg = model.status().message();
     EXPECT_NE(msg.find("compressor.ape"), std::string::npos) << msg;
@@ -145,29 +142,29 @@ TEST(DeepseekV4Load, WrongShapeIsAClearError) {
 }
 
 TEST(DeepseekV4Load, UnsupportedConfigurationsAreErrors) {
-    Fixture f = load_fixture();
-    auto backend = cpu_backend();
+    const Golden g = load_golden("deepseek_v4");
+    auto backend = test_backend();
     DeepseekV4Options o;
     o.backend = backend.get();
-    DeepseekV4Config c = f.v4();
+    DeepseekV4Config c = *g.config.deepseek_v4();
     c.num_key_value_heads = 2;
-    auto m = load_deepseek_v4_model(c, *f.checkpoint, o);
+    auto m = load_deepseek_v4_model(c, *g.checkpoint, o);
     ASSERT_FALSE(m.has_value());
     EXPECT_EQ(m.status().code(), StatusCode::unsupported);
     EXPECT_NE(m.status().message().find("num_key_value_heads = 2"), std::string::npos) << m.status().message();
-    c = f.v4();
+    c = *g.config.deepseek_v4();
     c.layers[1].compressor_overlap = false;  // a CSA layer must overlap (§3.4)
-    m = load_deepseek_v4_model(c, *f.checkpoint, o);
+    m = load_deepseek_v4_model(c, *g.checkpoint, o);
     ASSERT_FALSE(m.has_value());
     EXPECT_NE(m.status().message().find("layer 1"), std::string::npos) << m.status().message();
-    c = f.v4();
+    c = *g.config.deepseek_v4();
     c.layers[2].rope.pairing = RopeConfigPairing::neox;
-    m = load_deepseek_v4_model(c, *f.checkpoint, o);
+    m = load_deepseek_v4_model(c, *g.checkpoint, o);
     ASSERT_FALSE(m.has_value());
     EXPECT_EQ(m.status().code(), StatusCode::unsupported);
     EXPECT_NE(m.status().message().find("interleaved"), std::string::npos) << m.status().message();
     o.swa_block_size = 0;
-    m = load_deepseek_v4_model(f.v4(), *f.checkpoint, o);
+    m = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
     ASSERT_FALSE(m.has_value());
     EXPECT_EQ(m.status().code(), StatusCode::invalid_argument);
 }
@@ -178,29 +175,31 @@ TEST(DeepseekV4Load, UnsupportedConfigurationsAreErrors) {
 // and a top-k of 1000 (both wider than every request, so the same rows are attended). Before, a step
 // allocated N × sliding_window window slots and std::bad_alloc escaped the forward call.
 TEST(DeepseekV4Load, HugeWindowAndTopkSizeListsByTheStep) {
-    Fixture f = load_fixture();
-    auto backend = cpu_backend();
+    const Golden g = load_golden("deepseek_v4");
+    auto backend = test_backend();
     DeepseekV4Options o;
     o.backend = backend.get();
-    DeepseekV4Config huge = f.v4(), wide = f.v4();
+    DeepseekV4Config huge = *g.config.deepseek_v4(), wide = *g.config.deepseek_v4();
     huge.sliding_window = huge.index_topk = huge.max_position_embeddings = 2147483647;
     wide.sliding_window = wide.index_topk = 1000;
     for (const NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
         SCOPED_TRACE(numerics_profile_name(profile));
         o.profile = profile;
-        auto mh = load_deepseek_v4_model(huge, *f.checkpoint, o);
-        auto mw = load_deepseek_v4_model(wide, *f.checkpoint, o);
+        auto mh = load_deepseek_v4_model(huge, *g.checkpoint, o);
+        auto mw = load_deepseek_v4_model(wide, *g.checkpoint, o);
         ASSERT_TRUE(mh.has_value()) << mh.status().to_string();
         ASSERT_TRUE(mw.has_value()) << mw.status().to_string();
-        RunOptions run;
-        run.engine.scheduler.max_tokens_per_step = 64;
-        run.engine.cache_budget_tokens = 4 * 150;
-        const RunResult rh = run_fixture(f, **mh, run);
-        const RunResult rw = run_fixture(f, **mw, run);
-        ASSERT_TRUE(rh.status.is_ok()) << rh.status.to_string();
-        ASSERT_TRUE(rw.status.is_ok()) << rw.status.to_string();
-        EXPECT_EQ(rh.outputs, rw.outputs);
-        EXPECT_EQ(rh.selections, rw.selections);
+        GoldenSchedule steps_of_64;
+        steps_of_64.engine.scheduler.max_tokens_per_step = 64;
+        steps_of_64.engine.cache_budget_tokens = 4 * 150;
+        const auto rh = run_fixture(**mh, g, steps_of_64);
+        const auto rw = run_fixture(**mw, g, steps_of_64);
+        ASSERT_TRUE(rh.has_value()) << rh.status().to_string();
+        ASSERT_TRUE(rw.has_value()) << rw.status().to_string();
+        for (size_t r = 0; r < rh->requests.size(); ++r) {
+            EXPECT_EQ(rh->requests[r].outputs, rw->requests[r].outputs) << "request " << r;
+            EXPECT_EQ(selected_rows(rh->requests[r]), selected_rows(rw->requests[r])) << "request " << r;
+        }
         EXPECT_LT((*mh)->workspace_bytes(), int64_t{64} << 20) << "scratch sized by the window or the top-k";
     }
 }
@@ -210,14 +209,14 @@ TEST(DeepseekV4Load, HugeWindowAndTopkSizeListsByTheStep) {
 // by quantizing its linears; the transformers-layout twin holds the dequantized fp32 values. Both must
 // give the same layer outputs (exact profile: W = e4m3 · 2^(S − 127) once, in fp32).
 TEST(DeepseekV4Load, OriginalLayoutWithFp8BlocksMatchesDequantizedWeights) {
-    Fixture f = load_fixture();
-    auto backend = cpu_backend();
-    const TensorMap hf = checkpoint_tensors(*f.checkpoint);
-    TensorMap original, dequantized;
+    const Golden g = load_golden("deepseek_v4");
+    auto backend = test_backend();
+    std::vector<HostTensor> original, dequantized;
     const std::vector<std::string> fp8_leaves = {"wq_a.weight", "wq_b.weight", "wkv.weight",
                                                  "wo_a.weight", "wo_b.weight", "indexer.wq_b.weight"};
     int64_t n_fp8 = 0;
-    for (const auto& [name, t] : hf) {
+    for (const HostTensor& t : checkpoint_tensors(*g.checkpoint)) {
+        const std::string& name = t.name;
         if (name.rfind("model.layers.", 0) != 0 || name.find(".attn.") == std::string::npos) continue;
         std::string orig = name.substr(6);  // drop "model."
         if (const size_t p = orig.find(".attn.norm.weight"); p != std::string::npos)
@@ -227,70 +226,50 @@ TEST(DeepseekV4Load, OriginalLayoutWithFp8BlocksMatchesDequantizedWeights) {
             fp8 |= orig.size() > leaf.size() && orig.compare(orig.size() - leaf.size(), leaf.size(), leaf) == 0 &&
                    orig.find(".compressor.") == std::string::npos;
         if (!fp8) {
-            original[orig] = t;
-            dequantized[name] = t;
+            original.push_back(t);
+            original.back().name = orig;
+            dequantized.push_back(t);
             continue;
         }
         ++n_fp8;
-        const int64_t rows = t.shape[0], cols = t.shape[1];
-        const float* w = reinterpret_cast<const float*>(t.bytes.data());
-        const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
-        TensorBytes q{DType::f8_e4m3, t.shape, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
-        TensorBytes s{DType::f8_e8m0, {br, bc}, std::vector<uint8_t>(static_cast<size_t>(br * bc))};
-        TensorBytes d = t;
-        float* dv = reinterpret_cast<float*>(d.bytes.data());
-        for (int64_t bi = 0; bi < br; ++bi)
-            for (int64_t bj = 0; bj < bc; ++bj) {
-                float amax = 0;
-                for (int64_t o = bi * 128; o < std::min(rows, bi * 128 + 128); ++o)
-                    for (int64_t i = bj * 128; i < std::min(cols, bj * 128 + 128); ++i)
-                        amax = std::max(amax, std::fabs(w[o * cols + i]));
-                const float scale = ue8m0_scale_for_amax(amax);
-                s.bytes[static_cast<size_t>(bi * bc + bj)] = ue8m0_from_pow2(scale);
-                for (int64_t o = bi * 128; o < std::min(rows, bi * 128 + 128); ++o)
-                    for (int64_t i = bj * 128; i < std::min(cols, bj * 128 + 128); ++i) {
-                        const uint8_t b = f32_to_fp8_e4m3(w[o * cols + i] / scale);
-                        q.bytes[static_cast<size_t>(o * cols + i)] = b;
-                        dv[o * cols + i] = fp8_e4m3_to_f32(b) * scale;
-                    }
-            }
-        original[orig] = q;
-        original[orig.substr(0, orig.size() - std::string("weight").size()) + "scale"] = s;
-        dequantized[name] = d;
+        Fp8Blocks q = fp8_blocks(t.f32(), t.shape[0], t.shape[1], Fp8Scale::ue8m0);
+        HostTensor s{orig.substr(0, orig.size() - std::string("weight").size()) + "scale", DType::f8_e8m0, q.scale_shape, {}};
+        for (float scale : q.scales) s.bytes.push_back(ue8m0_from_pow2(scale));
+        original.push_back({orig, DType::f8_e4m3, t.shape, std::move(q.values)});
+        original.push_back(std::move(s));
+        dequantized.push_back(HostTensor::from_f32(name, t.shape, q.dequantized));
     }
     EXPECT_EQ(n_fp8, 3 * 5 + 1);
-    auto ckpt_original = memory_checkpoint(original), ckpt_dequantized = memory_checkpoint(dequantized);
+    auto ckpt_original = memory_checkpoint(original, "original"), ckpt_dequantized = memory_checkpoint(dequantized, "dequantized");
+    ASSERT_TRUE(ckpt_original.has_value()) << ckpt_original.status().to_string();
+    ASSERT_TRUE(ckpt_dequantized.has_value()) << ckpt_dequantized.status().to_string();
     DeepseekV4Options o;
     o.backend = backend.get();
-    auto m_original = load_deepseek_v4_model(f.v4(), *ckpt_original, o);
-    auto m_dequantized = load_deepseek_v4_model(f.v4(), *ckpt_dequantized, o);
+    auto m_original = load_deepseek_v4_model(*g.config.deepseek_v4(), **ckpt_original, o);
+    auto m_dequantized = load_deepseek_v4_model(*g.config.deepseek_v4(), **ckpt_dequantized, o);
     ASSERT_TRUE(m_original.has_value()) << m_original.status().to_string();
     ASSERT_TRUE(m_dequantized.has_value()) << m_dequantized.status().to_string();
-    RunOptions ro;
-    ro.requests = {2};
-    const RunResult a = run_fixture(f, **m_original, ro), b = run_fixture(f, **m_dequantized, ro);
-    ASSERT_TRUE(a.status.is_ok()) << a.status.to_string();
-    ASSERT_TRUE(b.status.is_ok()) << b.status.to_string();
+    auto requests = golden_fixture_requests(g.fixture, (*m_original)->layers());
+    ASSERT_TRUE(requests.has_value()) << requests.status().to_string();
+    const std::vector<GoldenRunRequest> request_2 = {(*requests)[2]};
+    const GoldenSchedule together;
+    const auto a = run_golden_requests(**m_original, request_2, together);
+    const auto b = run_golden_requests(**m_dequantized, request_2, together);
+    ASSERT_TRUE(a.has_value()) << a.status().to_string();
+    ASSERT_TRUE(b.has_value()) << b.status().to_string();
     for (size_t l = 0; l < 3; ++l) {
-        const std::vector<float>& x = a.outputs.at(2)[l];
-        const std::vector<float>& y = b.outputs.at(2)[l];
-        double d2 = 0, r2 = 0;
-        for (size_t i = 0; i < x.size(); ++i) {
-            d2 += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
-            r2 += static_cast<double>(y[i]) * y[i];
-        }
         // Same W in fp32; only the GEMMs' accumulation order differs (FP8 vs f32 panels).
-        EXPECT_LE(std::sqrt(d2 / r2), 1e-5) << "layer " << l;
-        EXPECT_EQ(a.selections.at({2, 1}), b.selections.at({2, 1}));
+        EXPECT_LE(output_diff(a->requests[0].outputs[l], b->requests[0].outputs[l]).rel, 1e-5) << "layer " << l;
     }
+    EXPECT_EQ(selected_rows(a->requests[0]), selected_rows(b->requests[0]));
     // FP8 weights also load in the deployed profile (packed, W8A16) and run.
     o.profile = NumericsProfile::deployed;
-    auto m_deployed = load_deepseek_v4_model(f.v4(), *ckpt_original, o);
+    auto m_deployed = load_deepseek_v4_model(*g.config.deepseek_v4(), **ckpt_original, o);
     ASSERT_TRUE(m_deployed.has_value()) << m_deployed.status().to_string();
-    const RunResult c = run_fixture(f, **m_deployed, ro);
-    ASSERT_TRUE(c.status.is_ok()) << c.status.to_string();
-    for (float v : c.outputs.at(2)[1]) ASSERT_TRUE(std::isfinite(v));
+    const auto c = run_golden_requests(**m_deployed, request_2, together);
+    ASSERT_TRUE(c.has_value()) << c.status().to_string();
+    for (float v : c->requests[0].outputs[1]) ASSERT_TRUE(std::isfinite(v));
 }
 
 }  // namespace
-}  // namespace sieve::dsv4_test
+}  // namespace sieve::model_test

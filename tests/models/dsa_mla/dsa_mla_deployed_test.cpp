@@ -13,10 +13,11 @@
 #include <cstdlib>
 #include <set>
 
-#include "fixture_util.h"
+#include "backends/backend.h"
+#include "model_test_util.h"
 #include "models/model_factory.h"
 
-namespace sieve::dsa_test {
+namespace sieve::model_test {
 namespace {
 
 bool measure() { return std::getenv("MEASURE") != nullptr; }
@@ -44,78 +45,69 @@ struct Case {
 
 class DsaMlaDeployed : public testing::TestWithParam<Case> {};
 
+// The check's options for the deployed profile; teacher_forced: the reference's selection for every
+// token (CheckOptions::reference_selection).
+CheckOptions deployed(bool teacher_forced) {
+    CheckOptions o;
+    o.profile = NumericsProfile::deployed;
+    o.reference_selection = teacher_forced;
+    return o;
+}
+
 TEST_P(DsaMlaDeployed, NumericsAndSelectionWithinTolerance) {
     const Case& k = GetParam();
-    Fixture f = load_fixture(k.fixture);
+    const Golden g = load_golden(k.fixture);
     auto b = make_backend("cpu");
     ASSERT_TRUE(b.has_value());
     ModelOptions o;
     o.profile = NumericsProfile::deployed;
     o.backend = b->get();
-    auto model = load_attention_model(f.config, *f.checkpoint, o);
+    auto model = load_attention_model(g.config, *g.checkpoint, o);
     ASSERT_TRUE(model.has_value()) << model.status().to_string();
     const std::vector<int64_t> layers = (*model)->layers();
+    const GoldenSchedule s = schedule(k.schedule, g);
 
     // 1. Teacher-forced: the reference's set for every token (entries > position mean none).
-    RunOptions forced;
-    forced.schedule = k.schedule;
-    forced.override_selection = [&](int64_t layer, int64_t request, int64_t position, std::span<int32_t> selected) {
-        const auto& ref = f.topk[static_cast<size_t>(request)].at(layer);
-        const int64_t w = f.topk_width[static_cast<size_t>(request)];
-        size_t j = 0;
-        for (int64_t i = 0; i < w; ++i) {
-            const int32_t v = ref[static_cast<size_t>(position * w + i)];
-            if (v >= 0 && v <= position && j < selected.size()) selected[j++] = v;
-        }
-        for (; j < selected.size(); ++j) selected[j] = -1;
-    };
-    auto tf = run_model(**model, f, forced);
+    auto tf = check_golden_fixture(**model, g.fixture, s, deployed(true));
     ASSERT_TRUE(tf.has_value()) << tf.status().to_string();
+    ASSERT_EQ(tf->layers.size(), static_cast<size_t>(g.n_requests()) * layers.size());
     double worst_tf = 0;
-    for (int64_t r = 0; r < f.n_requests; ++r)
-        for (size_t lp = 0; lp < layers.size(); ++lp) {
-            const Diff d = diff(tf->outputs[static_cast<size_t>(r)][lp], f.outputs[static_cast<size_t>(r)].at(layers[lp]));
-            worst_tf = std::max(worst_tf, d.rel);
-            EXPECT_LE(d.rel, kTeacherForcedRel) << fmt::format("teacher-forced request {} layer {}: max |Δ| {:.3g}", r,
-                                                               layers[lp], d.max_abs);
-        }
+    for (const LayerCheck& c : tf->layers) {
+        worst_tf = std::max(worst_tf, c.rel_error);
+        EXPECT_LE(c.rel_error, kTeacherForcedRel)
+            << fmt::format("teacher-forced request {} layer {}: max |Δ| {:.3g}", c.request, c.layer, c.max_abs_diff);
+    }
 
     // 2. Own selection: recall of the reference's indices, and the end-to-end error.
-    auto own = run_model(**model, f, [&] {
-        RunOptions ro;
-        ro.schedule = k.schedule;
-        return ro;
-    }());
+    auto own = run_golden_fixture(**model, g.fixture, s, deployed(false));
     ASSERT_TRUE(own.has_value()) << own.status().to_string();
     double worst_own = 0, min_recall = 1;
-    for (int64_t r = 0; r < f.n_requests; ++r) {
-        const int64_t T = f.request_tokens[static_cast<size_t>(r)], w = f.topk_width[static_cast<size_t>(r)];
+    for (int64_t r = 0; r < g.n_requests(); ++r) {
+        const GoldenRequest& golden = g.fixture.requests[static_cast<size_t>(r)];
+        const GoldenRequestRun& run = own->requests[static_cast<size_t>(r)];
         for (size_t lp = 0; lp < layers.size(); ++lp) {
             const int64_t l = layers[lp];
+            const auto& selections = run.selections[lp];
+            ASSERT_EQ(static_cast<int64_t>(selections.size()), golden.n_tokens) << "every token's selection observed";
             int64_t picked = 0, total = 0, equal_rows = 0;
-            for (int64_t p = 0; p < T; ++p) {
-                std::set<int32_t> ref, mine;
-                for (int64_t i = 0; i < w; ++i) {
-                    const int32_t v = f.topk[static_cast<size_t>(r)].at(l)[static_cast<size_t>(p * w + i)];
-                    if (v >= 0 && v <= p) ref.insert(v);
-                }
-                for (int32_t v : own->selections.at({r, l}).at(p))
-                    if (v >= 0) mine.insert(v);
+            for (int64_t p = 0; p < golden.n_tokens; ++p) {
+                const std::vector<int32_t>& reference = golden.layers[lp].topk.sets[static_cast<size_t>(p)];
+                const std::set<int32_t> ref(reference.begin(), reference.end()), mine = selections.at(p).set();
                 for (int32_t v : ref) picked += mine.count(v);
                 total += static_cast<int64_t>(ref.size());
                 equal_rows += ref == mine;
             }
             const double recall = static_cast<double>(picked) / static_cast<double>(total);
             min_recall = std::min(min_recall, recall);
-            const Diff d = diff(own->outputs[static_cast<size_t>(r)][lp], f.outputs[static_cast<size_t>(r)].at(l));
-            worst_own = std::max(worst_own, d.rel);
+            const double rel = output_diff(run.outputs[lp], g.output(r, static_cast<int64_t>(lp))).rel;
+            worst_own = std::max(worst_own, rel);
             EXPECT_GE(recall, kMinRecall) << fmt::format("request {} layer {}", r, l);
-            EXPECT_LE(d.rel, kOwnSelectionRel) << fmt::format("own selection request {} layer {}", r, l);
+            EXPECT_LE(rel, kOwnSelectionRel) << fmt::format("own selection request {} layer {}", r, l);
             if (measure())
                 std::printf("  %s %s req %ld layer %ld: forced rel %.4f, own rel %.4f, recall %.4f, equal rows %ld/%ld\n",
                             k.fixture.c_str(), k.schedule.c_str(), static_cast<long>(r), static_cast<long>(l),
-                            diff(tf->outputs[static_cast<size_t>(r)][lp], f.outputs[static_cast<size_t>(r)].at(l)).rel,
-                            d.rel, recall, static_cast<long>(equal_rows), static_cast<long>(T));
+                            tf->layers[static_cast<size_t>(r) * layers.size() + lp].rel_error, rel, recall,
+                            static_cast<long>(equal_rows), static_cast<long>(golden.n_tokens));
         }
     }
     std::printf("[deployed] %s %s: worst teacher-forced rel %.4f, worst own-selection rel %.4f, min recall %.4f\n",
@@ -133,14 +125,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DsaMlaDeployed,
                              return s;
                          });
 
-// The same deployed numerics on the ref oracle and the cpu backend (teacher-forced selection): the two
-// differ only by accumulation order, which can move a bf16 or e4m3 rounding of a single value.
 // Without an observer full layers select inside the indexer op (ops/indexer_scores.h "Fused selection", no
 // score rows); with one they write the rows and run the top-k op. Same outputs bit for bit, in both
 // profiles, for V3.2 and Hy4 (whose shared layers reuse the fused selection), on ref and cpu.
 TEST(DsaMlaModel, FusedSelectionMatchesScoresThenTopk) {
     for (const char* name : {"deepseek_v32", "hy_v4"}) {
-        Fixture f = load_fixture(name);
+        const Golden g = load_golden(name);
         for (const char* spec : {"ref", "cpu", "cpu:avx2"}) {
             auto b = make_backend(spec);
             if (!b.has_value()) continue;  // an ISA this machine lacks
@@ -149,55 +139,49 @@ TEST(DsaMlaModel, FusedSelectionMatchesScoresThenTopk) {
                 ModelOptions o;
                 o.profile = profile;
                 o.backend = b->get();
-                auto model = load_attention_model(f.config, *f.checkpoint, o);
+                auto model = load_attention_model(g.config, *g.checkpoint, o);
                 ASSERT_TRUE(model.has_value()) << model.status().to_string();
-                RunOptions observed, fused;
-                observed.schedule = fused.schedule = "chunk:7";
+                GoldenRunOptions fused;
                 fused.observe = false;
-                auto a = run_model(**model, f, observed);
-                auto c = run_model(**model, f, fused);
+                auto a = run_fixture(**model, g, schedule("chunk:7", g));
+                auto c = run_fixture(**model, g, schedule("chunk:7", g), fused);
                 ASSERT_TRUE(a.has_value()) << a.status().to_string();
                 ASSERT_TRUE(c.has_value()) << c.status().to_string();
-                ASSERT_FALSE(a->scores.empty());  // some rows were scored (past index_topk)
-                for (size_t r = 0; r < a->outputs.size(); ++r)
-                    for (size_t l = 0; l < a->outputs[r].size(); ++l)
-                        EXPECT_EQ(a->outputs[r][l], c->outputs[r][l]) << "request " << r << " layer position " << l;
+                bool scored = false;  // some rows were scored (past index_topk)
+                for (const GoldenRequestRun& r : a->requests)
+                    for (const auto& layer : r.selections)
+                        for (const auto& [position, record] : layer) scored |= !record.scores.empty();
+                ASSERT_TRUE(scored);
+                for (size_t r = 0; r < a->requests.size(); ++r)
+                    for (size_t l = 0; l < a->layers.size(); ++l)
+                        EXPECT_EQ(a->requests[r].outputs[l], c->requests[r].outputs[l]) << "request " << r << " layer position " << l;
             }
         }
     }
 }
 
+// The same deployed numerics on the ref oracle and the cpu backend (teacher-forced selection): the two
+// differ only by accumulation order, which can move a bf16 or e4m3 rounding of a single value.
 TEST(DsaMlaDeployed, CpuAgreesWithRef) {
     for (const char* name : {"deepseek_v32", "hy_v4"}) {
-        Fixture f = load_fixture(name);
-        std::vector<RunResult> results;
+        const Golden g = load_golden(name);
+        std::vector<GoldenRun> results;
         for (const char* spec : {"ref", "cpu"}) {
             auto b = make_backend(spec);
+            ASSERT_TRUE(b.has_value()) << b.status().to_string();
             ModelOptions o;
             o.profile = NumericsProfile::deployed;
             o.backend = b->get();
-            auto model = load_attention_model(f.config, *f.checkpoint, o);
+            auto model = load_attention_model(g.config, *g.checkpoint, o);
             ASSERT_TRUE(model.has_value()) << model.status().to_string();
-            RunOptions ro;
-            ro.schedule = "chunk:7";
-            ro.override_selection = [&](int64_t layer, int64_t request, int64_t position, std::span<int32_t> selected) {
-                const auto& ref = f.topk[static_cast<size_t>(request)].at(layer);
-                const int64_t w = f.topk_width[static_cast<size_t>(request)];
-                size_t j = 0;
-                for (int64_t i = 0; i < w; ++i) {
-                    const int32_t v = ref[static_cast<size_t>(position * w + i)];
-                    if (v >= 0 && v <= position && j < selected.size()) selected[j++] = v;
-                }
-                for (; j < selected.size(); ++j) selected[j] = -1;
-            };
-            auto run = run_model(**model, f, ro);
+            auto run = run_golden_fixture(**model, g.fixture, schedule("chunk:7", g), deployed(true));
             ASSERT_TRUE(run.has_value()) << run.status().to_string();
             results.push_back(std::move(*run));
         }
         double worst = 0;
-        for (int64_t r = 0; r < f.n_requests; ++r)
-            for (size_t l = 0; l < results[0].outputs[static_cast<size_t>(r)].size(); ++l) {
-                const double rel = diff(results[1].outputs[static_cast<size_t>(r)][l], results[0].outputs[static_cast<size_t>(r)][l]).rel;
+        for (size_t r = 0; r < results[0].requests.size(); ++r)
+            for (size_t l = 0; l < results[0].layers.size(); ++l) {
+                const double rel = output_diff(results[1].requests[r].outputs[l], results[0].requests[r].outputs[l]).rel;
                 worst = std::max(worst, rel);
                 EXPECT_LE(rel, 1e-2) << name << " request " << r << " layer " << l;
             }
@@ -206,4 +190,4 @@ TEST(DsaMlaDeployed, CpuAgreesWithRef) {
 }
 
 }  // namespace
-}  // namespace sieve::dsa_test
+}  // namespace sieve::model_test

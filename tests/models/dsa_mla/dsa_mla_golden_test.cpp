@@ -11,12 +11,10 @@
 #include <map>
 #include <string>
 
-#include "golden_check.h"
+#include "model_test_util.h"
 
-namespace sieve {
+namespace sieve::model_test {
 namespace {
-
-const std::filesystem::path kData = SIEVE_TEST_DATA_DIR;
 
 struct GoldenCase {
     std::string fixture;
@@ -53,7 +51,7 @@ TEST_P(DsaMlaGoldenExact, MatchesReference) {
     o.backend = g.backend;
     o.rel_tolerance = 1e-4;  // golden_format.md: exact profile
     o.min_topk_agreement = 1.0;
-    auto report = run_golden_check(kData / g.fixture, o);
+    auto report = run_golden_check(data_dir() / g.fixture, o);
     ASSERT_TRUE(report.has_value()) << report.status().to_string();
     for (const LayerCheck& c : report->layers) {
         EXPECT_TRUE(c.passed) << fmt::format("request {} layer {}: max|Δ| {:.3g}, rel {:.3g}, top-k {}/{} (ties {})",
@@ -82,4 +80,4 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DsaMlaGoldenExact, testing::ValuesIn(exact_ca
 
 
 }  // namespace
-}  // namespace sieve
+}  // namespace sieve::model_test

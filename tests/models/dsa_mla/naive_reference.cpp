@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numbers>
 
-namespace sieve::dsa_test {
+namespace sieve::model_test {
 
 namespace {
 
@@ -65,7 +65,7 @@ const std::vector<float>& NaiveLayer::w(const std::string& leaf) const {
     return it == weights_.end() ? empty : it->second;
 }
 
-std::vector<float> NaiveLayer::forward(const std::vector<float>& x_in, const std::vector<std::vector<int32_t>>& selected) const {
+std::vector<float> NaiveLayer::forward(std::span<const float> x_in, const std::vector<std::vector<int32_t>>& selected) const {
     const int64_t D = c_.hidden_size, H = c_.num_attention_heads, Rq = c_.q_lora_rank, R = c_.kv_lora_rank;
     const int64_t Dr = c_.qk_rope_head_dim, Dn = c_.qk_nope_head_dim, Dv = c_.v_head_dim, Dqk = Dn + Dr;
     const int64_t T = static_cast<int64_t>(x_in.size()) / D;
@@ -143,4 +143,4 @@ std::vector<float> NaiveLayer::forward(const std::vector<float>& x_in, const std
     return out;
 }
 
-}  // namespace sieve::dsa_test
+}  // namespace sieve::model_test

@@ -6,20 +6,21 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "io/config_dsa_mla.h"
-#include "fixture_util.h"
+#include "model_test_util.h"
 
-namespace sieve::dsa_test {
+namespace sieve::model_test {
 
 class NaiveLayer {
 public:
     NaiveLayer(const DsaMlaConfig& c, const std::vector<HostTensor>& weights, int64_t layer);
     // x: [T, D] of one request from position 0. selected[p]: the positions token p attends to (entries < 0
     // or > p ignored); empty `selected` = every causal token. Returns [T, D].
-    std::vector<float> forward(const std::vector<float>& x, const std::vector<std::vector<int32_t>>& selected) const;
+    std::vector<float> forward(std::span<const float> x, const std::vector<std::vector<int32_t>>& selected) const;
 
 private:
     const std::vector<float>& w(const std::string& leaf) const;
@@ -30,4 +31,4 @@ private:
     double attention_factor_ = 1.0;
 };
 
-}  // namespace sieve::dsa_test
+}  // namespace sieve::model_test

@@ -1,5 +1,5 @@
-// The QSA layer through the engine against the independent double-precision reference of
-// qsa_test_util (specs/qsa.md §4), on random small configs that the golden fixture does not cover
+// The QSA layer through the engine (the check's runner) against the independent double-precision
+// reference of qsa_test_util (specs/qsa.md §4), on random small configs that the golden fixture does not cover
 // (r = 1, 2, 3, 5; one KV head; head dims that are not multiples of the vector width; full rotary),
 // under one-shot, chunked (chunks that split groups), decode and mixed schedules; and the dense
 // equivalence of contexts up to budget + r − 1 tokens (§4.5).
@@ -17,7 +17,7 @@
 #include "models/qsa/model.h"
 #include "qsa_test_util.h"
 
-namespace sieve::qsa_test {
+namespace sieve::model_test {
 namespace {
 
 struct Loaded {
@@ -49,24 +49,6 @@ Loaded load(const QsaTestConfig& tc, uint64_t seed, const std::string& backend, 
     return l;
 }
 
-std::vector<RequestInput> random_requests(const std::vector<int64_t>& lengths, int64_t n_layers, int64_t hidden,
-                                          uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<RequestInput> out;
-    for (int64_t n : lengths) {
-        RequestInput r;
-        r.n_tokens = r.prompt_tokens = n;
-        for (int64_t l = 0; l < n_layers; ++l) {
-            std::vector<float> x(static_cast<size_t>(n * hidden));
-            for (float& v : x) v = normal(rng);
-            r.inputs.push_back(std::move(x));
-        }
-        out.push_back(std::move(r));
-    }
-    return out;
-}
-
 struct Compared {
     double worst_rel = 0;
     int64_t tokens = 0, tie_tokens = 0;
@@ -75,25 +57,29 @@ struct Compared {
 // Every request and layer against the reference: equal selected sets (tokens whose reference
 // selection has a boundary tie are skipped and counted), outputs within `tol` relative error over
 // the other rows.
-Compared compare_with_reference(Loaded& l, const std::vector<RequestInput>& requests, const RunResult& run, double tol) {
+Compared compare_with_reference(Loaded& l, const RandomRequests& requests, const GoldenRun& run, double tol) {
     Compared c;
+    expect_every_selection_once(run);
     const QsaConfig& qc = *l.config.qsa();
     const std::vector<int64_t> layers = l.model->layers();
     for (size_t lp = 0; lp < layers.size(); ++lp) {
         auto w = reference_weights(*l.checkpoint, l.config, layers[lp]);
         EXPECT_TRUE(w.has_value()) << w.status().to_string();
         if (!w) return c;
-        for (size_t r = 0; r < requests.size(); ++r) {
+        for (size_t r = 0; r < requests.n_tokens.size(); ++r) {
             SCOPED_TRACE(fmt::format("layer {} request {}", layers[lp], r));
-            const ReferenceResult ref = reference_layer(qc, *w, requests[r].inputs[lp].data(), requests[r].n_tokens);
+            const int64_t n_tokens = requests.n_tokens[r];
+            const ReferenceResult ref = reference_layer(qc, *w, requests.inputs[r][lp].data(), n_tokens);
+            const auto& selections = run.requests[r].selections[lp];
             std::vector<int64_t> rows;
-            for (int64_t t = 0; t < requests[r].n_tokens; ++t) {
+            for (int64_t t = 0; t < n_tokens && selections.count(t); ++t) {
                 ++c.tokens;
                 const ReferenceToken& rt = ref.tokens[static_cast<size_t>(t)];
-                const Selection& s = run.selections[r][lp][static_cast<size_t>(t)];
-                const std::set<int32_t> mine(s.tokens.begin(), s.tokens.end());
-                EXPECT_EQ(s.tokens.size(), mine.size()) << "position " << t << ": a repeated token";
-                EXPECT_TRUE(std::is_sorted(s.tokens.begin(), s.tokens.end())) << "position " << t;
+                const SelectionRecord& s = selections.at(t);
+                const std::vector<int32_t> tokens = valid_entries(s);
+                const std::set<int32_t> mine = s.set();
+                EXPECT_EQ(tokens.size(), mine.size()) << "position " << t << ": a repeated token";
+                EXPECT_TRUE(std::is_sorted(tokens.begin(), tokens.end())) << "position " << t;
                 EXPECT_EQ(s.tokens_per_score, qc.indexer_compress_ratio);
                 EXPECT_EQ(s.scores.size(), rt.scores.size()) << "position " << t;
                 if (rt.boundary_tie) {
@@ -105,7 +91,7 @@ Compared compare_with_reference(Loaded& l, const std::vector<RequestInput>& requ
                     EXPECT_NEAR(s.scores[g], rt.scores[g], 1e-5 * (1 + std::fabs(rt.scores[g]))) << "position " << t << " group " << g;
                 rows.push_back(t);
             }
-            const double rel = relative_error(run.outputs[r][lp], ref.out, qc.hidden_size, rows);
+            const double rel = relative_error(run.requests[r].outputs[lp], ref.out, qc.hidden_size, rows);
             EXPECT_LE(rel, tol);
             c.worst_rel = std::max(c.worst_rel, rel);
         }
@@ -153,9 +139,8 @@ TEST(QsaLayer, MatchesReferenceUnderEverySchedule) {
             int64_t ties = 0;
             for (const std::string& sched : schedules) {
                 SCOPED_TRACE(sched);
-                std::vector<RequestInput> requests = random_requests(cc.lengths, n_layers, cc.config.hidden, 5);
-                const EngineOptions opts = schedule(sched, requests);
-                auto run = run_requests(*l.model, requests, opts);
+                const RandomRequests requests = random_requests(cc.lengths, n_layers, cc.config.hidden, 5);
+                auto run = run_golden_requests(*l.model, requests.requests(), qsa_schedule(sched, cc.lengths));
                 ASSERT_TRUE(run.has_value()) << run.status().to_string();
                 // fp32 against double: a few ulps per reduction (dims ≤ 64), far below 1e-5.
                 const Compared c = compare_with_reference(l, requests, *run, 1e-5);
@@ -194,16 +179,18 @@ TEST(QsaLayer, FusedSelectionMatchesScoresThenTopk) {
                 const int64_t n_layers = static_cast<int64_t>(l.model->layers().size());
                 for (const std::string sched : {"chunk:3", "mixed:4"}) {
                     SCOPED_TRACE(sched);
-                    std::vector<RequestInput> requests = random_requests(cc.lengths, n_layers, cc.config.hidden, 13);
-                    const EngineOptions opts = schedule(sched, requests);
-                    auto observed = run_requests(*l.model, requests, opts);
-                    auto fused = run_requests(*l.model, requests, opts, {}, false);
+                    const RandomRequests requests = random_requests(cc.lengths, n_layers, cc.config.hidden, 13);
+                    const GoldenSchedule s = qsa_schedule(sched, cc.lengths);
+                    GoldenRunOptions fused_selection;
+                    fused_selection.observe = false;
+                    auto observed = run_golden_requests(*l.model, requests.requests(), s);
+                    auto fused = run_golden_requests(*l.model, requests.requests(), s, fused_selection);
                     ASSERT_TRUE(observed.has_value()) << observed.status().to_string();
                     ASSERT_TRUE(fused.has_value()) << fused.status().to_string();
-                    for (size_t r = 0; r < requests.size(); ++r)
+                    for (size_t r = 0; r < cc.lengths.size(); ++r)
                         for (int64_t lp = 0; lp < n_layers; ++lp) {
-                            const auto& a = observed->outputs[r][static_cast<size_t>(lp)];
-                            const auto& b = fused->outputs[r][static_cast<size_t>(lp)];
+                            const auto& a = observed->requests[r].outputs[static_cast<size_t>(lp)];
+                            const auto& b = fused->requests[r].outputs[static_cast<size_t>(lp)];
                             EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
                                 << "request " << r << " layer " << lp;
                         }
@@ -237,13 +224,14 @@ TEST(QsaLayer, HugeBudgetSizesRowsByTheStep) {
         const int64_t n_layers = static_cast<int64_t>(wide.model->layers().size());
         for (const char* name : {"one-shot", "chunk:5", "decode"}) {
             SCOPED_TRACE(name);
-            std::vector<RequestInput> requests = random_requests({40, 7}, n_layers, tc.hidden, 31);
-            const EngineOptions opts = schedule(name, requests);
-            auto a = run_requests(*wide.model, requests, opts);
-            auto b = run_requests(*huge.model, requests, opts);
+            const RandomRequests requests = random_requests({40, 7}, n_layers, tc.hidden, 31);
+            const GoldenSchedule s = qsa_schedule(name, requests.n_tokens);
+            auto a = run_golden_requests(*wide.model, requests.requests(), s);
+            auto b = run_golden_requests(*huge.model, requests.requests(), s);
             ASSERT_TRUE(a.has_value()) << a.status().to_string();
             ASSERT_TRUE(b.has_value()) << b.status().to_string();
-            EXPECT_EQ(a->outputs, b->outputs);
+            for (size_t r = 0; r < requests.n_tokens.size(); ++r)
+                EXPECT_EQ(a->requests[r].outputs, b->requests[r].outputs) << "request " << r;
         }
         EXPECT_LT(huge.model->workspace_bytes(), int64_t{64} << 20) << "scratch sized by the budget";
     }
@@ -262,39 +250,43 @@ TEST(QsaLayer, ShortContextsAreExactlyDense) {
         const QsaConfig& qc = *l.config.qsa();
         const int64_t W = qc.output_width;
         const int64_t n_layers = static_cast<int64_t>(l.model->layers().size());
-        std::vector<RequestInput> requests = random_requests({W, W + 3 * qc.indexer_compress_ratio + 2}, n_layers,
-                                                             qc.hidden_size, 9);
-        const EngineOptions opts = schedule("chunk:3", requests);
-        auto sparse = run_requests(*l.model, requests, opts);
+        const RandomRequests requests = random_requests({W, W + 3 * qc.indexer_compress_ratio + 2}, n_layers,
+                                                        qc.hidden_size, 9);
+        const GoldenSchedule s = qsa_schedule("chunk:3", requests.n_tokens);
+        auto sparse = run_golden_requests(*l.model, requests.requests(), s);
         ASSERT_TRUE(sparse.has_value()) << sparse.status().to_string();
-        auto dense = run_requests(*l.model, requests, opts, [](int64_t, RequestId, int64_t position, std::span<int32_t> sel, std::span<const float>) {
+        expect_every_selection_once(*sparse);
+        GoldenRunOptions every_token;
+        every_token.rewrite = [](int64_t, int64_t, int64_t position, std::span<int32_t> sel, std::span<const float>, int64_t) {
             for (size_t j = 0; j < sel.size(); ++j) sel[j] = static_cast<int64_t>(j) <= position ? static_cast<int32_t>(j) : -1;
-        });
+        };
+        auto dense = run_golden_requests(*l.model, requests.requests(), s, every_token);
         ASSERT_TRUE(dense.has_value()) << dense.status().to_string();
         int64_t sparse_rows_changed = 0;
-        for (size_t r = 0; r < requests.size(); ++r) {
+        for (size_t r = 0; r < requests.n_tokens.size(); ++r) {
             for (int64_t lp = 0; lp < n_layers; ++lp) {
                 auto w = reference_weights(*l.checkpoint, l.config, l.model->layers()[static_cast<size_t>(lp)]);
                 ASSERT_TRUE(w.has_value());
                 const std::vector<double> ref_dense =
-                    reference_dense_layer(qc, *w, requests[r].inputs[static_cast<size_t>(lp)].data(), requests[r].n_tokens);
-                const std::vector<float>& a = sparse->outputs[r][static_cast<size_t>(lp)];
-                const std::vector<float>& b = dense->outputs[r][static_cast<size_t>(lp)];
+                    reference_dense_layer(qc, *w, requests.inputs[r][static_cast<size_t>(lp)].data(), requests.n_tokens[r]);
+                const std::vector<float>& a = sparse->requests[r].outputs[static_cast<size_t>(lp)];
+                const std::vector<float>& b = dense->requests[r].outputs[static_cast<size_t>(lp)];
+                const auto& selections = sparse->requests[r].selections[static_cast<size_t>(lp)];
                 std::vector<int64_t> short_rows;
-                for (int64_t t = 0; t < requests[r].n_tokens; ++t) {
-                    const Selection& s = sparse->selections[r][static_cast<size_t>(lp)][static_cast<size_t>(t)];
+                for (int64_t t = 0; t < requests.n_tokens[r] && selections.count(t); ++t) {
+                    const SelectionRecord& sel = selections.at(t);
                     const bool row_equal = std::equal(a.begin() + t * qc.hidden_size, a.begin() + (t + 1) * qc.hidden_size,
                                                       b.begin() + t * qc.hidden_size);
                     if (t + 1 <= W) {
                         std::vector<int32_t> all(static_cast<size_t>(t + 1));
                         std::iota(all.begin(), all.end(), 0);
-                        EXPECT_EQ(s.tokens, all) << "position " << t;
-                        EXPECT_TRUE(s.scores.empty()) << "position " << t;
+                        EXPECT_EQ(valid_entries(sel), all) << "position " << t;
+                        EXPECT_TRUE(sel.scores.empty()) << "position " << t;
                         EXPECT_TRUE(row_equal) << "position " << t << ": not bit-identical to dense";
                         short_rows.push_back(t);
                     } else {
-                        EXPECT_FALSE(s.scores.empty()) << "position " << t;
-                        EXPECT_LT(static_cast<int64_t>(s.tokens.size()), t + 1) << "position " << t;
+                        EXPECT_FALSE(sel.scores.empty()) << "position " << t;
+                        EXPECT_LT(static_cast<int64_t>(valid_entries(sel).size()), t + 1) << "position " << t;
                         sparse_rows_changed += row_equal ? 0 : 1;
                     }
                 }
@@ -306,4 +298,4 @@ TEST(QsaLayer, ShortContextsAreExactlyDense) {
 }
 
 }  // namespace
-}  // namespace sieve::qsa_test
+}  // namespace sieve::model_test

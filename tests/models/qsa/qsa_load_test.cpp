@@ -12,7 +12,7 @@
 #include "models/qsa/model.h"
 #include "qsa_test_util.h"
 
-namespace sieve::qsa_test {
+namespace sieve::model_test {
 namespace {
 
 Expected<std::unique_ptr<AttentionModel>> load_with(const QsaTestConfig& tc, const Checkpoint& ckpt, Backend& b,
@@ -26,36 +26,18 @@ Expected<std::unique_ptr<AttentionModel>> load_with(const QsaTestConfig& tc, con
     return load_attention_model(config, ckpt, o);
 }
 
-std::vector<RequestInput> inputs(int64_t n_layers, int64_t hidden, std::vector<int64_t> lengths, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<RequestInput> out;
-    for (int64_t n : lengths) {
-        RequestInput r;
-        r.n_tokens = r.prompt_tokens = n;
-        for (int64_t l = 0; l < n_layers; ++l) {
-            r.inputs.emplace_back(static_cast<size_t>(n * hidden));
-            for (float& v : r.inputs.back()) v = normal(rng);
-        }
-        out.push_back(std::move(r));
-    }
-    return out;
-}
-
-std::unique_ptr<Backend> cpu() { return std::move(make_backend("cpu")).value(); }
-
 TEST(QsaLoad, FixtureLayersAndCachesAgreeWithTheLayout) {
-    auto config = load_model_config(fixture_dir() + "/ckpt");
-    ASSERT_TRUE(config.has_value()) << config.status().to_string();
-    auto ckpt = Checkpoint::open(fixture_dir() + "/ckpt");
-    ASSERT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
-    auto b = cpu();
+    const Golden g = load_golden("qwen4_exp");
+    const ModelConfig* config = &g.config;
+    const Checkpoint* ckpt = g.checkpoint.get();
+    ASSERT_NE(ckpt, nullptr);
+    auto b = test_backend();
     for (NumericsProfile profile : {NumericsProfile::exact, NumericsProfile::deployed}) {
         SCOPED_TRACE(numerics_profile_name(profile));
         ModelOptions o;
         o.profile = profile;
         o.backend = b.get();
-        auto m = load_attention_model(*config, **ckpt, o);
+        auto m = load_attention_model(*config, *ckpt, o);
         ASSERT_TRUE(m.has_value()) << m.status().to_string();
         EXPECT_EQ((*m)->model_type(), "qwen4_exp");
         EXPECT_EQ((*m)->layers(), (std::vector<int64_t>{1, 3}));  // the QSA layers; 0 and 2 are linear attention
@@ -89,17 +71,17 @@ TEST(QsaLoad, BothNameLayoutsAndEveryWeightDtypeGiveTheSameLayer) {
     QsaTestConfig multi = text;
     multi.multimodal = true;
     auto weights = qsa_random_weights(text, 3);
-    auto b = cpu();
+    auto b = test_backend();
     auto run = [&](const QsaTestConfig& tc, const std::map<std::string, Tensor>& w, StoredAs stored,
                    NumericsProfile profile = NumericsProfile::exact) {
         auto ckpt = qsa_checkpoint(tc, w, stored);
         EXPECT_TRUE(ckpt.has_value()) << ckpt.status().to_string();
         auto m = load_with(tc, **ckpt, *b, profile);
         EXPECT_TRUE(m.has_value()) << m.status().to_string();
-        std::vector<RequestInput> req = inputs(1, tc.hidden, {17}, 4);
-        auto r = run_requests(**m, req, schedule("chunk:5", req));
+        const RandomRequests req = random_requests({17}, 1, tc.hidden, 4);
+        auto r = run_golden_requests(**m, req.requests(), qsa_schedule("chunk:5", req.n_tokens));
         EXPECT_TRUE(r.has_value()) << r.status().to_string();
-        return r->outputs[0][0];
+        return r->requests[0].outputs[0];
     };
     const std::vector<float> a = run(text, weights, StoredAs::f32);
     EXPECT_EQ(a, run(multi, weights, StoredAs::f32));  // model.language_model.* names (qsa.md §3)
@@ -121,7 +103,7 @@ TEST(QsaLoad, BothNameLayoutsAndEveryWeightDtypeGiveTheSameLayer) {
 
 TEST(QsaLoad, ErrorsNameTheTensorAndTheValues) {
     QsaTestConfig tc;
-    auto b = cpu();
+    auto b = test_backend();
     {  // missing tensor
         auto w = qsa_random_weights(tc, 1);
         w.erase("model.layers.1.self_attn.indexer.k_layernorm.weight");
@@ -188,4 +170,4 @@ TEST(QsaLoad, ErrorsNameTheTensorAndTheValues) {
 }
 
 }  // namespace
-}  // namespace sieve::qsa_test
+}  // namespace sieve::model_test

@@ -11,13 +11,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "io/safetensors.h"
 #include "io/weights.h"
 
-namespace sieve::qsa_test {
-
-std::string data_dir() { return SIEVE_TEST_DATA_DIR; }
-std::string fixture_dir() { return data_dir() + "/qwen4_exp"; }
+namespace sieve::model_test {
 
 // ---- random checkpoints ----------------------------------------------------------------------------
 
@@ -71,23 +67,9 @@ bool is_fp8_candidate(const std::string& name, const Tensor& t) {
     return t.rank() == 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
 }
 
-// e4m3 bytes and 128×128 block multipliers of W (scale = amax / 448, 1 for an all-zero block).
-void fp8_quantize(const Tensor& w, std::vector<uint8_t>& q, Tensor& scale) {
-    const int64_t rows = w.dim(0), cols = w.dim(1), br = (rows + 127) / 128, bc = (cols + 127) / 128;
-    scale = Tensor::zeros_or_die(DType::f32, {br, bc});
-    q.assign(static_cast<size_t>(rows * cols), 0);
-    for (int64_t bi = 0; bi < br; ++bi)
-        for (int64_t bj = 0; bj < bc; ++bj) {
-            float amax = 0;
-            for (int64_t i = bi * 128; i < std::min(rows, bi * 128 + 128); ++i)
-                for (int64_t j = bj * 128; j < std::min(cols, bj * 128 + 128); ++j)
-                    amax = std::max(amax, std::fabs(w.as<float>()[i * cols + j]));
-            const float s = amax > 0 ? amax / 448.0f : 1.0f;
-            scale.as<float>()[bi * bc + bj] = s;
-            for (int64_t i = bi * 128; i < std::min(rows, bi * 128 + 128); ++i)
-                for (int64_t j = bj * 128; j < std::min(cols, bj * 128 + 128); ++j)
-                    q[static_cast<size_t>(i * cols + j)] = f32_to_fp8_e4m3(w.as<float>()[i * cols + j] / s);
-        }
+// The checkpoint's FP8 form of a weight: scale = amax / 448 per 128×128 block.
+Fp8Blocks fp8_quantize(const Tensor& w) {
+    return fp8_blocks({w.as<float>(), static_cast<size_t>(w.numel())}, w.dim(0), w.dim(1), Fp8Scale::amax_over_448);
 }
 
 std::string stored_name(const QsaTestConfig& c, const std::string& canonical) {
@@ -102,14 +84,8 @@ std::map<std::string, Tensor> qsa_fp8_roundtrip(const std::map<std::string, Tens
     for (const auto& [name, t] : weights) {
         Tensor copy = Tensor::zeros_or_die(DType::f32, t.shape());
         if (is_fp8_candidate(name, t)) {
-            std::vector<uint8_t> q;
-            Tensor scale;
-            fp8_quantize(t, q, scale);
-            const int64_t cols = t.dim(1), bc = scale.dim(1);
-            for (int64_t i = 0; i < t.dim(0); ++i)
-                for (int64_t j = 0; j < cols; ++j)
-                    copy.as<float>()[i * cols + j] =
-                        fp8_e4m3_to_f32(q[static_cast<size_t>(i * cols + j)]) * scale.as<float>()[(i / 128) * bc + j / 128];
+            const Fp8Blocks q = fp8_quantize(t);
+            std::memcpy(copy.data(), q.dequantized.data(), t.nbytes());
         } else {
             std::memcpy(copy.data(), t.data(), t.nbytes());
         }
@@ -120,157 +96,75 @@ std::map<std::string, Tensor> qsa_fp8_roundtrip(const std::map<std::string, Tens
 
 Expected<std::unique_ptr<Checkpoint>> qsa_checkpoint(const QsaTestConfig& c, const std::map<std::string, Tensor>& weights,
                                                      StoredAs stored) {
-    std::vector<std::vector<uint8_t>> keep;  // bytes the entries point to
-    std::vector<SafetensorsWriteEntry> entries;
+    std::vector<HostTensor> tensors;
     for (const auto& [name, t] : weights) {
         const std::string out_name = stored_name(c, name);
+        const auto* data = static_cast<const uint8_t*>(t.data());
         if (stored == StoredAs::fp8_block && is_fp8_candidate(name, t)) {
-            std::vector<uint8_t> q;
-            Tensor scale;
-            fp8_quantize(t, q, scale);
-            keep.push_back(std::move(q));
-            entries.push_back({out_name, DType::f8_e4m3, t.shape(), keep.back()});
-            keep.emplace_back(static_cast<const uint8_t*>(scale.data()), static_cast<const uint8_t*>(scale.data()) + scale.nbytes());
-            entries.push_back({out_name.substr(0, out_name.size() - 7) + ".weight_scale_inv", DType::f32, scale.shape(),
-                               keep.back()});
+            Fp8Blocks q = fp8_quantize(t);
+            tensors.push_back({out_name, DType::f8_e4m3, t.shape(), std::move(q.values)});
+            tensors.push_back(HostTensor::from_f32(out_name.substr(0, out_name.size() - 7) + ".weight_scale_inv",
+                                                   q.scale_shape, q.scales));
         } else if (stored == StoredAs::bf16) {
             std::vector<uint8_t> b(static_cast<size_t>(t.numel()) * 2);
             for (int64_t i = 0; i < t.numel(); ++i) {
                 const uint16_t v = f32_to_bf16(t.as<float>()[i]);
                 std::memcpy(b.data() + i * 2, &v, 2);
             }
-            keep.push_back(std::move(b));
-            entries.push_back({out_name, DType::bf16, t.shape(), keep.back()});
+            tensors.push_back({out_name, DType::bf16, t.shape(), std::move(b)});
         } else {
-            keep.emplace_back(static_cast<const uint8_t*>(t.data()), static_cast<const uint8_t*>(t.data()) + t.nbytes());
-            entries.push_back({out_name, DType::f32, t.shape(), keep.back()});
+            tensors.push_back({out_name, DType::f32, t.shape(), std::vector<uint8_t>(data, data + t.nbytes())});
         }
     }
-    // `keep` may reallocate while growing: point the entries at the final vectors.
-    for (size_t i = 0; i < entries.size(); ++i) entries[i].bytes = keep[i];
-    SIEVE_ASSIGN_OR_RETURN(auto bytes, serialize_safetensors(entries));
-    SIEVE_ASSIGN_OR_RETURN(auto file, SafetensorsFile::from_bytes(std::move(bytes), "model.safetensors"));
-    std::vector<std::unique_ptr<SafetensorsFile>> files;
-    files.push_back(std::move(file));
-    return Checkpoint::from_files("<qsa test checkpoint>", std::move(files));
+    return memory_checkpoint(tensors, "<qsa test checkpoint>");
 }
 
-// ---- engine driver ---------------------------------------------------------------------------------
+// ---- requests and schedules ------------------------------------------------------------------------
 
-namespace {
-
-class RecordingIo final : public RequestIo {
-public:
-    RecordingIo(const RequestInput& in, std::vector<std::vector<float>>& out, int64_t hidden)
-        : in_(in), out_(out), hidden_(hidden) {}
-    void input(int64_t layer_pos, int64_t position, float* row) override {
-        const float* src = in_.inputs[static_cast<size_t>(layer_pos)].data() + position * hidden_;
-        std::copy(src, src + hidden_, row);
+std::vector<GoldenRunRequest> RandomRequests::requests() const {
+    std::vector<GoldenRunRequest> out;
+    for (size_t r = 0; r < n_tokens.size(); ++r) {
+        GoldenRunRequest g;
+        g.n_tokens = n_tokens[r];
+        for (const std::vector<float>& x : inputs[r]) g.inputs.emplace_back(x);
+        out.push_back(std::move(g));
     }
-    void output(int64_t layer_pos, int64_t position, const float* row) override {
-        std::copy(row, row + hidden_, out_[static_cast<size_t>(layer_pos)].data() + position * hidden_);
-    }
+    return out;
+}
 
-private:
-    const RequestInput& in_;
-    std::vector<std::vector<float>>& out_;
-    int64_t hidden_;
-};
-
-class RecordingObserver final : public SelectionObserver {
-public:
-    RecordingObserver(RunResult& r, const std::vector<int64_t>& layers, const SelectionRewrite& rewrite)
-        : r_(r), rewrite_(rewrite) {
-        for (size_t i = 0; i < layers.size(); ++i) pos_[layers[i]] = static_cast<int64_t>(i);
-    }
-    void on_selection(int64_t layer, RequestId request, int64_t position, std::span<int32_t> selected,
-                      std::span<const float> scores, int64_t tokens_per_score) override {
-        if (rewrite_) rewrite_(layer, request, position, selected, scores);
-        Selection& s = r_.selections.at(static_cast<size_t>(request)).at(static_cast<size_t>(pos_.at(layer))).at(static_cast<size_t>(position));
-        s.tokens.clear();
-        for (int32_t v : selected)
-            if (v >= 0) s.tokens.push_back(v);
-        s.scores.assign(scores.begin(), scores.end());
-        s.tokens_per_score = tokens_per_score;
-        ++calls;
-    }
-    int64_t calls = 0;
-
-private:
-    RunResult& r_;
-    SelectionRewrite rewrite_;
-    std::map<int64_t, int64_t> pos_;
-};
-
-}  // namespace
-
-Expected<RunResult> run_requests(AttentionModel& model, const std::vector<RequestInput>& requests,
-                                 const EngineOptions& options, const SelectionRewrite& rewrite, bool observe) {
-    const std::vector<int64_t> layers = model.layers();
-    const int64_t hidden = model.hidden_size();
-    RunResult result;
-    for (const RequestInput& r : requests) {
-        result.outputs.emplace_back(layers.size(), std::vector<float>(static_cast<size_t>(r.n_tokens * hidden), NAN));
-        result.selections.emplace_back(layers.size(), std::vector<Selection>(static_cast<size_t>(r.n_tokens)));
-    }
-    RecordingObserver observer(result, layers, rewrite);
-    model.set_selection_observer(observe ? &observer : nullptr);
-    auto engine = Engine::create(model, options);
-    if (!engine) {
-        model.set_selection_observer(nullptr);
-        return engine.status();
-    }
-    std::vector<std::unique_ptr<RecordingIo>> ios;
-    for (size_t i = 0; i < requests.size(); ++i) {
-        ios.push_back(std::make_unique<RecordingIo>(requests[i], result.outputs[i], hidden));
-        Status s = (*engine)->add_request(static_cast<RequestId>(i), requests[i].n_tokens, requests[i].prompt_tokens,
-                                          ios.back().get());
-        if (!s.is_ok()) {
-            model.set_selection_observer(nullptr);
-            return s;
+RandomRequests random_requests(const std::vector<int64_t>& lengths, int64_t n_layers, int64_t hidden, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    RandomRequests out;
+    for (int64_t n : lengths) {
+        out.n_tokens.push_back(n);
+        out.inputs.emplace_back();
+        for (int64_t l = 0; l < n_layers; ++l) {
+            std::vector<float> x(static_cast<size_t>(n * hidden));
+            for (float& v : x) v = normal(rng);
+            out.inputs.back().push_back(std::move(x));
         }
     }
-    Status s = (*engine)->run();
-    model.set_selection_observer(nullptr);
-    SIEVE_RETURN_IF_ERROR(s);
-    for (size_t i = 0; i < requests.size(); ++i)
-        if ((*engine)->status(static_cast<RequestId>(i)) != RequestStatus::finished)
-            return (*engine)->error(static_cast<RequestId>(i)).with_context(fmt::format("request {}", i));
-    int64_t expected_calls = 0;
-    for (const RequestInput& r : requests) expected_calls += r.n_tokens * static_cast<int64_t>(layers.size());
-    if (observe && observer.calls != expected_calls)
-        return internal_error("the selection observer saw {} selections, expected {}", observer.calls, expected_calls);
-    result.stats = (*engine)->stats();
-    return result;
+    return out;
 }
 
-EngineOptions schedule(const std::string& name, std::vector<RequestInput>& requests) {
-    EngineOptions o;
-    int64_t longest = 1;
-    for (auto& r : requests) {
-        longest = std::max(longest, r.n_tokens);
-        r.prompt_tokens = r.n_tokens;
+std::vector<int32_t> valid_entries(const SelectionRecord& s) {
+    std::vector<int32_t> v;
+    for (int32_t i : s.selected)
+        if (i >= 0) v.push_back(i);
+    return v;
+}
+
+GoldenSchedule qsa_schedule(const std::string& name, const std::vector<int64_t>& n_tokens) {
+    const bool mixed = name.rfind("mixed:", 0) == 0;
+    auto s = golden_schedule(mixed ? "mixed" : name, n_tokens, mixed ? std::stoull(name.substr(6)) : 1);
+    if (!s) {
+        ADD_FAILURE() << s.status().to_string();
+        return {};
     }
-    o.cache_budget_tokens = 4 * longest + 64;
-    SchedulerOptions& s = o.scheduler;
-    if (name == "one-shot") {
-        s.max_tokens_per_step = longest;
-        s.max_requests_per_step = 1;
-    } else if (name.rfind("chunk:", 0) == 0) {
-        s.max_tokens_per_step = std::stoll(name.substr(6));
-        s.max_requests_per_step = 1;
-    } else if (name == "decode") {
-        for (auto& r : requests) r.prompt_tokens = 1;
-        s.max_tokens_per_step = static_cast<int64_t>(requests.size());
-    } else if (name.rfind("mixed:", 0) == 0) {
-        auto rng = std::make_shared<std::mt19937_64>(std::stoull(name.substr(6)));
-        for (auto& r : requests) r.prompt_tokens = std::uniform_int_distribution<int64_t>(1, r.n_tokens)(*rng);
-        s.max_tokens_per_step = 7;
-        s.chunk_policy = [rng](RequestId, int64_t limit) { return std::uniform_int_distribution<int64_t>(1, limit)(*rng); };
-    } else {
-        ADD_FAILURE_AT(__FILE__, __LINE__);
-    }
-    return o;
+    s->name = name;
+    if (mixed) s->engine.scheduler.max_tokens_per_step = 7;
+    return std::move(*s);
 }
 
 // ---- the double-precision reference ---------------------------------------------------------------
@@ -471,21 +365,14 @@ std::vector<double> reference_dense_layer(const QsaConfig& c, const ReferenceWei
 
 double relative_error(const std::vector<float>& got, const std::vector<double>& want, int64_t hidden,
                       const std::vector<int64_t>& rows) {
-    double d2 = 0, r2 = 0;
-    auto add_row = [&](int64_t t) {
-        for (int64_t i = 0; i < hidden; ++i) {
-            const size_t o = static_cast<size_t>(t * hidden + i);
-            const double d = static_cast<double>(got[o]) - want[o];
-            d2 += std::isfinite(d) ? d * d : INFINITY;
-            r2 += want[o] * want[o];
-        }
-    };
-    if (rows.empty()) {
-        for (int64_t t = 0; t < static_cast<int64_t>(want.size()) / hidden; ++t) add_row(t);
-    } else {
-        for (int64_t t : rows) add_row(t);
+    if (rows.empty()) return output_diff(got, want).rel;
+    std::vector<float> got_rows;
+    std::vector<double> want_rows;
+    for (int64_t t : rows) {
+        got_rows.insert(got_rows.end(), got.begin() + t * hidden, got.begin() + (t + 1) * hidden);
+        want_rows.insert(want_rows.end(), want.begin() + t * hidden, want.begin() + (t + 1) * hidden);
     }
-    return std::sqrt(d2 / std::max(r2, 1e-300));
+    return output_diff(got_rows, want_rows).rel;
 }
 
-}  // namespace sieve::qsa_test
+}  // namespace sieve::model_test

@@ -1,30 +1,25 @@
-// Helpers of the QSA model tests: small random QSA checkpoints built in memory (text-only or
-// multimodal names, f32 / bf16 / FP8-block weights), an engine driver that runs requests under a
-// schedule and records every layer output and selection, and an independent double-precision
+// What only the QSA model tests need: small random QSA checkpoints built in memory (text-only or
+// multimodal names, f32 / bf16 / FP8-block weights), random requests and the schedules they run
+// under (through the check's runner, tools/check/golden_run.h), and an independent double-precision
 // reference of one QSA layer written from specs/qsa.md §4 (full raw-key history, every visible group
 // re-pooled for every query, as transformers does).
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <set>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "golden_run.h"
 #include "io/checkpoint.h"
 #include "io/config.h"
-#include "models/attention_model.h"
-#include "runtime/engine.h"
+#include "model_test_util.h"
 
-namespace sieve::qsa_test {
-
-std::string data_dir();  // SIEVE_TEST_DATA_DIR
-std::string fixture_dir();  // <data>/qwen4_exp
+namespace sieve::model_test {
 
 // ---- random checkpoints ----------------------------------------------------------------------------
 
@@ -50,41 +45,22 @@ Expected<std::unique_ptr<Checkpoint>> qsa_checkpoint(const QsaTestConfig& c, con
 // What an fp8_block checkpoint's weights dequantize to (so an f32 checkpoint of these is equivalent).
 std::map<std::string, Tensor> qsa_fp8_roundtrip(const std::map<std::string, Tensor>& weights);
 
-// ---- engine driver ---------------------------------------------------------------------------------
+// ---- requests and schedules ------------------------------------------------------------------------
 
-struct RequestInput {
-    int64_t n_tokens = 0;
-    int64_t prompt_tokens = 0;         // the rest decode one token per step
-    std::vector<std::vector<float>> inputs;  // [layer_pos] [n_tokens · hidden]
+// Requests of the given lengths with inputs ~ N(0, 1) for a model of `n_layers` layers.
+struct RandomRequests {
+    std::vector<int64_t> n_tokens;
+    std::vector<std::vector<std::vector<float>>> inputs;  // [request][layer_pos] [n_tokens · hidden]
+    std::vector<GoldenRunRequest> requests() const;       // views of `inputs`
 };
+RandomRequests random_requests(const std::vector<int64_t>& lengths, int64_t n_layers, int64_t hidden, uint64_t seed);
 
-struct Selection {
-    std::vector<int32_t> tokens;  // the selected row as the layer passed it (valid entries, in order)
-    std::vector<float> scores;    // group scores, empty when dense
-    int64_t tokens_per_score = 0;
-};
+// The valid entries of a selection, in the order the layer passed them.
+std::vector<int32_t> valid_entries(const SelectionRecord& s);
 
-struct RunResult {
-    std::vector<std::vector<std::vector<float>>> outputs;  // [request][layer_pos] [n_tokens · hidden]
-    // [request][layer_pos][position]
-    std::vector<std::vector<std::vector<Selection>>> selections;
-    EngineStats stats;
-};
-
-// Optionally rewrites a selection before attention uses it (tests of the observer contract).
-// scores: the layer's group scores for that token (empty when it took every group).
-using SelectionRewrite = std::function<void(int64_t layer, RequestId, int64_t position, std::span<int32_t> selected,
-                                            std::span<const float> scores)>;
-
-// observe = false: no observer at all (nothing recorded, `selections` stay empty), so the layers take
-// the fused selection of indexer_scores instead of scores + topk.
-Expected<RunResult> run_requests(AttentionModel& model, const std::vector<RequestInput>& requests,
-                                 const EngineOptions& options, const SelectionRewrite& rewrite = {},
-                                 bool observe = true);
-
-// Engine options of the usual schedules: "one-shot", "chunk:N", "decode", "mixed:<seed>" (random
-// prompt/decode splits, random chunks under a budget of 7 tokens).
-EngineOptions schedule(const std::string& name, std::vector<RequestInput>& requests);
+// golden_schedule's one-shot, chunk:N and decode; "mixed:<seed>" is its mixed schedule of that seed
+// under a budget of 7 tokens a step (the short random requests still mix several per step).
+GoldenSchedule qsa_schedule(const std::string& name, const std::vector<int64_t>& n_tokens);
 
 // ---- the double-precision reference layer -------------------------------------------------------------
 
@@ -108,8 +84,8 @@ ReferenceResult reference_layer(const QsaConfig& c, const ReferenceWeights& w, c
 // Plain causal dense attention with the same projections, norms, RoPE and gate (no indexer).
 std::vector<double> reference_dense_layer(const QsaConfig& c, const ReferenceWeights& w, const float* x, int64_t T);
 
-// ‖a − b‖₂ / ‖b‖₂ over the rows of `tokens` (all rows when empty).
+// output_diff's ‖a − b‖₂ / ‖b‖₂ over the rows `rows` (all rows when empty).
 double relative_error(const std::vector<float>& got, const std::vector<double>& want, int64_t hidden,
                       const std::vector<int64_t>& rows = {});
 
-}  // namespace sieve::qsa_test
+}  // namespace sieve::model_test
