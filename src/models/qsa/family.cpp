@@ -41,7 +41,7 @@ Expected<BenchPlan> bench_plan(const ModelConfig& config, int64_t max_tokens) {
     return plan;
 }
 
-// q|gate, k, v and the index q|k projection run as one linear (qsa_layer.cpp).
+// q|gate, k, v and the index q|k projection run as one linear (layer.cpp).
 std::vector<WeightShare> weight_stages(const ModelConfig&, std::string_view name) {
     if (name.find("o_proj") != std::string_view::npos) return {{Stage::output, 1.0}};
     return {{Stage::projections, 1.0}};

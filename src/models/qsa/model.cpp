@@ -19,9 +19,9 @@ std::vector<CacheGroupDesc> qsa_cache_groups(const QsaConfig& c, NumericsProfile
             d.name = spec.name;
             d.spec = spec;
             d.n_layers = n_layers;
-            if (spec.name == kQsaKvCache) {
+            if (spec.name == qsa::kKvCache) {
                 d.block_size = 64;  // a multiple of 16, as vLLM's kernels need (§5.1)
-            } else if (spec.name == kQsaCompressedCache) {
+            } else if (spec.name == qsa::kCompressedCache) {
                 d.block_size = std::max<int64_t>(1, 64 / c.indexer_compress_ratio);  // one page per 64-token KV page (§5.3)
             } else {
                 d.block_size = c.indexer_compress_ratio;  // the ring: the window is r tokens (§5.2)
@@ -68,9 +68,9 @@ Expected<std::unique_ptr<QsaModel>> QsaModel::load(const ModelConfig& config, co
     WeightStore store(checkpoint, WeightFamily::qsa);
     const DType weight_dtype = options.profile == NumericsProfile::exact ? DType::f32 : DType::bf16;
     for (size_t i = 0; i < wanted.size(); ++i) {
-        auto w = load_qsa_layer_weights(store, m->config_, wanted[i], weight_dtype);
+        auto w = qsa::load_layer_weights(store, m->config_, wanted[i], weight_dtype);
         if (!w) return w.status().with_context(fmt::format("{} layer {}", config.model_type, wanted[i]));
-        SIEVE_ASSIGN_OR_RETURN(auto layer, QsaLayer::create(m->config_, std::move(*w), options.profile,
+        SIEVE_ASSIGN_OR_RETURN(auto layer, qsa::AttentionLayer::create(m->config_, std::move(*w), options.profile,
                                                             *options.backend, static_cast<int64_t>(i)));
         m->layers_.push_back(std::move(layer));
     }
@@ -90,7 +90,7 @@ std::vector<CacheGroupDesc> QsaModel::cache_groups() const {
 Status QsaModel::plan_step(const StepBatch& batch) {
     return no_bad_alloc(
         [&]() -> Status {
-            SIEVE_RETURN_IF_ERROR(plan_qsa_step(config_, *backend_, batch, plan_));
+            SIEVE_RETURN_IF_ERROR(qsa::build_step_plan(config_, *backend_, batch, plan_));
             // One scratch for the step, reserved before the first layer runs (the layers share it).
             for (const auto& layer : layers_)
                 SIEVE_RETURN_IF_ERROR(layer->reserve_scratch(batch, plan_, observer_ == nullptr, arena_));
@@ -105,7 +105,7 @@ Status QsaModel::forward(int64_t layer_pos, const StepBatch& batch, const float*
         return invalid_argument_error("QSA model: layer position {} out of range [0, {})", layer_pos, layers_.size());
     if (plan_.signature != batch.signature())
         return internal_error("{}: forward of a step that plan_step did not plan", model_type_);
-    QsaLayer& layer = *layers_[static_cast<size_t>(layer_pos)];
+    qsa::AttentionLayer& layer = *layers_[static_cast<size_t>(layer_pos)];
     return no_bad_alloc([&] { return layer.forward(batch, plan_, input, output, arena_, observer_, times); }, [&] {
         return fmt::format("{} layer {}, a step of {} tokens", model_type_, layer.layer(), batch.n_tokens());
     });

@@ -29,7 +29,7 @@
 #include "io/config.h"
 #include "models/attention_model.h"
 #include "models/model_factory.h"
-#include "models/qsa/qsa_layer.h"
+#include "models/qsa/layer.h"
 
 namespace sieve {
 
@@ -61,9 +61,9 @@ private:
     Backend* backend_ = nullptr;
     QsaConfig config_;
     NumericsProfile profile_ = NumericsProfile::exact;
-    std::vector<std::unique_ptr<QsaLayer>> layers_;
-    QsaStepPlan plan_;       // the current step's (plan_step)
-    WorkspaceBuffer arena_;  // the layers' buffers, carved by QsaLayer::forward
+    std::vector<std::unique_ptr<qsa::AttentionLayer>> layers_;
+    qsa::StepPlan plan_;  // the current step's (plan_step)
+    WorkspaceBuffer arena_;  // the layers' buffers, carved by qsa::AttentionLayer::forward
     SelectionObserver* observer_ = nullptr;
 };
 

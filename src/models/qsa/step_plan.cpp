@@ -4,9 +4,9 @@
 #include <climits>
 #include <span>
 
-namespace sieve {
+namespace sieve::qsa {
 
-int64_t QsaStepPlan::bytes() const {
+int64_t StepPlan::bytes() const {
     size_t b = uploads.capacity();
     for (const auto* v : {&seq_lens, &completing, &member_slot_list, &pool_position_list}) b += v->capacity() * 8;
     for (const auto* v : {&n_groups, &kv_table_rows, &compressed_table_rows, &kv_slot_list, &ring_slot_list,
@@ -15,14 +15,14 @@ int64_t QsaStepPlan::bytes() const {
     return static_cast<int64_t>(b);
 }
 
-Status plan_qsa_step(const QsaConfig& c, Backend& backend, const StepBatch& batch, QsaStepPlan& plan) {
+Status build_step_plan(const QsaConfig& c, Backend& backend, const StepBatch& batch, StepPlan& plan) {
     plan.signature = batch.signature();
-    plan.kv = batch.caches.find(kQsaKvCache);
-    plan.compressed = batch.caches.find(kQsaCompressedCache);
-    plan.ring = batch.caches.find(kQsaRingCache);
+    plan.kv = batch.caches.find(kKvCache);
+    plan.compressed = batch.caches.find(kCompressedCache);
+    plan.ring = batch.caches.find(kRingCache);
     if (!plan.kv || !plan.compressed || !plan.ring)
-        return internal_error("QSA step: the step lacks one of the cache groups {}, {}, {}", kQsaKvCache,
-                              kQsaCompressedCache, kQsaRingCache);
+        return internal_error("QSA step: the step lacks one of the cache groups {}, {}, {}", kKvCache,
+                              kCompressedCache, kRingCache);
     for (const CacheGroup* g : {plan.kv, plan.ring, plan.compressed})
         if (g->n_slots() > INT32_MAX)
             return unsupported_error("QSA step: the '{}' cache has {} slots; the ops address them as int32", g->name(),
@@ -103,4 +103,4 @@ Status plan_qsa_step(const QsaConfig& c, Backend& backend, const StepBatch& batc
     return Status::ok();
 }
 
-}  // namespace sieve
+}  // namespace sieve::qsa

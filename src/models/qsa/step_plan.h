@@ -15,14 +15,14 @@
 #include "models/step_uploads.h"
 #include "ops/block_tables.h"
 
-namespace sieve {
+namespace sieve::qsa {
 
 // Names of the three cache groups (as models/qsa/layout.cpp names the caches).
-inline constexpr const char* kQsaKvCache = "kv";
-inline constexpr const char* kQsaCompressedCache = "compressed_keys";
-inline constexpr const char* kQsaRingCache = "raw_key_ring";
+inline constexpr const char* kKvCache = "kv";
+inline constexpr const char* kCompressedCache = "compressed_keys";
+inline constexpr const char* kRingCache = "raw_key_ring";
 
-struct QsaStepPlan {
+struct StepPlan {
     std::vector<int64_t> signature;  // StepBatch::signature() of the planned step
     CacheGroup* kv = nullptr;
     CacheGroup* compressed = nullptr;
@@ -59,6 +59,6 @@ struct QsaStepPlan {
 
 // Plans `batch` for the QSA layers of `config` on `backend` (a step whose tokens need an entry the
 // runtime did not keep resident is an internal error naming the cache, request and position).
-Status plan_qsa_step(const QsaConfig& config, Backend& backend, const StepBatch& batch, QsaStepPlan& plan);
+Status build_step_plan(const QsaConfig& config, Backend& backend, const StepBatch& batch, StepPlan& plan);
 
-}  // namespace sieve
+}  // namespace sieve::qsa

@@ -1,13 +1,13 @@
-#include "models/qsa/qsa_weights.h"
+#include "models/qsa/weights.h"
 
 #include <cstring>
 
 #include <fmt/format.h>
 
-namespace sieve {
+namespace sieve::qsa {
 
-QsaProjectionLayout qsa_projection_layout(const QsaConfig& c) {
-    QsaProjectionLayout l;
+ProjectionLayout projection_layout(const QsaConfig& c) {
+    ProjectionLayout l;
     const int64_t D = c.head_dim;
     l.q_gate = 0;
     l.k = 2 * c.num_attention_heads * D;
@@ -18,9 +18,9 @@ QsaProjectionLayout qsa_projection_layout(const QsaConfig& c) {
     return l;
 }
 
-std::string qsa_layer_prefix(int64_t layer) { return fmt::format("model.layers.{}.self_attn", layer); }
+std::string layer_prefix(int64_t layer) { return fmt::format("model.layers.{}.self_attn", layer); }
 
-Expected<QsaLayerWeights> load_qsa_layer_weights(WeightStore& store, const QsaConfig& c, int64_t layer, DType dtype) {
+Expected<LayerWeights> load_layer_weights(WeightStore& store, const QsaConfig& c, int64_t layer, DType dtype) {
     if (layer < 0 || layer >= static_cast<int64_t>(c.layers.size()) || c.layers[static_cast<size_t>(layer)] != QsaLayerKind::qsa)
         return invalid_argument_error("layer {} is not a QSA layer of this model", layer);
     if (!c.has_indexer)
@@ -28,10 +28,10 @@ Expected<QsaLayerWeights> load_qsa_layer_weights(WeightStore& store, const QsaCo
                                       "its indexer (qsa.md §2.1, §2.2)", layer);
     const int64_t H = c.hidden_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
     const int64_t Hi = c.indexer_n_heads, Di = c.indexer_head_dim;
-    const QsaProjectionLayout pl = qsa_projection_layout(c);
-    const WeightScope s = store.scope(qsa_layer_prefix(layer));
+    const ProjectionLayout pl = projection_layout(c);
+    const WeightScope s = store.scope(layer_prefix(layer));
 
-    QsaLayerWeights w;
+    LayerWeights w;
     w.layer = layer;
     SIEVE_ASSIGN_OR_RETURN(w.input_proj, Tensor::zeros(dtype, {pl.total, H}));
     struct Part {
@@ -56,4 +56,4 @@ Expected<QsaLayerWeights> load_qsa_layer_weights(WeightStore& store, const QsaCo
     return w;
 }
 
-}  // namespace sieve
+}  // namespace sieve::qsa

@@ -32,17 +32,17 @@
 #include "kv/step_batch.h"
 #include "models/attention_model.h"
 #include "models/planned_linear.h"
-#include "models/qsa/qsa_weights.h"
+#include "models/qsa/weights.h"
 #include "models/rope_table.h"
 #include "models/qsa/step_plan.h"
 #include "models/workspace_buffer.h"
 
-namespace sieve {
+namespace sieve::qsa {
 
-class QsaLayer {
+class AttentionLayer {
 public:
     // `weights` are consumed (prepared by `backend`; the source tensors are dropped).
-    static Expected<std::unique_ptr<QsaLayer>> create(const QsaConfig& config, QsaLayerWeights weights,
+    static Expected<std::unique_ptr<AttentionLayer>> create(const QsaConfig& config, LayerWeights weights,
                                                       NumericsProfile profile, Backend& backend, int64_t layer_slot);
 
     int64_t layer() const { return layer_; }
@@ -50,28 +50,28 @@ public:
 
     // Grows `arena` to the layer's scratch for the step planned in `plan` (the counting pass of plan_step;
     // `fused`: no observer, the selection runs inside the scoring).
-    Status reserve_scratch(const StepBatch& batch, const QsaStepPlan& plan, bool fused, WorkspaceBuffer& arena);
+    Status reserve_scratch(const StepBatch& batch, const StepPlan& plan, bool fused, WorkspaceBuffer& arena);
     // The layer for every token of the step planned in `plan`. input, output: [n_tokens, hidden] f32;
     // `arena` holds the layer's buffers (shared by the layers, which run one after another), reserved by
     // reserve_scratch for this step and observer; an arena too small is an internal error.
-    Status forward(const StepBatch& batch, const QsaStepPlan& plan, const float* input, float* output,
+    Status forward(const StepBatch& batch, const StepPlan& plan, const float* input, float* output,
                    WorkspaceBuffer& arena, SelectionObserver* observer, StageTimes* times);
 
 private:
     struct StepOps;
-    Expected<StepOps> step_ops(const StepBatch& batch, const QsaStepPlan& plan, bool fused);
+    Expected<StepOps> step_ops(const StepBatch& batch, const StepPlan& plan, bool fused);
 
-    QsaLayer(const QsaConfig& c, NumericsProfile profile, Backend& backend) : c_(c), profile_(profile), backend_(backend) {}
+    AttentionLayer(const QsaConfig& c, NumericsProfile profile, Backend& backend) : c_(c), profile_(profile), backend_(backend) {}
 
     const QsaConfig& c_;
     NumericsProfile profile_;
     Backend& backend_;
     int64_t layer_ = 0;
     int64_t layer_slot_ = 0;
-    QsaProjectionLayout pl_;
+    ProjectionLayout pl_;
     PlannedLinear input_proj_, o_proj_;
     DeviceTensor q_norm_, k_norm_, index_q_norm_, index_k_norm_;  // [D], [D], [Di], [Di] f32
     RopeTable rope_;  // [R / 2]: the one table of q, k, index q, pooled k (§4.2)
 };
 
-}  // namespace sieve
+}  // namespace sieve::qsa

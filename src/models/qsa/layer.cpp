@@ -1,4 +1,4 @@
-#include "models/qsa/qsa_layer.h"
+#include "models/qsa/layer.h"
 
 #include <algorithm>
 #include <climits>
@@ -16,7 +16,7 @@
 #include "ops/rope.h"
 #include "ops/topk.h"
 
-namespace sieve {
+namespace sieve::qsa {
 
 namespace {
 
@@ -34,12 +34,12 @@ BlockTables tables_from(const BlockTables& step, int64_t token0) {
 
 }  // namespace
 
-Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLayerWeights w, NumericsProfile profile,
+Expected<std::unique_ptr<AttentionLayer>> AttentionLayer::create(const QsaConfig& c, LayerWeights w, NumericsProfile profile,
                                                      Backend& backend, int64_t layer_slot) {
-    std::unique_ptr<QsaLayer> l(new QsaLayer(c, profile, backend));
+    std::unique_ptr<AttentionLayer> l(new AttentionLayer(c, profile, backend));
     l->layer_ = w.layer;
     l->layer_slot_ = layer_slot;
-    l->pl_ = qsa_projection_layout(c);
+    l->pl_ = projection_layout(c);
     const LinearMath math = profile == NumericsProfile::exact ? LinearMath::f32 : LinearMath::bf16;
     auto prepare = [&](const Tensor& t, const char* what) {
         LinearWeights lw;
@@ -65,7 +65,7 @@ Expected<std::unique_ptr<QsaLayer>> QsaLayer::create(const QsaConfig& c, QsaLaye
 
 // The step's op params (pointers set by forward), their plans and workspaces, and the layer's scratch:
 // computed once by plan_step's counting pass (reserve_scratch) and again, identically, by forward.
-struct QsaLayer::StepOps {
+struct AttentionLayer::StepOps {
     int64_t T = 0, N = 0, Hq = 0, Hkv = 0, D = 0, Hi = 0, Di = 0, W = 0, k_top = 0, max_cols = 0, n_new = 0;
     size_t ae = 0;        // bytes of an activation
     int64_t chunk_rows = 0;  // selection rows per chunk of bounded score memory
@@ -79,7 +79,7 @@ struct QsaLayer::StepOps {
     size_t lin_ws = 0, score_ws = 0, topk_ws = 0, gqa_ws = 0;
 
     struct Buffers {
-        void* proj;               // [T, N] act: q_gate | k | v | index_q | index_k (QsaProjectionLayout)
+        void* proj;               // [T, N] act: q_gate | k | v | index_q | index_k (ProjectionLayout)
         void* q;                  // [T, Hq, D] act, normed and rotated
         void* k;                  // [T, Hkv, D] act, normed and rotated
         void* iq;                 // [T, Hi, Di] act, normed and rotated index queries
@@ -115,12 +115,12 @@ struct QsaLayer::StepOps {
     }
 };
 
-Expected<QsaLayer::StepOps> QsaLayer::step_ops(const StepBatch& batch, const QsaStepPlan& plan, bool fused) {
+Expected<AttentionLayer::StepOps> AttentionLayer::step_ops(const StepBatch& batch, const StepPlan& plan, bool fused) {
     StepOps o;
     const int64_t T = batch.n_tokens();
     const CacheGroup* kv_group = plan.kv;
     const bool exact = profile_ == NumericsProfile::exact;
-    const DType act = exact ? DType::f32 : DType::bf16;  // activations and caches (see qsa_layer.h)
+    const DType act = exact ? DType::f32 : DType::bf16;  // activations and caches (see layer.h)
     const int64_t H = c_.hidden_size, Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;
     const int64_t Hi = c_.indexer_n_heads, Di = c_.indexer_head_dim, N = pl_.total;
     const int64_t max_cols = plan.max_cols, k_top = plan.k_top, W = plan.width;
@@ -208,7 +208,7 @@ Expected<QsaLayer::StepOps> QsaLayer::step_ops(const StepBatch& batch, const Qsa
     return o;
 }
 
-Status QsaLayer::reserve_scratch(const StepBatch& batch, const QsaStepPlan& plan, bool fused, WorkspaceBuffer& arena) {
+Status AttentionLayer::reserve_scratch(const StepBatch& batch, const StepPlan& plan, bool fused, WorkspaceBuffer& arena) {
     if (batch.n_tokens() == 0) return Status::ok();
     SIEVE_ASSIGN_OR_RETURN(const StepOps ops, step_ops(batch, plan, fused));
     auto base = arena.reserve(backend_, ops.scratch_bytes(), "the step's scratch");
@@ -216,7 +216,7 @@ Status QsaLayer::reserve_scratch(const StepBatch& batch, const QsaStepPlan& plan
     return Status::ok();
 }
 
-Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const float* input, float* output,
+Status AttentionLayer::forward(const StepBatch& batch, const StepPlan& plan, const float* input, float* output,
                          WorkspaceBuffer& arena, SelectionObserver* observer, StageTimes* times) {
     const int64_t T = batch.n_tokens();
     if (T == 0) return Status::ok();
@@ -224,7 +224,7 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
     const CacheGroup* comp_group = plan.compressed;
     const CacheGroup* ring_group = plan.ring;
     const bool exact = profile_ == NumericsProfile::exact;
-    const DType act = exact ? DType::f32 : DType::bf16;  // activations and caches (see qsa_layer.h)
+    const DType act = exact ? DType::f32 : DType::bf16;  // activations and caches (see layer.h)
     const size_t ae = dtype_size(act);
     const int64_t Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;
     const int64_t Hi = c_.indexer_n_heads, Di = c_.indexer_head_dim, r = c_.indexer_compress_ratio;
@@ -441,4 +441,4 @@ Status QsaLayer::forward(const StepBatch& batch, const QsaStepPlan& plan, const 
     return o_proj_.run(*ops.out_plan, out_lp, {buf.lin_ws, lin_ws_bytes});
 }
 
-}  // namespace sieve
+}  // namespace sieve::qsa

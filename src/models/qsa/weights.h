@@ -11,11 +11,11 @@
 #include "io/config_qsa.h"
 #include "io/weights.h"
 
-namespace sieve {
+namespace sieve::qsa {
 
 // Row offsets of the fused input projection [q_gate | k | v | index_q | index_k] (qsa.md §3, §4.1,
 // §4.2): one GEMM per layer instead of four (vLLM fuses q/k/v the same way; the indexer is appended).
-struct QsaProjectionLayout {
+struct ProjectionLayout {
     int64_t q_gate = 0;   // [Hq, 2·D]: per head h, q_h = [h·2D, h·2D + D), gate_h = [h·2D + D, (h+1)·2D) (§3)
     int64_t k = 0;        // [Hkv, D]
     int64_t v = 0;        // [Hkv, D]
@@ -23,9 +23,9 @@ struct QsaProjectionLayout {
     int64_t index_k = 0;  // [Di], the raw index key (§4.2)
     int64_t total = 0;    // 2·Hq·D + 2·Hkv·D + (Hi + 1)·Di
 };
-QsaProjectionLayout qsa_projection_layout(const QsaConfig& c);
+ProjectionLayout projection_layout(const QsaConfig& c);
 
-struct QsaLayerWeights {
+struct LayerWeights {
     int64_t layer = 0;  // the model's layer index L
     Tensor input_proj;  // [layout.total, hidden] rows q_proj | k_proj | v_proj | index_qk_proj, `dtype`
     Tensor o_proj;      // [hidden, Hq·D], `dtype`
@@ -36,10 +36,10 @@ struct QsaLayerWeights {
 };
 
 // The canonical prefix of layer L's attention: "model.layers.L.self_attn".
-std::string qsa_layer_prefix(int64_t layer);
+std::string layer_prefix(int64_t layer);
 
 // Reads and checks layer L (a QSA layer of `c`) with linear weights converted to `dtype` (f32 for
 // the exact profile; bf16 for deployed). Errors name the tensor, its shape and the expected one.
-Expected<QsaLayerWeights> load_qsa_layer_weights(WeightStore& store, const QsaConfig& c, int64_t layer, DType dtype);
+Expected<LayerWeights> load_layer_weights(WeightStore& store, const QsaConfig& c, int64_t layer, DType dtype);
 
-}  // namespace sieve
+}  // namespace sieve::qsa
