@@ -53,7 +53,6 @@ KeyTileUnit KeyTileUnits::unit(int64_t u, int64_t& list) const {
     r.k1 = std::max<int64_t>(r.k0, std::min<int64_t>(list_keys_[list], r.k0 + key_tile_));
     r.tokens = tokens_ + list_off_[list];
     r.n_tokens = list_off_[list + 1] - list_off_[list];
-    r.last_of_list = u + 1 == unit_off_[list + 1];
     return r;
 }
 

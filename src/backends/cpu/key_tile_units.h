@@ -27,7 +27,6 @@ struct KeyTileUnit {
     int64_t k0 = 0, k1 = 0;           // the tile's keys [k0, k1), k1 ≤ the list's keys
     const int32_t* tokens = nullptr;  // the list's tokens, ascending
     int64_t n_tokens = 0;
-    bool last_of_list = false;
 };
 
 class KeyTileUnits {

@@ -38,6 +38,14 @@ void StepPlanNeeds::add(Compressor c) { add_once(compressors, std::move(c), &Com
 void StepPlanNeeds::add(Compressed c) { add_once(compressed, std::move(c), &Compressed::group); }
 void StepPlanNeeds::add(Indexer i) { add_once(indexers, std::move(i), &Indexer::keys); }
 
+Expected<BlockTables> StepPlan::resident_tables(Backend& backend, const StepBatch& batch, const CacheGroup& group,
+                                                int64_t ratio, std::string_view what) {
+    SIEVE_RETURN_IF_ERROR(check_visible_entries(batch, group, ratio));
+    const int64_t stride = pack_block_tables(batch, group, staging_);
+    SIEVE_ASSIGN_OR_RETURN(const int32_t* table, upload(backend, staging_, what));
+    return BlockTables{table, token_request_, batch.n_requests(), stride};
+}
+
 bool StepPlan::planned(const StepBatch& batch) const { return built_ && signature_ == batch.signature(); }
 
 Status StepPlan::build(Backend& backend, const StepBatch& batch, const StepPlanNeeds& needs) {
@@ -89,10 +97,7 @@ Status StepPlan::build(Backend& backend, const StepBatch& batch, const StepPlanN
         c.group = need.group;
         SIEVE_ASSIGN_OR_RETURN(const CacheGroup* g, find_group(batch, need.group));
         // Every entry a token may read must be resident; the op then maps whichever the selection names.
-        SIEVE_RETURN_IF_ERROR(check_visible_entries(batch, *g, need.ratio));
-        const int64_t stride = pack_block_tables(batch, *g, staging_);
-        SIEVE_ASSIGN_OR_RETURN(const int32_t* table, upload(backend, staging_, "compressed-entry block tables"));
-        c.tables = BlockTables{table, token_request_, batch.n_requests(), stride};
+        SIEVE_ASSIGN_OR_RETURN(c.tables, resident_tables(backend, batch, *g, need.ratio, "compressed-entry block tables"));
         c.ratio = need.ratio;
         c.block_size = g->block_size();
         c.n_slots = g->n_slots();
@@ -122,10 +127,7 @@ Status StepPlan::build(Backend& backend, const StepBatch& batch, const StepPlanN
         SIEVE_ASSIGN_OR_RETURN(const CacheGroup* keys, find_group(batch, need.keys));
         x.max_keys = most;
         // Every candidate a token scores must be resident; the op reads them through the tables.
-        SIEVE_RETURN_IF_ERROR(check_visible_entries(batch, *keys, m));
-        const int64_t stride = pack_block_tables(batch, *keys, staging_);
-        SIEVE_ASSIGN_OR_RETURN(const int32_t* table, upload(backend, staging_, "indexer-key block tables"));
-        x.tables = BlockTables{table, token_request_, batch.n_requests(), stride};
+        SIEVE_ASSIGN_OR_RETURN(x.tables, resident_tables(backend, batch, *keys, m, "indexer-key block tables"));
         x.n_slots = keys->n_slots();
     }
 

@@ -117,6 +117,10 @@ private:
     Expected<const T*> upload(Backend& backend, const std::vector<T>& values, std::string_view what) {
         return uploads_.put(backend, std::span<const T>(values), what);
     }
+    // The device tables of `group` for the step, after checking that every entry its tokens may read
+    // (entries below ⌊end/ratio⌋ of each request) is resident.
+    Expected<BlockTables> resident_tables(Backend& backend, const StepBatch& batch, const CacheGroup& group,
+                                          int64_t ratio, std::string_view what);
 
     std::vector<int64_t> signature_;  // StepBatch::signature() of the planned step
     bool built_ = false;
