@@ -32,14 +32,14 @@
 
 #include <immintrin.h>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "core/cpu_features.h"
-#include "core/dtype.h"
+#include "sieve/core/dtype.h"
 #include "core/thread_pool.h"
-#include "ops/cache_record.h"
-#include "ops/cache_store.h"
-#include "ops/cache_view.h"
-#include "ops/sparse_attention.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/cache_view.h"
+#include "sieve/ops/sparse_attention.h"
 
 using namespace sieve;
 

@@ -27,14 +27,14 @@
 
 #include <immintrin.h>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "core/cpu_features.h"
-#include "core/dtype.h"
+#include "sieve/core/dtype.h"
 #include "core/thread_pool.h"
-#include "ops/cache_record.h"
-#include "ops/cache_store.h"
-#include "ops/cache_view.h"
-#include "ops/indexer_scores.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/cache_view.h"
+#include "sieve/ops/indexer_scores.h"
 
 using namespace sieve;
 

@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "core/cpu_features.h"
-#include "core/tensor.h"
+#include "sieve/core/tensor.h"
 #include "core/thread_pool.h"
-#include "ops/rms_norm.h"
-#include "ops/rope.h"
-#include "ops/topk.h"
+#include "sieve/ops/rms_norm.h"
+#include "sieve/ops/rope.h"
+#include "sieve/ops/topk.h"
 
 using namespace sieve;
 

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "core/assert.h"
-#include "io/config.h"
+#include "sieve/io/config.h"
 
 namespace {
 

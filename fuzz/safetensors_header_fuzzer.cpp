@@ -6,8 +6,8 @@
 #include <span>
 
 #include "core/assert.h"
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::span<const uint8_t> bytes(data, size);

@@ -11,6 +11,8 @@ packages=(
   # REQUIRED); libdnnl-dev only recommends the OpenCL loader's headers and library.
   ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the Python package (pip install .): venv, pip and the headers of the extension module
+  python3-dev python3-venv python3-pip pkg-config
 )
 
 if [ "${1:-}" = "--list" ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a clean clone: installs what is missing, builds the optimized
 # (g++) and the sanitizer (clang, ASan + UBSan) configurations, runs the unit and conformance
-# tests in both, then gives each fuzz target a short bounded run.
+# tests in both, installs the Python package and runs its tests, then gives each fuzz target a
+# short bounded run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,9 @@ echo "== release build (g++)"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
+
+echo "== Python package (pip install ., pytest)"
+bash scripts/test_python.sh
 
 echo "== sanitizer build (clang, address + undefined)"
 cmake --preset sanitize >/dev/null

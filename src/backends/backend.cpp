@@ -1,6 +1,6 @@
 // The backend registry: the one place that lists every kind of backend. A new device adds its
 // folder under backends/ and one line here.
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/host_copy/host_copy_backend.h"

@@ -1,6 +1,6 @@
 // The checked buffer transfers every backend shares (backends/backend.h): ownership and range
 // checks here, the device's own byte moves behind transfer_bytes and fill_bytes.
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 
 namespace sieve {
 

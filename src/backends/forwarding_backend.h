@@ -14,9 +14,9 @@
 #include <span>
 #include <string_view>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "core/assert.h"
-#include "ops/op_pointers.h"
+#include "sieve/ops/op_pointers.h"
 
 namespace sieve {
 

@@ -1,4 +1,4 @@
-#include "core/dtype.h"
+#include "sieve/core/dtype.h"
 
 #include <array>
 #include <cmath>

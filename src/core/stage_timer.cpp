@@ -1,4 +1,4 @@
-#include "core/stage_timer.h"
+#include "sieve/core/stage_timer.h"
 
 namespace sieve {
 

@@ -1,4 +1,4 @@
-#include "io/checkpoint.h"
+#include "sieve/io/checkpoint.h"
 
 #include <algorithm>
 #include <new>
@@ -6,7 +6,7 @@
 #include <system_error>
 
 #include "io/json_strict.h"
-#include "io/mapped_file.h"
+#include "sieve/io/mapped_file.h"
 
 namespace sieve {
 namespace {

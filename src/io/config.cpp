@@ -1,6 +1,6 @@
 // config: see config.h. This file parses the JSON, dispatches on model_type and loads files; the
 // per-family rules live in config_deepseek_v4.cpp, config_dsa_mla.cpp and config_qsa.cpp.
-#include "io/config.h"
+#include "sieve/io/config.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "core/status.h"
+#include "sieve/core/status.h"
 
 namespace sieve {
 

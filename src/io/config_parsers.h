@@ -6,12 +6,12 @@
 #include <optional>
 #include <string_view>
 
-#include "core/status.h"
-#include "io/config_deepseek_v4.h"
-#include "io/config_dsa_mla.h"
+#include "sieve/core/status.h"
+#include "sieve/io/config_deepseek_v4.h"
+#include "sieve/io/config_dsa_mla.h"
 #include "io/config_json.h"
-#include "io/config_qsa.h"
-#include "io/config_rope.h"
+#include "sieve/io/config_qsa.h"
+#include "sieve/io/config_rope.h"
 
 namespace sieve {
 

@@ -1,5 +1,5 @@
 // config_rope: see config_rope.h (types, YaRN range) and config_parsers.h (RoPE dict reader, mscale).
-#include "io/config_rope.h"
+#include "sieve/io/config_rope.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#include "core/status.h"
+#include "sieve/core/status.h"
 
 namespace sieve {
 

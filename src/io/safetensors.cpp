@@ -1,4 +1,4 @@
-#include "io/safetensors.h"
+#include "sieve/io/safetensors.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -33,11 +33,11 @@
 #include <string_view>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/status.h"
-#include "core/tensor.h"
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
+#include "sieve/core/dtype.h"
+#include "sieve/core/status.h"
+#include "sieve/core/tensor.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/safetensors.h"
 
 namespace sieve {
 

@@ -1,4 +1,4 @@
-#include "kv/block_allocator.h"
+#include "sieve/kv/block_allocator.h"
 
 #include "core/assert.h"
 

@@ -1,4 +1,4 @@
-#include "kv/cache_spec.h"
+#include "sieve/kv/cache_spec.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "kv/paged_cache.h"
+#include "sieve/kv/paged_cache.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-#include "kv/step_batch.h"
+#include "sieve/kv/step_batch.h"
 
 #include <algorithm>
 #include <limits>
 
-#include "ops/block_tables.h"
+#include "sieve/ops/block_tables.h"
 
 namespace sieve {
 

@@ -1,6 +1,6 @@
-#include "models/attention_layout.h"
+#include "sieve/models/attention_layout.h"
 
-#include "models/registry.h"
+#include "sieve/models/registry.h"
 
 #include <fmt/format.h>
 

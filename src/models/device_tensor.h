@@ -8,9 +8,9 @@
 #include <span>
 #include <string_view>
 
-#include "backends/backend.h"
-#include "core/status.h"
-#include "core/tensor.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/status.h"
+#include "sieve/core/tensor.h"
 
 namespace sieve {
 

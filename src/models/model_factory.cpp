@@ -1,9 +1,9 @@
-#include "models/model_factory.h"
+#include "sieve/models/model_factory.h"
 
 #include <fmt/format.h>
 
 #include "models/allocation.h"
-#include "models/registry.h"
+#include "sieve/models/registry.h"
 
 namespace sieve {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <tuple>
 
-#include "backends/backend.h"
-#include "core/status.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/status.h"
 #include "models/workspace_buffer.h"
 
 namespace sieve {

@@ -1,5 +1,5 @@
 // The model families sieve runs: one line per family (models/<family>/family.cpp defines it).
-#include "models/registry.h"
+#include "sieve/models/registry.h"
 
 #include <string>
 

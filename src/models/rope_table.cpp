@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "ops/rope.h"
+#include "sieve/ops/rope.h"
 
 namespace sieve {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "io/config_rope.h"
+#include "sieve/io/config_rope.h"
 #include "models/device_tensor.h"
 
 namespace sieve {

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.h"
-#include "core/status.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/status.h"
 
 namespace sieve {
 

@@ -9,8 +9,8 @@
 #include <memory>
 #include <string_view>
 
-#include "backends/backend.h"
-#include "core/status.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/status.h"
 
 namespace sieve {
 

@@ -1,4 +1,4 @@
-#include "ops/block_tables.h"
+#include "sieve/ops/block_tables.h"
 
 namespace sieve {
 

@@ -1,6 +1,6 @@
-#include "ops/cache_record.h"
+#include "sieve/ops/cache_record.h"
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,6 +1,6 @@
-#include "ops/cache_store.h"
+#include "sieve/ops/cache_store.h"
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

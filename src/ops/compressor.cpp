@@ -1,6 +1,6 @@
-#include "ops/compressor.h"
+#include "sieve/ops/compressor.h"
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,6 +1,6 @@
-#include "ops/dsa_output_gate.h"
+#include "sieve/ops/dsa_output_gate.h"
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,8 +1,8 @@
-#include "ops/hadamard.h"
+#include "sieve/ops/hadamard.h"
 
 #include <cmath>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,10 +1,10 @@
-#include "ops/indexer_scores.h"
+#include "sieve/ops/indexer_scores.h"
 
 #include <cmath>
 #include <limits>
 #include <utility>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

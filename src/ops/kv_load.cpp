@@ -1,6 +1,6 @@
-#include "ops/kv_load.h"
+#include "sieve/ops/kv_load.h"
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,8 +1,8 @@
-#include "ops/layer_norm.h"
+#include "sieve/ops/layer_norm.h"
 
 #include <cmath>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,6 +1,6 @@
-#include "ops/linear.h"
+#include "sieve/ops/linear.h"
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,6 +1,6 @@
-#include "ops/mla_head_proj.h"
+#include "sieve/ops/mla_head_proj.h"
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,4 +1,4 @@
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 #include <limits>
 #include <string>

@@ -1,9 +1,9 @@
-#include "ops/qsa_expand.h"
+#include "sieve/ops/qsa_expand.h"
 
 #include <algorithm>
 #include <limits>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,7 +1,7 @@
-#include "ops/qsa_pool.h"
+#include "sieve/ops/qsa_pool.h"
 
-#include "ops/op_common.h"
-#include "ops/block_tables.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/block_tables.h"
 
 namespace sieve {
 

@@ -1,10 +1,10 @@
-#include "ops/qsa_sparse_gqa.h"
+#include "sieve/ops/qsa_sparse_gqa.h"
 
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

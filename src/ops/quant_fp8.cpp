@@ -1,8 +1,8 @@
-#include "ops/quant_fp8.h"
+#include "sieve/ops/quant_fp8.h"
 
 #include <array>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,8 +1,8 @@
-#include "ops/rms_norm.h"
+#include "sieve/ops/rms_norm.h"
 
 #include <cmath>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,10 +1,10 @@
-#include "ops/rope.h"
+#include "sieve/ops/rope.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

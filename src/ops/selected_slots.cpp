@@ -1,8 +1,8 @@
-#include "ops/selected_slots.h"
+#include "sieve/ops/selected_slots.h"
 
 #include <limits>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,8 +1,8 @@
-#include "ops/sparse_attention.h"
+#include "sieve/ops/sparse_attention.h"
 
 #include <cmath>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

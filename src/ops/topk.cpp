@@ -1,8 +1,8 @@
-#include "ops/topk.h"
+#include "sieve/ops/topk.h"
 
 #include <limits>
 
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve {
 

@@ -1,4 +1,4 @@
-#include "runtime/engine.h"
+#include "sieve/runtime/engine.h"
 
 #include <algorithm>
 #include <chrono>

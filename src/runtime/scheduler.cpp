@@ -1,4 +1,4 @@
-#include "runtime/scheduler.h"
+#include "sieve/runtime/scheduler.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "runtime/step_runner.h"
+#include "sieve/runtime/step_runner.h"
 
 #include <fmt/format.h>
 

@@ -14,7 +14,7 @@
 #include "bench_roofline.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "models/attention_layout.h"
+#include "sieve/models/attention_layout.h"
 #include "noise.h"
 #include "presets.h"
 

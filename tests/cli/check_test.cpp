@@ -25,7 +25,7 @@
 #include <sstream>
 
 #include "golden_check.h"
-#include "io/safetensors.h"
+#include "sieve/io/safetensors.h"
 
 namespace sieve {
 namespace {

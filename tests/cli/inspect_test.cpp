@@ -11,9 +11,9 @@
 #include <random>
 #include <sstream>
 
-#include "core/dtype.h"
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
+#include "sieve/core/dtype.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/safetensors.h"
 #include "io/weights.h"
 
 namespace sieve {

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "flag_checks.h"
-#include "models/attention_layout.h"
+#include "sieve/models/attention_layout.h"
 #include "presets.h"
 
 namespace sieve::cli {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/config.h"
+#include "sieve/io/config.h"
 
 namespace sieve {
 namespace {

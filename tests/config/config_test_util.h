@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/config.h"
+#include "sieve/io/config.h"
 
 namespace sieve::config_test {
 

@@ -1,4 +1,4 @@
-#include "io/checkpoint.h"
+#include "sieve/io/checkpoint.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
+#include "sieve/core/status.h"
 
 namespace sieve::test {
 

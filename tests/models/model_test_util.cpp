@@ -9,8 +9,8 @@
 #include <sstream>
 #include <variant>
 
-#include "io/safetensors.h"
-#include "models/attention_layout.h"
+#include "sieve/io/safetensors.h"
+#include "sieve/models/attention_layout.h"
 
 namespace sieve::model_test {
 

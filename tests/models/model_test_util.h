@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
-#include "core/status.h"
-#include "core/tensor.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/status.h"
+#include "sieve/core/tensor.h"
 #include "golden_check.h"
-#include "io/checkpoint.h"
-#include "io/config.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
 
 namespace sieve::model_test {
 

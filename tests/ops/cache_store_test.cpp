@@ -10,11 +10,11 @@
 #include <limits>
 #include <numeric>
 
-#include "ops/cache_record.h"
-#include "ops/cache_store.h"
-#include "ops/kv_load.h"
-#include "ops/op_common.h"
-#include "ops/quant_fp8.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/kv_load.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/quant_fp8.h"
 #include "paged_cache.h"
 
 namespace sieve::test {

@@ -10,8 +10,8 @@
 #include <numeric>
 #include <vector>
 
-#include "backends/backend.h"
-#include "ops/hadamard.h"
+#include "sieve/backends/backend.h"
+#include "sieve/ops/hadamard.h"
 
 namespace sieve::test {
 namespace {

@@ -5,11 +5,11 @@
 
 #include "alloc_counter.h"
 #include "paged_cache.h"
-#include "ops/cache_store.h"
-#include "ops/indexer_scores.h"
-#include "ops/dsa_output_gate.h"
-#include "ops/mla_head_proj.h"
-#include "ops/sparse_attention.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/indexer_scores.h"
+#include "sieve/ops/dsa_output_gate.h"
+#include "sieve/ops/mla_head_proj.h"
+#include "sieve/ops/sparse_attention.h"
 
 namespace sieve::test {
 namespace {

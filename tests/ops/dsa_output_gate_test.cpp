@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "rows.h"
-#include "ops/dsa_output_gate.h"
+#include "sieve/ops/dsa_output_gate.h"
 
 namespace sieve::test {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "paged_cache.h"
-#include "ops/compressor.h"
-#include "ops/op_common.h"
+#include "sieve/ops/compressor.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::test {
 namespace {

@@ -3,11 +3,11 @@
 // (on any thread of the pool).
 #include "alloc_counter.h"
 #include "paged_cache.h"
-#include "ops/compressor.h"
-#include "ops/indexer_scores.h"
-#include "ops/cache_store.h"
-#include "ops/kv_load.h"
-#include "ops/sparse_attention.h"
+#include "sieve/ops/compressor.h"
+#include "sieve/ops/indexer_scores.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/kv_load.h"
+#include "sieve/ops/sparse_attention.h"
 
 namespace sieve::test {
 namespace {

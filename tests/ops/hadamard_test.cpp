@@ -1,6 +1,6 @@
 // Conformance of the Walsh–Hadamard transform: every backend produces ref's bytes (fixed butterfly
 // order, ops/hadamard.h).
-#include "ops/hadamard.h"
+#include "sieve/ops/hadamard.h"
 #include "rows.h"
 
 namespace sieve::test {

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "core/thread_pool.h"
 
 namespace sieve::test {

@@ -12,10 +12,10 @@
 #include <cstring>
 
 #include "paged_cache.h"
-#include "ops/cache_store.h"
-#include "ops/indexer_scores.h"
-#include "ops/op_common.h"
-#include "ops/topk.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/indexer_scores.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/topk.h"
 
 namespace sieve::test {
 namespace {

@@ -2,7 +2,7 @@
 // dot-product bound of harness.h over head counts, odd feature sizes (vector tails), strided activations,
 // f32/bf16 inputs, weights and outputs, f32 and bf16 math; hand-computed values; validate() rejections.
 #include "rows.h"
-#include "ops/mla_head_proj.h"
+#include "sieve/ops/mla_head_proj.h"
 
 namespace sieve::test {
 namespace {

@@ -6,12 +6,12 @@
 
 #include "alloc_counter.h"
 #include "harness.h"
-#include "ops/hadamard.h"
-#include "ops/layer_norm.h"
-#include "ops/quant_fp8.h"
-#include "ops/rms_norm.h"
-#include "ops/rope.h"
-#include "ops/topk.h"
+#include "sieve/ops/hadamard.h"
+#include "sieve/ops/layer_norm.h"
+#include "sieve/ops/quant_fp8.h"
+#include "sieve/ops/rms_norm.h"
+#include "sieve/ops/rope.h"
+#include "sieve/ops/topk.h"
 
 namespace sieve::test {
 namespace {

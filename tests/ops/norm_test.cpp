@@ -1,7 +1,7 @@
 // Conformance of RMSNorm and LayerNorm: every backend under test against ref, tolerances from
 // the row length (derivations inline).
-#include "ops/layer_norm.h"
-#include "ops/rms_norm.h"
+#include "sieve/ops/layer_norm.h"
+#include "sieve/ops/rms_norm.h"
 #include "rows.h"
 
 namespace sieve::test {

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <vector>
 
-#include "ops/block_tables.h"
-#include "ops/cache_view.h"
+#include "sieve/ops/block_tables.h"
+#include "sieve/ops/cache_view.h"
 #include "rows.h"
 
 namespace sieve::test {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "harness.h"
-#include "ops/qsa_expand.h"
+#include "sieve/ops/qsa_expand.h"
 
 namespace sieve::test {
 namespace {

@@ -5,10 +5,10 @@
 
 #include "alloc_counter.h"
 #include "paged_cache.h"
-#include "ops/qsa_expand.h"
-#include "ops/qsa_pool.h"
-#include "ops/indexer_scores.h"
-#include "ops/qsa_sparse_gqa.h"
+#include "sieve/ops/qsa_expand.h"
+#include "sieve/ops/qsa_pool.h"
+#include "sieve/ops/indexer_scores.h"
+#include "sieve/ops/qsa_sparse_gqa.h"
 
 namespace sieve::test {
 namespace {

@@ -2,7 +2,7 @@
 // contract fixes the summation order), over ratios, head dims, dtypes, strides and slot orders; and
 // ref against hand-computed means.
 #include "paged_cache.h"
-#include "ops/qsa_pool.h"
+#include "sieve/ops/qsa_pool.h"
 
 namespace sieve::test {
 namespace {

@@ -2,7 +2,7 @@
 // groupings, head dims, index rows (−1 anywhere, empty rows, the whole context), dtypes, gate or
 // none, both math modes, strides; ref against a softmax written out by hand.
 #include "paged_cache.h"
-#include "ops/qsa_sparse_gqa.h"
+#include "sieve/ops/qsa_sparse_gqa.h"
 
 namespace sieve::test {
 namespace {

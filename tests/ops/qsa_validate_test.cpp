@@ -1,10 +1,10 @@
 // validate() of the QSA op contracts: malformed params are refused with a message naming the field
 // and the values, by the contract and therefore by every backend.
 #include "paged_cache.h"
-#include "ops/op_common.h"
-#include "ops/qsa_expand.h"
-#include "ops/qsa_pool.h"
-#include "ops/qsa_sparse_gqa.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/qsa_expand.h"
+#include "sieve/ops/qsa_pool.h"
+#include "sieve/ops/qsa_sparse_gqa.h"
 
 namespace sieve::test {
 namespace {

@@ -3,7 +3,7 @@
 // boundaries, all-zero groups and poisoned (NaN / inf) groups.
 #include <limits>
 
-#include "ops/quant_fp8.h"
+#include "sieve/ops/quant_fp8.h"
 #include "rows.h"
 
 namespace sieve::test {

@@ -1,6 +1,6 @@
 // Conformance of RoPE: every backend produces the same bytes as ref (same cos/sin definition, no
 // FMA: ops/rope.h), over pairings, slices, inverse, partial widths, positions, dtypes and strides.
-#include "ops/rope.h"
+#include "sieve/ops/rope.h"
 #include "rows.h"
 
 namespace sieve::test {

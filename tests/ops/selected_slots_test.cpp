@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "harness.h"
-#include "ops/selected_slots.h"
+#include "sieve/ops/selected_slots.h"
 
 namespace sieve::test {
 namespace {

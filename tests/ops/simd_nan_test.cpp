@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
-#include "core/dtype.h"
+#include "sieve/core/dtype.h"
 #include "simd_probe.h"
 
 namespace sieve::test {

@@ -12,10 +12,10 @@
 #include <limits>
 
 #include "paged_cache.h"
-#include "ops/cache_store.h"
-#include "ops/kv_load.h"
-#include "ops/op_common.h"
-#include "ops/sparse_attention.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/kv_load.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/sparse_attention.h"
 #include "rows.h"
 
 namespace sieve::test {

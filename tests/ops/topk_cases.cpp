@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "harness.h"
-#include "ops/topk.h"
+#include "sieve/ops/topk.h"
 
 namespace sieve::test {
 namespace {

@@ -1,13 +1,13 @@
 // validate(): each malformed params struct is rejected with invalid_argument and a message naming
 // the field and the values; backends return that Status unchanged.
 #include "harness.h"
-#include "ops/hadamard.h"
-#include "ops/layer_norm.h"
-#include "ops/op_common.h"
-#include "ops/quant_fp8.h"
-#include "ops/rms_norm.h"
-#include "ops/rope.h"
-#include "ops/topk.h"
+#include "sieve/ops/hadamard.h"
+#include "sieve/ops/layer_norm.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/quant_fp8.h"
+#include "sieve/ops/rms_norm.h"
+#include "sieve/ops/rope.h"
+#include "sieve/ops/topk.h"
 
 namespace sieve::test {
 namespace {

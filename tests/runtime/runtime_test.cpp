@@ -10,12 +10,12 @@
 #include <map>
 #include <random>
 
-#include "backends/backend.h"
-#include "kv/block_allocator.h"
-#include "kv/paged_cache.h"
-#include "runtime/engine.h"
-#include "runtime/scheduler.h"
-#include "runtime/step_runner.h"
+#include "sieve/backends/backend.h"
+#include "sieve/kv/block_allocator.h"
+#include "sieve/kv/paged_cache.h"
+#include "sieve/runtime/engine.h"
+#include "sieve/runtime/scheduler.h"
+#include "sieve/runtime/step_runner.h"
 
 namespace sieve {
 namespace {

@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "golden_fixture.h"
 #include "golden_selection.h"
-#include "io/checkpoint.h"
-#include "io/config.h"
-#include "models/model_factory.h"
-#include "models/registry.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
+#include "sieve/models/model_factory.h"
+#include "sieve/models/registry.h"
 
 namespace sieve {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "sieve/core/status.h"
 #include "golden_fixture.h"
 #include "golden_run.h"
-#include "kv/cache_spec.h"
+#include "sieve/kv/cache_spec.h"
 
 namespace sieve {
 

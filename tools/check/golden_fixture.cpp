@@ -8,8 +8,8 @@
 #include <cmath>
 #include <set>
 
-#include "io/safetensors.h"
-#include "models/registry.h"
+#include "sieve/io/safetensors.h"
+#include "sieve/models/registry.h"
 
 namespace sieve {
 

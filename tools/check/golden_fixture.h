@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
-#include "core/tensor.h"
-#include "io/config.h"
+#include "sieve/core/status.h"
+#include "sieve/core/tensor.h"
+#include "sieve/io/config.h"
 
 namespace sieve {
 

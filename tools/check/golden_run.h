@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "sieve/core/status.h"
 #include "golden_fixture.h"
-#include "models/attention_model.h"
-#include "runtime/engine.h"
+#include "sieve/models/attention_model.h"
+#include "sieve/runtime/engine.h"
 
 namespace sieve {
 

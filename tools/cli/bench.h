@@ -14,7 +14,7 @@
 
 #include "bench_layers.h"
 #include "ceilings.h"
-#include "core/status.h"
+#include "sieve/core/status.h"
 
 namespace sieve::cli {
 

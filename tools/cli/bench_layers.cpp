@@ -9,17 +9,17 @@
 #include <random>
 #include <unistd.h>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "backends/cpu/cpu_backend.h"  // the thread sweep is a CPU measurement
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "kv/paged_cache.h"
-#include "kv/step_batch.h"
-#include "models/attention_layout.h"
-#include "models/model_factory.h"
-#include "models/registry.h"
+#include "sieve/kv/paged_cache.h"
+#include "sieve/kv/step_batch.h"
+#include "sieve/models/attention_layout.h"
+#include "sieve/models/model_factory.h"
+#include "sieve/models/registry.h"
 #include "presets.h"
-#include "runtime/step_runner.h"
+#include "sieve/runtime/step_runner.h"
 
 namespace sieve::cli {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "bench_roofline.h"
-#include "core/stage_timer.h"
-#include "core/status.h"
+#include "sieve/core/stage_timer.h"
+#include "sieve/core/status.h"
 
 namespace sieve::cli {
 

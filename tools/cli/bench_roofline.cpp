@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "models/registry.h"
+#include "sieve/models/registry.h"
 
 namespace sieve::cli {
 

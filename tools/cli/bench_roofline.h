@@ -21,11 +21,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/stage_timer.h"
-#include "core/status.h"
-#include "io/checkpoint.h"
-#include "io/config.h"
-#include "models/attention_layout.h"
+#include "sieve/core/stage_timer.h"
+#include "sieve/core/status.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
+#include "sieve/models/attention_layout.h"
 
 namespace sieve::cli {
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "io/config.h"
+#include "sieve/io/config.h"
 
 namespace sieve::cli {
 

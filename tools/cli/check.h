@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iosfwd>
 
-#include "core/status.h"
+#include "sieve/core/status.h"
 #include "golden_check.h"
 
 namespace sieve::cli {

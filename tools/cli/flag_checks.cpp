@@ -8,7 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "core/cpu_features.h"
 #include "presets.h"
 

@@ -14,8 +14,8 @@
 #include <string_view>
 
 #include "bench_layers.h"
-#include "core/status.h"
-#include "io/config.h"
+#include "sieve/core/status.h"
+#include "sieve/io/config.h"
 
 namespace sieve::cli {
 

@@ -10,10 +10,10 @@
 #include <set>
 #include <string>
 
-#include "io/checkpoint.h"
-#include "io/config.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
 #include "io/weights.h"
-#include "models/attention_layout.h"
+#include "sieve/models/attention_layout.h"
 
 namespace sieve::cli {
 

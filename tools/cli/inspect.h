@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iosfwd>
 
-#include "core/status.h"
+#include "sieve/core/status.h"
 
 namespace sieve::cli {
 

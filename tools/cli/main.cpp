@@ -13,13 +13,13 @@
 #include <new>
 #include <stdexcept>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "bench.h"
 #include "check.h"
 #include "core/assert.h"
 #include "flag_checks.h"
 #include "inspect.h"
-#include "models/registry.h"
+#include "sieve/models/registry.h"
 #include "presets.h"
 #include "run.h"
 

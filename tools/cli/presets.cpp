@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/dtype.h"
+#include "sieve/core/dtype.h"
 #include "core/thread_pool.h"
-#include "io/safetensors.h"
-#include "models/attention_layout.h"
+#include "sieve/io/safetensors.h"
+#include "sieve/models/attention_layout.h"
 
 namespace sieve::cli {
 

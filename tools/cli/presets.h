@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
-#include "io/checkpoint.h"
-#include "io/config.h"
+#include "sieve/core/status.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
 
 namespace sieve::cli {
 

@@ -18,14 +18,14 @@
 #include <random>
 #include <set>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "core/thread_pool.h"
-#include "io/checkpoint.h"
-#include "io/config.h"
-#include "models/attention_layout.h"
-#include "models/model_factory.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
+#include "sieve/models/attention_layout.h"
+#include "sieve/models/model_factory.h"
 #include "presets.h"
-#include "runtime/engine.h"
+#include "sieve/runtime/engine.h"
 
 namespace sieve::cli {
 

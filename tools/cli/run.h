@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
+#include "sieve/core/status.h"
 #include "flag_checks.h"
-#include "kv/cache_spec.h"
+#include "sieve/kv/cache_spec.h"
 
 namespace sieve::cli {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/parallel.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::cpu {
 

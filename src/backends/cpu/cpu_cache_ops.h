@@ -4,11 +4,11 @@
 #pragma once
 
 #include "backends/cpu/kernels.h"
-#include "core/status.h"
+#include "sieve/core/status.h"
 #include "core/thread_pool.h"
-#include "ops/cache_store.h"
-#include "ops/kv_load.h"
-#include "ops/selected_slots.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/kv_load.h"
+#include "sieve/ops/selected_slots.h"
 
 namespace sieve::cpu {
 

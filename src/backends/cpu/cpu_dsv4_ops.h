@@ -7,13 +7,13 @@
 
 #include <cstddef>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "backends/cpu/dsv4_kernels.h"
 #include "backends/cpu/kernels.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "ops/cache_record.h"
-#include "ops/compressor.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/compressor.h"
 
 namespace sieve::cpu {
 

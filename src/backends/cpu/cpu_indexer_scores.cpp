@@ -18,7 +18,7 @@
 #include "backends/cpu/key_tile_units.h"
 #include "backends/cpu/parallel.h"
 #include "core/assert.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::cpu {
 

@@ -5,12 +5,12 @@
 
 #include <cstddef>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "backends/cpu/indexer_kernels.h"
 #include "backends/cpu/kernels.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "ops/indexer_scores.h"
+#include "sieve/ops/indexer_scores.h"
 
 namespace sieve::cpu {
 

@@ -7,7 +7,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "core/cpu_features.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 #ifdef SIEVE_HAS_DNNL
 #include "backends/cpu/dnnl_gemm.h"
 #endif

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
-#include "core/tensor.h"
+#include "sieve/core/tensor.h"
 
 namespace sieve::cpu {
 

@@ -10,11 +10,11 @@
 
 #include <cstddef>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "backends/cpu/dsa_kernels.h"
 #include "backends/cpu/dsv4_kernels.h"
 #include "core/thread_pool.h"
-#include "ops/sparse_attention.h"
+#include "sieve/ops/sparse_attention.h"
 
 namespace sieve::cpu {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/status.h"
+#include "sieve/core/status.h"
 
 namespace sieve::cpu {
 

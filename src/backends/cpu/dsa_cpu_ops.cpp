@@ -8,7 +8,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "core/assert.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::cpu {
 

@@ -6,13 +6,13 @@
 
 #include <cstddef>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "backends/cpu/dsa_kernels.h"
 #include "backends/cpu/kernels.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "ops/dsa_output_gate.h"
-#include "ops/mla_head_proj.h"
+#include "sieve/ops/dsa_output_gate.h"
+#include "sieve/ops/mla_head_proj.h"
 
 namespace sieve::cpu {
 

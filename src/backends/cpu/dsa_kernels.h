@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/mla_head_proj.h"
-#include "ops/sparse_attention.h"
+#include "sieve/ops/mla_head_proj.h"
+#include "sieve/ops/sparse_attention.h"
 
 namespace sieve::cpu {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "backends/cpu/parallel.h"
 
 namespace sieve::cpu {

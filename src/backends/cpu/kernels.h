@@ -9,11 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/hadamard.h"
-#include "ops/layer_norm.h"
-#include "ops/quant_fp8.h"
-#include "ops/rms_norm.h"
-#include "ops/rope.h"
+#include "sieve/ops/hadamard.h"
+#include "sieve/ops/layer_norm.h"
+#include "sieve/ops/quant_fp8.h"
+#include "sieve/ops/rms_norm.h"
+#include "sieve/ops/rope.h"
 
 namespace sieve::cpu {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 
 namespace sieve::cpu {
 

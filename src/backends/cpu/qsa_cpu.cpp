@@ -7,7 +7,7 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/qsa_kernels.h"
 #include "core/assert.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::cpu {
 

@@ -5,12 +5,12 @@
 
 #include <cstddef>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "ops/qsa_expand.h"
-#include "ops/qsa_pool.h"
-#include "ops/qsa_sparse_gqa.h"
+#include "sieve/ops/qsa_expand.h"
+#include "sieve/ops/qsa_pool.h"
+#include "sieve/ops/qsa_sparse_gqa.h"
 
 namespace sieve::cpu {
 

@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/qsa_pool.h"
-#include "ops/qsa_sparse_gqa.h"
+#include "sieve/ops/qsa_pool.h"
+#include "sieve/ops/qsa_sparse_gqa.h"
 
 namespace sieve::cpu {
 

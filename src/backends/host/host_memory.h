@@ -4,7 +4,7 @@
 // nothing to wait for.
 #pragma once
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 
 namespace sieve {
 

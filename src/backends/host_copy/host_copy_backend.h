@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 
 namespace sieve {
 

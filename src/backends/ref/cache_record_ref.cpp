@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "backends/ref/ref_ops.h"
-#include "ops/cache_record.h"
-#include "ops/cache_store.h"
-#include "ops/cache_view.h"
-#include "ops/kv_load.h"
-#include "ops/op_common.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/cache_view.h"
+#include "sieve/ops/kv_load.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::ref {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "backends/ref/ref_ops_dsv4.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::ref {
 

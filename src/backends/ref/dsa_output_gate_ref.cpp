@@ -3,7 +3,7 @@
 
 #include "backends/ref/dsa_ref_ops.h"
 #include "backends/ref/ref_ops.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::ref {
 

@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
-#include "core/status.h"
-#include "ops/dsa_output_gate.h"
-#include "ops/mla_head_proj.h"
+#include "sieve/core/status.h"
+#include "sieve/ops/dsa_output_gate.h"
+#include "sieve/ops/mla_head_proj.h"
 
 namespace sieve::ref {
 

@@ -1,7 +1,7 @@
 // ref Walsh–Hadamard: the butterfly order of ops/hadamard.h on an fp32 copy of the row.
 #include "backends/ref/ref_ops.h"
-#include "ops/hadamard.h"
-#include "ops/op_common.h"
+#include "sieve/ops/hadamard.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::ref {
 

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "backends/ref/ref_ops.h"
-#include "ops/cache_record.h"
-#include "ops/indexer_scores.h"
-#include "ops/op_common.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/indexer_scores.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::ref {
 

@@ -1,6 +1,6 @@
 // ref linear: dequantize once at prepare, then a double-accumulated dot product per output.
 #include "backends/ref/ref_ops.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::ref {
 

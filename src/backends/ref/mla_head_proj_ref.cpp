@@ -1,7 +1,7 @@
 // ref per-head projection (ops/mla_head_proj.h): one dot product per output, in double.
 #include "backends/ref/dsa_ref_ops.h"
 #include "backends/ref/ref_ops.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::ref {
 

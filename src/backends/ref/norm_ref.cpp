@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "backends/ref/ref_ops.h"
-#include "ops/layer_norm.h"
-#include "ops/op_common.h"
-#include "ops/rms_norm.h"
+#include "sieve/ops/layer_norm.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/rms_norm.h"
 
 namespace sieve::ref {
 

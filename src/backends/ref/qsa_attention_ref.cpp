@@ -6,7 +6,7 @@
 
 #include "backends/ref/qsa_ref.h"
 #include "backends/ref/ref_ops.h"
-#include "ops/op_common.h"
+#include "sieve/ops/op_common.h"
 
 namespace sieve::ref {
 

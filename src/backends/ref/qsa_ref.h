@@ -2,10 +2,10 @@
 // written to read like the contracts. Internal to backends/ref.
 #pragma once
 
-#include "core/status.h"
-#include "ops/qsa_expand.h"
-#include "ops/qsa_pool.h"
-#include "ops/qsa_sparse_gqa.h"
+#include "sieve/core/status.h"
+#include "sieve/ops/qsa_expand.h"
+#include "sieve/ops/qsa_pool.h"
+#include "sieve/ops/qsa_sparse_gqa.h"
 
 namespace sieve::ref {
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "backends/ref/ref_ops.h"
-#include "ops/op_common.h"
-#include "ops/quant_fp8.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/quant_fp8.h"
 
 namespace sieve::ref {
 

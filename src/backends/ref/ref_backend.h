@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 
 namespace sieve {
 

@@ -6,21 +6,21 @@
 #include <memory>
 #include <vector>
 
-#include "backends/backend.h"
-#include "core/dtype.h"
-#include "ops/cache_record.h"
-#include "ops/cache_store.h"
-#include "ops/cache_view.h"
-#include "ops/hadamard.h"
-#include "ops/indexer_scores.h"
-#include "ops/kv_load.h"
-#include "ops/layer_norm.h"
-#include "ops/quant_fp8.h"
-#include "ops/rms_norm.h"
-#include "ops/rope.h"
-#include "ops/selected_slots.h"
-#include "ops/sparse_attention.h"
-#include "ops/topk.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/dtype.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/cache_view.h"
+#include "sieve/ops/hadamard.h"
+#include "sieve/ops/indexer_scores.h"
+#include "sieve/ops/kv_load.h"
+#include "sieve/ops/layer_norm.h"
+#include "sieve/ops/quant_fp8.h"
+#include "sieve/ops/rms_norm.h"
+#include "sieve/ops/rope.h"
+#include "sieve/ops/selected_slots.h"
+#include "sieve/ops/sparse_attention.h"
+#include "sieve/ops/topk.h"
 
 namespace sieve::ref {
 

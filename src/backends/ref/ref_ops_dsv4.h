@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "core/status.h"
-#include "ops/compressor.h"
+#include "sieve/core/status.h"
+#include "sieve/ops/compressor.h"
 
 namespace sieve::ref {
 

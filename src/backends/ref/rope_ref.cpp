@@ -1,7 +1,7 @@
 // ref RoPE: the pair rule of ops/rope.h, one pair at a time.
 #include "backends/ref/ref_ops.h"
-#include "ops/op_common.h"
-#include "ops/rope.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/rope.h"
 
 namespace sieve::ref {
 

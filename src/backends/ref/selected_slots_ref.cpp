@@ -1,7 +1,7 @@
 // ref selected_slots (ops/selected_slots.h): the contract's formula, one entry at a time.
 #include "backends/ref/ref_ops.h"
-#include "ops/op_common.h"
-#include "ops/selected_slots.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/selected_slots.h"
 
 namespace sieve::ref {
 

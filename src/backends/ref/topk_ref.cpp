@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "backends/ref/ref_ops.h"
-#include "ops/op_common.h"
-#include "ops/topk.h"
+#include "sieve/ops/op_common.h"
+#include "sieve/ops/topk.h"
 
 namespace sieve::ref {
 

@@ -3,7 +3,7 @@
 
 #include "models/deepseek_v4/layout.h"
 #include "models/deepseek_v4/model.h"
-#include "models/family.h"
+#include "sieve/models/family.h"
 
 namespace sieve {
 

@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 
 #include "models/deepseek_v4/layout.h"
-#include "ops/rms_norm.h"
-#include "ops/rope.h"
-#include "ops/selected_slots.h"
-#include "ops/sparse_attention.h"
+#include "sieve/ops/rms_norm.h"
+#include "sieve/ops/rope.h"
+#include "sieve/ops/selected_slots.h"
+#include "sieve/ops/sparse_attention.h"
 
 namespace sieve::dsv4 {
 

@@ -24,20 +24,20 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/stage_timer.h"
-#include "core/status.h"
-#include "io/config_deepseek_v4.h"
-#include "kv/step_batch.h"
-#include "models/attention_model.h"
+#include "sieve/core/stage_timer.h"
+#include "sieve/core/status.h"
+#include "sieve/io/config_deepseek_v4.h"
+#include "sieve/kv/step_batch.h"
+#include "sieve/models/attention_model.h"
 #include "models/deepseek_v4/scratch.h"
 #include "models/deepseek_v4/step_plan.h"
 #include "models/deepseek_v4/step_slots.h"
 #include "models/deepseek_v4/weights.h"
 #include "models/rope_table.h"
-#include "ops/cache_record.h"
-#include "ops/indexer_scores.h"
-#include "ops/sparse_attention.h"
-#include "ops/topk.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/indexer_scores.h"
+#include "sieve/ops/sparse_attention.h"
+#include "sieve/ops/topk.h"
 
 namespace sieve::dsv4 {
 

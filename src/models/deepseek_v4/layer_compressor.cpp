@@ -1,9 +1,9 @@
 // The layer's compressors (deepseek_v4.md §3.4, §4.4): every token's state row, then each entry the
 // step completes: pooled, RMSNorm-ed, rotated at k·m and stored.
 #include "models/deepseek_v4/layer.h"
-#include "ops/cache_record.h"
-#include "ops/compressor.h"
-#include "ops/rms_norm.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/compressor.h"
+#include "sieve/ops/rms_norm.h"
 
 namespace sieve::dsv4 {
 

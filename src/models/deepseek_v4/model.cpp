@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "io/weights.h"
 #include "models/allocation.h"
 #include "models/deepseek_v4/layout.h"

@@ -17,11 +17,11 @@
 #include <memory>
 #include <vector>
 
-#include "core/status.h"
-#include "io/checkpoint.h"
-#include "io/config_deepseek_v4.h"
-#include "kv/cache_spec.h"
-#include "models/attention_model.h"
+#include "sieve/core/status.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config_deepseek_v4.h"
+#include "sieve/kv/cache_spec.h"
+#include "sieve/models/attention_model.h"
 
 namespace sieve {
 

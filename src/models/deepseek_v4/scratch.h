@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/dtype.h"
+#include "sieve/core/dtype.h"
 #include "models/workspace_buffer.h"
 
 namespace sieve::dsv4 {

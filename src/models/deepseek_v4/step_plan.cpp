@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kv/step_batch.h"
+#include "sieve/kv/step_batch.h"
 #include "models/allocation.h"
 #include "models/deepseek_v4/step_slots.h"
 

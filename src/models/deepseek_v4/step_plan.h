@@ -13,11 +13,11 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.h"
-#include "core/status.h"
-#include "kv/step_batch.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/status.h"
+#include "sieve/kv/step_batch.h"
 #include "models/step_uploads.h"
-#include "ops/block_tables.h"
+#include "sieve/ops/block_tables.h"
 
 namespace sieve::dsv4 {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ops/block_tables.h"
+#include "sieve/ops/block_tables.h"
 
 namespace sieve::dsv4 {
 

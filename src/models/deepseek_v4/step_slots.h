@@ -9,10 +9,10 @@
 #include <string>
 #include <string_view>
 
-#include "core/status.h"
-#include "kv/step_batch.h"
-#include "ops/cache_store.h"
-#include "ops/cache_view.h"
+#include "sieve/core/status.h"
+#include "sieve/kv/step_batch.h"
+#include "sieve/ops/cache_store.h"
+#include "sieve/ops/cache_view.h"
 
 namespace sieve::dsv4 {
 

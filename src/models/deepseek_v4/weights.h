@@ -9,11 +9,11 @@
 #include <optional>
 #include <vector>
 
-#include "core/status.h"
-#include "core/tensor.h"
-#include "io/config_deepseek_v4.h"
+#include "sieve/core/status.h"
+#include "sieve/core/tensor.h"
+#include "sieve/io/config_deepseek_v4.h"
 #include "io/weights.h"
-#include "kv/cache_spec.h"
+#include "sieve/kv/cache_spec.h"
 #include "models/planned_linear.h"
 #include "models/device_tensor.h"
 

@@ -3,7 +3,7 @@
 
 #include "models/dsa_mla/layout.h"
 #include "models/dsa_mla/model.h"
-#include "models/family.h"
+#include "sieve/models/family.h"
 
 namespace sieve {
 

@@ -14,8 +14,8 @@
 #include "models/allocation.h"
 #include "models/dsa_mla/layout.h"
 #include "models/dsa_mla/model_impl.h"
-#include "ops/hadamard.h"
-#include "ops/rope.h"
+#include "sieve/ops/hadamard.h"
+#include "sieve/ops/rope.h"
 
 namespace sieve {
 

@@ -16,11 +16,11 @@
 
 #include <memory>
 
-#include "core/status.h"
-#include "io/checkpoint.h"
-#include "io/config.h"
-#include "models/attention_model.h"
-#include "models/model_factory.h"
+#include "sieve/core/status.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
+#include "sieve/models/attention_model.h"
+#include "sieve/models/model_factory.h"
 
 namespace sieve {
 

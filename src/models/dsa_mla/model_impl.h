@@ -7,18 +7,18 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
-#include "io/config_dsa_mla.h"
-#include "models/attention_model.h"
+#include "sieve/backends/backend.h"
+#include "sieve/io/config_dsa_mla.h"
+#include "sieve/models/attention_model.h"
 #include "models/planned_linear.h"
 #include "models/dsa_mla/weights.h"
 #include "models/rope_table.h"
 #include "models/step_uploads.h"
 #include "models/workspace_buffer.h"
-#include "ops/block_tables.h"
-#include "ops/indexer_scores.h"
-#include "ops/mla_head_proj.h"
-#include "ops/sparse_attention.h"
+#include "sieve/ops/block_tables.h"
+#include "sieve/ops/indexer_scores.h"
+#include "sieve/ops/mla_head_proj.h"
+#include "sieve/ops/sparse_attention.h"
 
 namespace sieve::dsa_mla {
 

@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/backend.h"
-#include "core/tensor.h"
-#include "io/config_dsa_mla.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/tensor.h"
+#include "sieve/io/config_dsa_mla.h"
 #include "io/weights.h"
-#include "kv/cache_spec.h"
+#include "sieve/kv/cache_spec.h"
 #include "models/device_tensor.h"
 #include "models/planned_linear.h"
 

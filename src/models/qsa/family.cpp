@@ -1,7 +1,7 @@
 // QSA (Qwen3.8-Flash-Next) as a registered model family (models/family.h).
 #include <algorithm>
 
-#include "models/family.h"
+#include "sieve/models/family.h"
 #include "models/qsa/layout.h"
 #include "models/qsa/model.h"
 

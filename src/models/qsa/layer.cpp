@@ -6,15 +6,15 @@
 #include <span>
 
 #include "models/qsa/layout.h"
-#include "ops/cache_store.h"
+#include "sieve/ops/cache_store.h"
 
-#include "ops/qsa_expand.h"
-#include "ops/qsa_pool.h"
-#include "ops/indexer_scores.h"
-#include "ops/qsa_sparse_gqa.h"
-#include "ops/rms_norm.h"
-#include "ops/rope.h"
-#include "ops/topk.h"
+#include "sieve/ops/qsa_expand.h"
+#include "sieve/ops/qsa_pool.h"
+#include "sieve/ops/indexer_scores.h"
+#include "sieve/ops/qsa_sparse_gqa.h"
+#include "sieve/ops/rms_norm.h"
+#include "sieve/ops/rope.h"
+#include "sieve/ops/topk.h"
 
 namespace sieve::qsa {
 

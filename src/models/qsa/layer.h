@@ -25,12 +25,12 @@
 #include <memory>
 #include <vector>
 
-#include "backends/backend.h"
-#include "core/stage_timer.h"
-#include "io/config_qsa.h"
-#include "kv/cache_spec.h"
-#include "kv/step_batch.h"
-#include "models/attention_model.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/stage_timer.h"
+#include "sieve/io/config_qsa.h"
+#include "sieve/kv/cache_spec.h"
+#include "sieve/kv/step_batch.h"
+#include "sieve/models/attention_model.h"
 #include "models/planned_linear.h"
 #include "models/qsa/weights.h"
 #include "models/rope_table.h"

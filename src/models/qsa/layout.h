@@ -2,9 +2,9 @@
 // config alone (specs/qsa.md); layout.cpp defines them.
 #pragma once
 
-#include "io/config.h"
-#include "models/attention_layout.h"
-#include "ops/cache_record.h"
+#include "sieve/io/config.h"
+#include "sieve/models/attention_layout.h"
+#include "sieve/ops/cache_record.h"
 
 namespace sieve {
 

@@ -24,11 +24,11 @@
 #include <memory>
 #include <vector>
 
-#include "core/status.h"
-#include "io/checkpoint.h"
-#include "io/config.h"
-#include "models/attention_model.h"
-#include "models/model_factory.h"
+#include "sieve/core/status.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
+#include "sieve/models/attention_model.h"
+#include "sieve/models/model_factory.h"
 #include "models/qsa/layer.h"
 
 namespace sieve {

@@ -8,12 +8,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/backend.h"
-#include "core/status.h"
-#include "io/config_qsa.h"
-#include "kv/step_batch.h"
+#include "sieve/backends/backend.h"
+#include "sieve/core/status.h"
+#include "sieve/io/config_qsa.h"
+#include "sieve/kv/step_batch.h"
 #include "models/step_uploads.h"
-#include "ops/block_tables.h"
+#include "sieve/ops/block_tables.h"
 
 namespace sieve::qsa {
 

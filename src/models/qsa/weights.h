@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "core/status.h"
-#include "core/tensor.h"
-#include "io/config_qsa.h"
+#include "sieve/core/status.h"
+#include "sieve/core/tensor.h"
+#include "sieve/io/config_qsa.h"
 #include "io/weights.h"
 
 namespace sieve::qsa {

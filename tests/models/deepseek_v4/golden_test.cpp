@@ -14,7 +14,7 @@
 #include <random>
 #include <set>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "core/cpu_features.h"
 #include "model_test_util.h"
 #include "models/deepseek_v4/model.h"

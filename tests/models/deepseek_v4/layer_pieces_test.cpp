@@ -5,13 +5,13 @@
 // causal range meaning "none"; the observer seeing every token; a device backend giving the same results.
 #include <fmt/format.h>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "model_test_util.h"
 #include "models/deepseek_v4/model.h"
 #include "models/deepseek_v4/step_plan.h"
 #include "models/deepseek_v4/step_slots.h"
-#include "ops/block_tables.h"
-#include "ops/selected_slots.h"
+#include "sieve/ops/block_tables.h"
+#include "sieve/ops/selected_slots.h"
 
 namespace sieve::model_test {
 namespace {

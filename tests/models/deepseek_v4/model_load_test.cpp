@@ -4,11 +4,11 @@
 // and UE8M0 128×128 block scales) giving the same layer.
 #include <fmt/format.h>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "model_test_util.h"
-#include "models/attention_layout.h"
+#include "sieve/models/attention_layout.h"
 #include "models/deepseek_v4/model.h"
-#include "models/model_factory.h"
+#include "sieve/models/model_factory.h"
 
 namespace sieve::model_test {
 namespace {

@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <set>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "model_test_util.h"
-#include "models/model_factory.h"
+#include "sieve/models/model_factory.h"
 
 namespace sieve::model_test {
 namespace {

@@ -17,10 +17,10 @@
 #include <limits>
 #include <regex>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "model_test_util.h"
-#include "models/attention_layout.h"
-#include "models/model_factory.h"
+#include "sieve/models/attention_layout.h"
+#include "sieve/models/model_factory.h"
 #include "naive_reference.h"
 
 namespace sieve::model_test {

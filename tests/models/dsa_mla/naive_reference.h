@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "io/config_dsa_mla.h"
+#include "sieve/io/config_dsa_mla.h"
 #include "model_test_util.h"
 
 namespace sieve::model_test {

@@ -26,9 +26,9 @@
 #include <iterator>
 #include <set>
 
-#include "backends/backend.h"
+#include "sieve/backends/backend.h"
 #include "model_test_util.h"
-#include "models/model_factory.h"
+#include "sieve/models/model_factory.h"
 #include "qsa_test_util.h"
 
 namespace sieve::model_test {

@@ -12,8 +12,8 @@
 #include <string>
 #include <utility>
 
-#include "backends/backend.h"
-#include "models/model_factory.h"
+#include "sieve/backends/backend.h"
+#include "sieve/models/model_factory.h"
 #include "models/qsa/model.h"
 #include "qsa_test_util.h"
 

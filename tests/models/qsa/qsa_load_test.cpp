@@ -6,9 +6,9 @@
 
 #include <random>
 
-#include "backends/backend.h"
-#include "models/attention_layout.h"
-#include "models/model_factory.h"
+#include "sieve/backends/backend.h"
+#include "sieve/models/attention_layout.h"
+#include "sieve/models/model_factory.h"
 #include "models/qsa/model.h"
 #include "qsa_test_util.h"
 

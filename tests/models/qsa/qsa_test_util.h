@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
-#include "core/tensor.h"
+#include "sieve/core/status.h"
+#include "sieve/core/tensor.h"
 #include "golden_run.h"
-#include "io/checkpoint.h"
-#include "io/config.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
 #include "model_test_util.h"
 
 namespace sieve::model_test {

@@ -1,0 +1,103 @@
+// The runner: takes requests, builds steps with the scheduler, reserves their cache blocks, runs
+// the model's attention layers in order for each step and hands the outputs back.
+//
+// A request that cannot get cache blocks (pool exhausted) or is longer than the model's
+// max_position_embeddings is rejected with a clear error; the other requests continue unharmed.
+// Options that would size pools past what a block table addresses, past int64 or past
+// max_cache_bytes are an error of create(), before any pool is allocated.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "sieve/core/stage_timer.h"
+#include "sieve/core/status.h"
+#include "sieve/kv/paged_cache.h"
+#include "sieve/models/attention_model.h"
+#include "sieve/runtime/scheduler.h"
+#include "sieve/runtime/step_runner.h"
+
+namespace sieve {
+
+// Where a request's per-token inputs come from and its outputs go.
+class RequestIo {
+public:
+    virtual ~RequestIo() = default;
+    // The input row [hidden] of the layer at `layer_pos` (of the model's layers()) for a token.
+    // With chained layers only layer_pos 0 is asked.
+    virtual void input(int64_t layer_pos, int64_t position, float* row) = 0;
+    // The output row [hidden] of a layer for a token.
+    virtual void output(int64_t layer_pos, int64_t position, const float* row) = 0;
+};
+
+struct EngineOptions {
+    SchedulerOptions scheduler;
+    // true: each layer's input is the previous layer's output (a stack); false: every layer's input
+    // comes from RequestIo (teacher forcing, as golden fixtures capture them).
+    bool chain_layers = false;
+    // Blocks per cache group; when 0, sized from cache_budget_tokens.
+    int64_t blocks_per_group = 0;
+    // Enough blocks for this many resident tokens per group (used when blocks_per_group is 0).
+    int64_t cache_budget_tokens = 1 << 16;
+    // Upper bound on the bytes of all cache pools together (0: none), e.g. the machine's memory.
+    int64_t max_cache_bytes = 0;
+};
+
+enum class RequestStatus { queued, running, finished, failed };
+
+struct EngineStats {
+    int64_t steps = 0;
+    int64_t prefill_tokens = 0;
+    int64_t decode_tokens = 0;
+    double prefill_seconds = 0;  // steps with any prefill token count here
+    double decode_seconds = 0;   // steps of decodes only
+    StageTimes stages;
+};
+
+class Engine {
+public:
+    static Expected<std::unique_ptr<Engine>> create(AttentionModel& model, EngineOptions options);
+
+    // Queues a request of `n_tokens` tokens whose first `prompt_tokens` (0 ≤ prompt_tokens ≤ n_tokens)
+    // are its prompt; `io` must outlive it. Errors (too long, duplicate id) reject it at once.
+    Status add_request(RequestId id, int64_t n_tokens, int64_t prompt_tokens, RequestIo* io);
+    // Runs one step; false when nothing was left to run. An error is the model's and fails every
+    // request of that step.
+    Expected<bool> step();
+    // Runs steps until every request finished or failed; `on_step` (optional) after each step.
+    Status run(const std::function<void(const Engine&)>& on_step = {});
+
+    RequestStatus status(RequestId id) const;
+    // Why a failed request failed.
+    Status error(RequestId id) const;
+    const EngineStats& stats() const { return stats_; }
+    const std::vector<std::unique_ptr<CacheGroup>>& cache_groups() const { return groups_; }
+    int64_t pending_requests() const;
+    int64_t tokens_done(RequestId id) const;
+
+private:
+    Engine(AttentionModel& model, EngineOptions options)
+        : model_(model), options_(std::move(options)), scheduler_(options_.scheduler), runner_(model) {}
+    void fail(RequestId id, Status why);
+    Status reserve(const StepRequest& r);
+
+    struct Entry {
+        RequestIo* io = nullptr;
+        int64_t n_tokens = 0;
+        int64_t done = 0;
+        RequestStatus status = RequestStatus::queued;
+        Status error;
+    };
+    AttentionModel& model_;
+    EngineOptions options_;
+    Scheduler scheduler_;
+    std::vector<std::unique_ptr<CacheGroup>> groups_;
+    std::map<RequestId, Entry> requests_;
+    EngineStats stats_;
+    StepRunner runner_;
+};
+
+}  // namespace sieve

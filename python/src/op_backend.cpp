@@ -1,0 +1,74 @@
+#include "op_backend.h"
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include <nanobind/nanobind.h>
+
+#include "errors.h"
+
+namespace nb = nanobind;
+
+namespace sieve::python {
+namespace {
+
+struct AlignedFree {
+    void operator()(void* p) const { std::free(p); }
+};
+
+struct OpBackend {
+    std::mutex mutex;
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<void, AlignedFree> scratch;  // grows to the largest workspace asked so far
+    size_t scratch_bytes = 0;
+};
+
+OpBackend& state() {
+    static OpBackend* s = new OpBackend();  // never destroyed: ops may run during interpreter shutdown
+    return *s;
+}
+
+// Under the mutex.
+Backend& backend_locked(OpBackend& s) {
+    if (!s.backend) s.backend = value_or_throw(make_backend("cpu"));
+    return *s.backend;
+}
+
+}  // namespace
+
+void set_op_backend(const std::string& spec) {
+    std::unique_ptr<Backend> made = value_or_throw(make_backend(spec));
+    OpBackend& s = state();
+    std::lock_guard lock(s.mutex);
+    s.backend = std::move(made);
+}
+
+std::string op_backend_name() {
+    OpBackend& s = state();
+    std::lock_guard lock(s.mutex);
+    return backend_locked(s).name();
+}
+
+void run_op(const std::function<Status(Backend&, const std::function<Workspace(size_t)>&)>& op) {
+    OpBackend& s = state();
+    Status status;
+    {
+        nb::gil_scoped_release release;
+        std::lock_guard lock(s.mutex);
+        const auto workspace = [&s](size_t bytes) -> Workspace {
+            if (bytes > s.scratch_bytes) {
+                const size_t rounded = workspace_round_up(bytes);
+                void* p = std::aligned_alloc(kWorkspaceAlignment, rounded);
+                if (p == nullptr) throw StatusError(out_of_memory_error("op workspace of {} bytes", rounded));
+                s.scratch.reset(p);
+                s.scratch_bytes = rounded;
+            }
+            return Workspace{s.scratch.get(), s.scratch_bytes};
+        };
+        status = op(backend_locked(s), workspace);
+    }
+    check(std::move(status));
+}
+
+}  // namespace sieve::python

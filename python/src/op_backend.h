@@ -1,0 +1,23 @@
+// The backend the op bindings run on: one per process, made from the spec "cpu" on first use or
+// from the one sieve.set_backend() names ("ref", "cpu:avx2", ...: sieve.backend_specs()). Calls are
+// serialised (a backend's thread pool is not reentrant) and run without the GIL.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "sieve/backends/backend.h"
+
+namespace sieve::python {
+
+// Replaces the process's op backend (throws the spec's error).
+void set_op_backend(const std::string& spec);
+// Its canonical name ("cpu:avx512_bf16:auto").
+std::string op_backend_name();
+
+// Runs `op` on the op backend with the GIL released; `workspace(bytes)` gives scratch of at least
+// that many bytes, valid during the call. Throws the Status `op` returns.
+void run_op(const std::function<Status(Backend&, const std::function<Workspace(size_t)>& workspace)>& op);
+
+}  // namespace sieve::python

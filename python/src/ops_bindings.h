@@ -1,0 +1,11 @@
+// The op bindings, by file: each adds its ops to the submodule sieve._sieve.ops (python/sieve/ops.py
+// wraps them with torch-native signatures that allocate the outputs).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace sieve::python {
+
+void bind_row_ops(nanobind::module_& ops);  // ops_rows.cpp: rope, rope_inv_freq, quant_fp8
+
+}  // namespace sieve::python

@@ -1,0 +1,59 @@
+// A tensor argument of an op binding: a zero-copy DLPack view of the caller's tensor (torch, or any
+// DLPack producer) with its name, so that every check can say which argument is wrong and how
+// ("sieve.ops.rope: x: dtype float16, expected float32 or bfloat16").
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include "sieve/core/dtype.h"
+
+namespace sieve::python {
+
+using Array = nanobind::ndarray<>;
+
+class TensorArg {
+public:
+    // `op`: the Python name of the op, for messages. Throws InvalidArgumentError for a dtype sieve has
+    // no name for.
+    TensorArg(const char* op, const char* name, const Array& array);
+
+    DType dtype() const { return dtype_; }
+    int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+    int64_t dim(int64_t i) const { return shape_[static_cast<size_t>(i)]; }
+    int64_t stride(int64_t i) const { return strides_[static_cast<size_t>(i)]; }  // elements
+    int64_t numel() const;
+    void* data() const { return data_; }
+    const std::string& name() const { return name_; }
+
+    // Checks, each throwing InvalidArgumentError that names the op, the argument and what was expected.
+    const TensorArg& expect_dtype(std::initializer_list<DType> allowed) const;
+    // `dims`: the expected size of each dimension, -1 for any; `names` names them for the message.
+    const TensorArg& expect_shape(std::initializer_list<int64_t> dims, const char* names) const;
+    // The last dimension is contiguous (stride 1), as every op contract reads rows.
+    const TensorArg& expect_rows_contiguous() const;
+    // Every dimension is contiguous (row-major, no gaps).
+    const TensorArg& expect_contiguous() const;
+
+    // The tensor's device, checked to be one this build runs on (the CPU; a CUDA tensor is
+    // UnsupportedError until the CUDA backend exists).
+    void expect_host() const;
+
+private:
+    [[noreturn]] void fail(const std::string& what) const;
+    std::string op_, name_;
+    DType dtype_ = DType::f32;
+    std::vector<int64_t> shape_, strides_;
+    void* data_ = nullptr;
+    int32_t device_type_ = 0, device_id_ = 0;
+};
+
+// "[2, 64, 512]"
+std::string shape_string(const std::vector<int64_t>& shape);
+
+}  // namespace sieve::python
