@@ -12,6 +12,7 @@ from typing import Optional
 
 import torch
 
+from ._sieve import InvalidArgumentError
 from ._sieve import ops as _ops
 
 
@@ -85,3 +86,144 @@ def quant_fp8(
     if x.dim() == 2:
         return values.squeeze(1), scales.squeeze(1)
     return values, scales
+
+
+def _int32(t: torch.Tensor, name: str) -> torch.Tensor:
+    """int32 as the engine's index arrays are; vLLM's int64 slot lists are converted (a copy), after a
+    range check."""
+    if t.dtype == torch.int64:
+        if t.numel() and (int(t.max()) >= 2**31 or int(t.min()) < -(2**31)):
+            raise InvalidArgumentError(f"sieve.ops: {name}: a value does not fit int32")
+        return t.to(torch.int32)
+    return t
+
+
+def cache_store(
+    x: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    block_size: int,
+    *,
+    format: str,
+    dim: Optional[int] = None,
+    rope_dim: int = 0,
+    entry_offset: int = 0,
+    round_bf16: bool = False,
+) -> None:
+    """Writes row r of x into entry ``slot_mapping[r]`` of the paged cache (−1 skips the row), in place.
+
+    x: [n_rows, dim] float32 | bfloat16. kv_cache: [num_blocks, ...] (uint8 for the fp8 records), whose
+    stride(0) is the block stride and whose blocks hold ``block_size`` entries of ``format``:
+    'f32' | 'bf16' (plain rows of ``dim`` values; x may be a sub-row at ``entry_offset``),
+    'fp8_model1' (DeepSeek-V4's 584-byte record, vLLM's fp8_ds_mla: ``rope_dim`` = 64),
+    'fp8_row_scale' (indexer keys: e4m3 + one fp32 scale), 'fp8_v32' (DSA's 656-byte MLA record).
+    ``round_bf16`` quantizes bf16(x) (DeepSeek-V4). See include/sieve/ops/cache_store.h.
+    """
+    _ops.cache_store(x, kv_cache, _int32(slot_mapping, "slot_mapping"), block_size, format,
+                     x.shape[-1] if dim is None else dim, rope_dim, entry_offset, round_bf16)
+
+
+def sparse_attention(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slots: torch.Tensor,
+    block_size: int,
+    *,
+    scale: float,
+    format: str = "fp8_model1",
+    rope_dim: int = 64,
+    v_dim: Optional[int] = None,
+    extra_kv_cache: Optional[torch.Tensor] = None,
+    extra_slots: Optional[torch.Tensor] = None,
+    extra_block_size: int = 0,
+    sink: Optional[torch.Tensor] = None,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Attention of each token over the cache entries its slot rows list, with an optional sink.
+
+    The shape of vLLM's CPU ``flash_mla_with_kvcache_cpu``: q [n_tokens, n_heads, qk_dim] float32 |
+    bfloat16; ``slots`` [n_tokens, width] global slots into ``kv_cache`` (−1 = none; int32, or int64
+    converted); an optional second list ``extra_slots`` into ``extra_kv_cache`` (DeepSeek-V4: the window
+    first, then the compressed entries); ``sink`` [n_heads] float32 natural-log logits (a virtual key with
+    a zero value). V is the first ``v_dim`` values of K (default qk_dim: DeepSeek-V4's K = V; DSA's MLA
+    passes kv_lora_rank). Returns out [n_tokens, n_heads, v_dim] in q's dtype. See
+    include/sieve/ops/sparse_attention.h.
+    """
+    v_dim = q.shape[-1] if v_dim is None else v_dim
+    if out is None:
+        out = torch.empty((q.shape[0], q.shape[1], v_dim), dtype=q.dtype)
+    _ops.sparse_attention(
+        out, q, kv_cache, _int32(slots, "slots"), block_size, extra_kv_cache,
+        None if extra_slots is None else _int32(extra_slots, "extra_slots"), extra_block_size, sink, scale,
+        format, rope_dim, v_dim)
+    return out
+
+
+def _indexer(q, k_cache, block_table, n_keys, block_size, key_format, q_scale, weights, weight_scale,
+             token_request, scores, selected):
+    if token_request is None:
+        if block_table.shape[0] != q.shape[0]:
+            raise InvalidArgumentError(
+                f"sieve.ops.indexer_scores: block_table has {block_table.shape[0]} rows for {q.shape[0]} tokens; "
+                "pass token_request to share rows")
+        token_request = torch.arange(q.shape[0], dtype=torch.int32)
+    if q.dtype == torch.float8_e4m3fn and q_scale is None:
+        q_scale = torch.ones(q.shape[:2], dtype=torch.float32)  # vLLM folds the q scales into the weights
+    _ops.indexer_scores(q, k_cache, _int32(block_table, "block_table"), _int32(token_request, "token_request"),
+                        _int32(n_keys, "n_keys"), block_size, key_format, q_scale, weights, weight_scale, scores,
+                        selected)
+
+
+def indexer_scores(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    n_keys: torch.Tensor,
+    block_size: int,
+    *,
+    n_cols: Optional[int] = None,
+    key_format: str = "fp8_row_scale",
+    weights: Optional[torch.Tensor] = None,
+    weight_scale: float = 1.0,
+    q_scale: Optional[torch.Tensor] = None,
+    token_request: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """The Lightning Indexer's scores: score[t, j] = s_j · Σ_h w[t, h] · ReLU(⟨q[t, h], k_j⟩) for the
+    keys j < n_keys[t] of token t's block-table row (the shape of vLLM's ``fp8_paged_mqa_logits_cpu``).
+
+    q: [n_tokens, n_heads, head_dim] float32 | bfloat16 | float8_e4m3fn (then ``q_scale`` [n_tokens,
+    n_heads], default 1: vLLM folds it into the weights). k_cache: [num_blocks, ...] of ``key_format``
+    entries ('fp8_row_scale' | 'bf16' | 'f32'). block_table: [n_requests, max_blocks] int32; token t reads
+    row ``token_request[t]`` (default: row t). weights: [n_tokens, n_heads] float32 or None (every head
+    1), times ``weight_scale``. Returns scores [n_tokens, n_cols] float32 (default n_cols = max n_keys);
+    columns ≥ n_keys[t] are not written. See include/sieve/ops/indexer_scores.h.
+    """
+    if n_cols is None:
+        n_cols = int(n_keys.max()) if n_keys.numel() else 0
+    scores = torch.empty((q.shape[0], n_cols), dtype=torch.float32)
+    _indexer(q, k_cache, block_table, n_keys, block_size, key_format, q_scale, weights, weight_scale,
+             token_request, scores, None)
+    return scores
+
+
+def indexer_topk(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    n_keys: torch.Tensor,
+    block_size: int,
+    k: int,
+    *,
+    key_format: str = "fp8_row_scale",
+    weights: Optional[torch.Tensor] = None,
+    weight_scale: float = 1.0,
+    q_scale: Optional[torch.Tensor] = None,
+    token_request: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """The top-k of :func:`indexer_scores` in the same pass, without writing the scores: [n_tokens, k]
+    int32 request-local key indices, ascending, −1 past the candidates (vLLM's ``out_raw_indices`` of
+    ``topk_transform_512_cpu``, for any k). Ties go to the lower index."""
+    selected = torch.empty((q.shape[0], k), dtype=torch.int32)
+    _indexer(q, k_cache, block_table, n_keys, block_size, key_format, q_scale, weights, weight_scale,
+             token_request, None, selected)
+    return selected

@@ -23,4 +23,5 @@ NB_MODULE(_sieve, m) {
     m.def("backend_specs", [] { return sieve::backend_specs_help(); }, "The backend specs this build accepts.");
     nb::module_ ops = m.def_submodule("ops", "the op bindings (outputs passed in)");
     bind_row_ops(ops);
+    bind_attention_ops(ops);
 }

@@ -125,4 +125,41 @@ void TensorArg::expect_host() const {
                                         name_, device_name(device_type_), device_type_));
 }
 
+
+PagedCache paged_cache(const TensorArg& cache, int64_t block_size, const CacheRecordLayout& layout) {
+    cache.expect_host();
+    if (cache.rank() < 2 || cache.dim(0) < 1)
+        cache.fail(fmt::format("shape {}, expected [num_blocks ≥ 1, ...] (one block per row)", shape_string(cache.shape())));
+    const int64_t item = static_cast<int64_t>(dtype_size(cache.dtype()));
+    // The block's own dimensions must be contiguous: entries are addressed by byte offsets inside it.
+    int64_t expected = 1, block_elems = 1;
+    for (int64_t i = cache.rank() - 1; i >= 1; --i) {
+        if (cache.dim(i) > 1 && cache.stride(i) != expected)
+            cache.fail("the dimensions after the first (one block) must be contiguous");
+        expected *= cache.dim(i);
+        block_elems *= cache.dim(i);
+    }
+    PagedCache out;
+    out.n_blocks = cache.dim(0);
+    out.view.base = static_cast<uint8_t*>(cache.data());
+    out.view.block_size = block_size;
+    out.view.entry_bytes = layout.entry_bytes();
+    out.view.block_bytes = cache.dim(0) > 1 ? cache.stride(0) * item : block_elems * item;
+    if (block_size < 1 || block_elems * item < block_size * out.view.entry_bytes)
+        cache.fail(fmt::format("a block holds {} bytes, but block_size {} entries of {} ({} values) take {} bytes each",
+            block_elems * item, block_size, cache_record_format_name(layout.format), layout.dim,
+            out.view.entry_bytes));
+    if (cache.dim(0) > 1 && cache.stride(0) < block_elems)
+        cache.fail(fmt::format("block stride {} overlaps the blocks of {} elements", cache.stride(0), block_elems));
+    return out;
+}
+
+CacheRecordFormat parse_cache_format(const char* op, const std::string& name) {
+    for (CacheRecordFormat f : {CacheRecordFormat::f32, CacheRecordFormat::bf16, CacheRecordFormat::fp8_row_scale,
+                                CacheRecordFormat::fp8_model1, CacheRecordFormat::fp8_v32})
+        if (cache_record_format_name(f) == name) return f;
+    throw StatusError(invalid_argument_error(
+        "sieve.ops.{}: cache format '{}', expected f32, bf16, fp8_row_scale, fp8_model1 or fp8_v32", op, name));
+}
+
 }  // namespace sieve::python

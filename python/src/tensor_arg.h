@@ -12,6 +12,8 @@
 #include <nanobind/ndarray.h>
 
 #include "sieve/core/dtype.h"
+#include "sieve/ops/cache_record.h"
+#include "sieve/ops/cache_view.h"
 
 namespace sieve::python {
 
@@ -28,6 +30,7 @@ public:
     int64_t dim(int64_t i) const { return shape_[static_cast<size_t>(i)]; }
     int64_t stride(int64_t i) const { return strides_[static_cast<size_t>(i)]; }  // elements
     int64_t numel() const;
+    const std::vector<int64_t>& shape() const { return shape_; }
     void* data() const { return data_; }
     const std::string& name() const { return name_; }
 
@@ -44,8 +47,10 @@ public:
     // UnsupportedError until the CUDA backend exists).
     void expect_host() const;
 
-private:
+    // Throws InvalidArgumentError "sieve.ops.<op>: <name>: <what>".
     [[noreturn]] void fail(const std::string& what) const;
+
+private:
     std::string op_, name_;
     DType dtype_ = DType::f32;
     std::vector<int64_t> shape_, strides_;
@@ -55,5 +60,20 @@ private:
 
 // "[2, 64, 512]"
 std::string shape_string(const std::vector<int64_t>& shape);
+
+
+// A paged cache tensor as the ops see it (ops/cache_view.h): dimension 0 counts the blocks, stride(0)
+// is the block stride (it may be larger than a block's bytes: vLLM interleaves the pages of several
+// layers in one block), and the rest of each block is contiguous and holds block_size entries of
+// `layout`. Any dtype (uint8 for the fp8 records; float32 / bfloat16 for the plain ones).
+struct PagedCache {
+    CacheView view;
+    int64_t n_blocks = 0;
+    int64_t n_slots() const { return n_blocks * view.block_size; }
+};
+PagedCache paged_cache(const TensorArg& cache, int64_t block_size, const CacheRecordLayout& layout);
+
+// "f32" | "bf16" | "fp8_row_scale" | "fp8_model1" | "fp8_v32" (ops/cache_record.h); `op` for the message.
+CacheRecordFormat parse_cache_format(const char* op, const std::string& name);
 
 }  // namespace sieve::python
