@@ -6,42 +6,6 @@
 
 namespace sieve {
 
-namespace {
-
-// The blocks of a group's pool: blocks_per_group, or enough for the token budget plus one partial
-// block per request of a step. A pool numbers its blocks with int32 (kv/block_allocator.h).
-Expected<int64_t> pool_blocks(const CacheGroupDesc& d, const EngineOptions& o) {
-    if (d.block_size < 1 || d.spec.tokens_per_entry < 1)
-        return internal_error("cache group {}: block size {}, {} tokens per entry", d.name, d.block_size,
-                              d.spec.tokens_per_entry);
-    int64_t blocks = o.blocks_per_group;
-    if (blocks == 0) {
-        const int64_t entries = o.cache_budget_tokens / d.spec.tokens_per_entry;
-        const int64_t budget_blocks = entries / d.block_size + (entries % d.block_size != 0);
-        if (__builtin_add_overflow(budget_blocks, o.scheduler.max_requests_per_step, &blocks)) blocks = INT64_MAX;
-    }
-    if (blocks > INT32_MAX)
-        return out_of_memory_error("cache {}: {} blocks (a budget of {} tokens), more than the {} a pool can number",
-                                   d.name, blocks, o.cache_budget_tokens, INT32_MAX);
-    return blocks;
-}
-
-// The bytes of a group's pools, all layers, before kv/paged_cache aligns each block to 64 bytes.
-Expected<int64_t> pool_bytes(const CacheGroupDesc& d, int64_t blocks) {
-    int64_t bytes = 0;
-    if (__builtin_mul_overflow(d.block_size, d.spec.entry_bytes, &bytes) ||
-        __builtin_mul_overflow(bytes, std::max<int64_t>(blocks, 1), &bytes) ||
-        __builtin_mul_overflow(bytes, d.n_layers, &bytes))
-        return out_of_memory_error(
-            "cache {}: {} blocks of {} entries of {} B in {} layers: more bytes than int64 holds", d.name, blocks,
-            d.block_size, d.spec.entry_bytes, d.n_layers);
-    return bytes;
-}
-
-double gigabytes(int64_t bytes) { return static_cast<double>(bytes) / 1e9; }
-
-}  // namespace
-
 Expected<std::unique_ptr<Engine>> Engine::create(AttentionModel& model, EngineOptions options) {
     const SchedulerOptions& s = options.scheduler;
     if (s.max_tokens_per_step < 1)
@@ -51,34 +15,14 @@ Expected<std::unique_ptr<Engine>> Engine::create(AttentionModel& model, EngineOp
     if (s.max_prefill_chunk < 0)
         return invalid_argument_error("largest prefill chunk {}: must be at least 0 (0: no limit)",
                                       s.max_prefill_chunk);
-    if (options.blocks_per_group < 0 || options.cache_budget_tokens < 0 || options.max_cache_bytes < 0)
-        return invalid_argument_error("{} blocks per group, a cache budget of {} tokens, max_cache_bytes {}: none may "
-                                      "be negative",
-                                      options.blocks_per_group, options.cache_budget_tokens, options.max_cache_bytes);
-    // Every pool is sized before the first is allocated: a workload too large fails as a whole.
-    const std::vector<CacheGroupDesc> descs = model.cache_groups();
-    std::vector<int64_t> blocks;
-    int64_t total_bytes = 0;
-    for (const CacheGroupDesc& d : descs) {
-        SIEVE_ASSIGN_OR_RETURN(const int64_t b, pool_blocks(d, options));
-        SIEVE_ASSIGN_OR_RETURN(const int64_t bytes, pool_bytes(d, b));
-        if (__builtin_add_overflow(total_bytes, bytes, &total_bytes))
-            return out_of_memory_error("the cache pools need more bytes than int64 holds (a budget of {} tokens)",
-                                       options.cache_budget_tokens);
-        blocks.push_back(b);
-    }
-    if (options.max_cache_bytes > 0 && total_bytes > options.max_cache_bytes)
-        return out_of_memory_error("the cache pools need {:.1f} GB (a budget of {} tokens in {} group(s)), more than "
-                                   "max_cache_bytes = {:.1f} GB",
-                                   gigabytes(total_bytes), options.cache_budget_tokens, descs.size(),
-                                   gigabytes(options.max_cache_bytes));
+    CachePoolOptions pool_options;
+    pool_options.blocks_per_group = options.blocks_per_group;
+    pool_options.cache_budget_tokens = options.cache_budget_tokens;
+    pool_options.max_requests_per_step = s.max_requests_per_step;
+    pool_options.max_cache_bytes = options.max_cache_bytes;
+    SIEVE_ASSIGN_OR_RETURN(auto pools, CachePools::create(model, pool_options));
     std::unique_ptr<Engine> engine(new Engine(model, std::move(options)));
-    for (size_t i = 0; i < descs.size(); ++i) {
-        const CacheGroupDesc& d = descs[i];
-        SIEVE_ASSIGN_OR_RETURN(auto group,
-                               CacheGroup::create(model.backend(), d.name, d.spec, d.block_size, blocks[i], d.n_layers));
-        engine->groups_.push_back(std::move(group));
-    }
+    engine->pools_ = std::move(pools);
     return engine;
 }
 
@@ -112,16 +56,8 @@ void Engine::fail(RequestId id, Status why) {
     e.status = RequestStatus::failed;
     e.error = std::move(why);
     scheduler_.remove(id);
-    for (auto& g : groups_) g->free_request(id);
+    pools_->free_request(id);
     model_.release_request(id);
-}
-
-Status Engine::reserve(const StepRequest& r) {
-    for (auto& g : groups_) {
-        Status s = g->reserve(r.id, g->entries_for_tokens(r.end()));
-        if (!s.is_ok()) return s.with_context(fmt::format("request {} at position {}", r.id, r.end()));
-    }
-    return Status::ok();
 }
 
 Expected<bool> Engine::step() {
@@ -130,7 +66,7 @@ Expected<bool> Engine::step() {
     // Reserve cache blocks; a request that cannot get them is rejected, the others go on.
     std::vector<StepRequest> admitted;
     for (const StepRequest& r : plan) {
-        Status s = reserve(r);
+        Status s = pools_->reserve(r);
         if (!s.is_ok()) {
             fail(r.id, s);
             continue;
@@ -140,9 +76,7 @@ Expected<bool> Engine::step() {
     }
     if (admitted.empty()) return true;
 
-    StepCaches caches;
-    for (auto& g : groups_) caches.groups.push_back(g.get());
-    const StepBatch batch = make_step_batch(admitted, std::move(caches));
+    const StepBatch batch = make_step_batch(admitted, pools_->step_caches());
     // RequestIo is per token; the runner moves the step's rows in one piece.
     struct TokenRows final : StepIo {
         Engine& engine;
@@ -181,16 +115,11 @@ Expected<bool> Engine::step() {
         e.done = r.end();
         if (e.done >= e.n_tokens) {
             e.status = RequestStatus::finished;
-            for (auto& g : groups_) g->free_request(r.id);
+            pools_->free_request(r.id);
             model_.release_request(r.id);
             continue;
         }
-        // Windowed caches keep only what the next token can still see.
-        for (auto& g : groups_) {
-            const CacheSpec& spec = g->spec();
-            if (spec.window_tokens > 0)
-                g->release_before(r.id, std::max<int64_t>(0, e.done - spec.window_tokens) / spec.tokens_per_entry);
-        }
+        pools_->after_step(r.id, e.done);  // windowed caches keep only what the next token can still see
     }
     return true;
 }

@@ -17,6 +17,7 @@
 #include "sieve/core/status.h"
 #include "sieve/kv/paged_cache.h"
 #include "sieve/models/attention_model.h"
+#include "sieve/runtime/cache_pools.h"
 #include "sieve/runtime/scheduler.h"
 #include "sieve/runtime/step_runner.h"
 
@@ -74,7 +75,7 @@ public:
     // Why a failed request failed.
     Status error(RequestId id) const;
     const EngineStats& stats() const { return stats_; }
-    const std::vector<std::unique_ptr<CacheGroup>>& cache_groups() const { return groups_; }
+    const std::vector<std::unique_ptr<CacheGroup>>& cache_groups() const { return pools_->groups(); }
     int64_t pending_requests() const;
     int64_t tokens_done(RequestId id) const;
 
@@ -82,7 +83,6 @@ private:
     Engine(AttentionModel& model, EngineOptions options)
         : model_(model), options_(std::move(options)), scheduler_(options_.scheduler), runner_(model) {}
     void fail(RequestId id, Status why);
-    Status reserve(const StepRequest& r);
 
     struct Entry {
         RequestIo* io = nullptr;
@@ -94,7 +94,7 @@ private:
     AttentionModel& model_;
     EngineOptions options_;
     Scheduler scheduler_;
-    std::vector<std::unique_ptr<CacheGroup>> groups_;
+    std::unique_ptr<CachePools> pools_;
     std::map<RequestId, Entry> requests_;
     EngineStats stats_;
     StepRunner runner_;

@@ -1,0 +1,66 @@
+// Steps a model's attention layers one at a time, for a caller that runs the rest of the network
+// itself: an inference engine computes embeddings, MLP/MoE and sampling between two attention
+// layers, decides which requests run in a step (its own scheduler) and calls sieve for attention
+// only. The caches stay sieve's (CachePools); a request is known by the caller's id.
+//
+// One step:
+//   begin_step(requests)       the step's requests, each continuing where its previous step stopped
+//                              (start = the tokens it already ran: 0 for its first step); reserves
+//                              their cache entries and plans the step (AttentionModel::plan_step)
+//   forward(layer_pos, …)      every layer the caller needs, in the model's order (layers()), once each
+//   end_step()                 windowed caches release what the next token can no longer see
+// and free_request(id) when a request ends (or is dropped). A failed begin_step or forward leaves
+// no step open; the caller may free the step's requests or retry them from their last completed
+// step (the failed step's cache writes are overwritten by the retry).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "sieve/backends/backend.h"
+#include "sieve/core/stage_timer.h"
+#include "sieve/core/status.h"
+#include "sieve/kv/step_batch.h"
+#include "sieve/models/attention_model.h"
+#include "sieve/runtime/cache_pools.h"
+
+namespace sieve {
+
+class LayerStepper {
+public:
+    static Expected<std::unique_ptr<LayerStepper>> create(AttentionModel& model, const CachePoolOptions& options);
+
+    AttentionModel& model() const { return model_; }
+    const CachePools& caches() const { return *pools_; }
+
+    // Checked: ids distinct, n_tokens ≥ 1, start = the tokens the request already ran (0 for a new id),
+    // end() ≤ max_position_embeddings. Decodes (n_tokens 1 after a start > 0) may come in any order.
+    Status begin_step(std::vector<StepRequest> requests);
+    // Layer `layer_pos` (index into model().layers()) over the step's tokens, in begin_step's order of
+    // requests: input and output [n_tokens, hidden_size] f32 rows in host memory. Layers run in order,
+    // each once per step.
+    Status forward(int64_t layer_pos, const float* input, float* output, StageTimes* times = nullptr);
+    Status end_step();
+    void free_request(RequestId id);
+
+    bool in_step() const { return batch_.has_value(); }
+    const StepBatch& batch() const { return *batch_; }
+    // Tokens the request has run (0 for an unknown id).
+    int64_t tokens_done(RequestId id) const;
+
+private:
+    LayerStepper(AttentionModel& model, std::unique_ptr<CachePools> pools) : model_(model), pools_(std::move(pools)) {}
+    Status fail_step(Status why);
+
+    AttentionModel& model_;
+    std::unique_ptr<CachePools> pools_;
+    std::map<RequestId, int64_t> done_;  // tokens run, per request
+    std::optional<StepBatch> batch_;
+    int64_t next_layer_ = 0;
+    std::unique_ptr<DeviceBuffer> rows_in_, rows_out_;  // the step's activations on the model's backend
+};
+
+}  // namespace sieve

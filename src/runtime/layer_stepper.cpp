@@ -1,0 +1,94 @@
+#include "sieve/runtime/layer_stepper.h"
+
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace sieve {
+
+Expected<std::unique_ptr<LayerStepper>> LayerStepper::create(AttentionModel& model, const CachePoolOptions& options) {
+    SIEVE_ASSIGN_OR_RETURN(auto pools, CachePools::create(model, options));
+    return std::unique_ptr<LayerStepper>(new LayerStepper(model, std::move(pools)));
+}
+
+int64_t LayerStepper::tokens_done(RequestId id) const {
+    auto it = done_.find(id);
+    return it == done_.end() ? 0 : it->second;
+}
+
+Status LayerStepper::fail_step(Status why) {
+    batch_.reset();
+    next_layer_ = 0;
+    return why;
+}
+
+Status LayerStepper::begin_step(std::vector<StepRequest> requests) {
+    if (batch_) return invalid_argument_error("begin_step: the previous step is still open (end_step was not called)");
+    if (requests.empty()) return invalid_argument_error("begin_step: a step needs at least one request");
+    std::set<RequestId> ids;
+    for (StepRequest& r : requests) {
+        if (!ids.insert(r.id).second) return invalid_argument_error("begin_step: request {} appears twice", r.id);
+        if (r.n_tokens < 1) return invalid_argument_error("begin_step: request {} runs {} tokens", r.id, r.n_tokens);
+        const int64_t done = tokens_done(r.id);
+        if (r.start != done)
+            return invalid_argument_error(
+                "begin_step: request {} starts at position {}, but it has run {} tokens (a step continues where the "
+                "request's last one stopped)",
+                r.id, r.start, done);
+        if (r.end() > model_.max_position_embeddings())
+            return invalid_argument_error("begin_step: request {} reaches {} tokens, more than max_position_embeddings "
+                                          "= {} of {}",
+                                          r.id, r.end(), model_.max_position_embeddings(), model_.model_type());
+        r.is_decode = r.n_tokens == 1 && r.start > 0;
+    }
+    for (const StepRequest& r : requests) SIEVE_RETURN_IF_ERROR(pools_->reserve(r));
+    StepBatch batch = make_step_batch(std::move(requests), pools_->step_caches());
+    const size_t bytes = static_cast<size_t>(batch.n_tokens() * model_.hidden_size()) * sizeof(float);
+    Backend& backend = model_.backend();
+    for (auto* buffer : {&rows_in_, &rows_out_}) {
+        if (*buffer && (*buffer)->bytes() >= bytes) continue;
+        buffer->reset();
+        SIEVE_ASSIGN_OR_RETURN(*buffer, backend.buffer_alloc(bytes, BufferUsage::workspace, "the step's activations"));
+    }
+    SIEVE_RETURN_IF_ERROR(model_.plan_step(batch));
+    batch_ = std::move(batch);
+    next_layer_ = 0;
+    return Status::ok();
+}
+
+Status LayerStepper::forward(int64_t layer_pos, const float* input, float* output, StageTimes* times) {
+    if (!batch_) return invalid_argument_error("forward: no step is open (call begin_step first)");
+    const int64_t n_layers = static_cast<int64_t>(model_.layers().size());
+    if (layer_pos != next_layer_)
+        return fail_step(invalid_argument_error("forward: layer position {}, expected {} (of {}: each layer once per step, in "
+                                      "order)",
+                                      layer_pos, next_layer_, n_layers));
+    const size_t bytes = static_cast<size_t>(batch_->n_tokens() * model_.hidden_size()) * sizeof(float);
+    Backend& backend = model_.backend();
+    Status s = backend.buffer_upload(*rows_in_, 0, input, bytes);
+    if (s.is_ok()) s = model_.forward(layer_pos, *batch_, rows_in_->as<float>(), rows_out_->as<float>(), times);
+    if (s.is_ok()) s = backend.buffer_download(*rows_out_, 0, output, bytes);
+    if (!s.is_ok()) return fail_step(s.with_context(fmt::format("layer {}", model_.layers()[static_cast<size_t>(layer_pos)])));
+    ++next_layer_;
+    return Status::ok();
+}
+
+Status LayerStepper::end_step() {
+    if (!batch_) return invalid_argument_error("end_step: no step is open");
+    for (const StepRequest& r : batch_->requests) {
+        done_[r.id] = r.end();
+        pools_->after_step(r.id, r.end());
+    }
+    batch_.reset();
+    next_layer_ = 0;
+    return Status::ok();
+}
+
+void LayerStepper::free_request(RequestId id) {
+    pools_->free_request(id);
+    model_.release_request(id);
+    done_.erase(id);
+}
+
+}  // namespace sieve
