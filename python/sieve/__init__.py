@@ -4,8 +4,8 @@ Two levels (README "Python"):
 
 * ``sieve.ops``: the engine's ops with torch-native signatures (inputs and outputs are torch tensors,
   shared with the C++ engine through DLPack, never copied);
-* attention layers of a checkpoint stepped over paged caches that sieve owns (coming with the vLLM
-  plugin).
+* ``sieve.AttentionModel``: a checkpoint's attention layers, stepped one layer at a time over paged
+  caches that sieve owns, with the metadata an engine has (request ids, query_start_loc, positions).
 
 Errors are subclasses of ``sieve.SieveError`` carrying the engine's message; each also derives from
 the builtin a caller would catch (``InvalidArgumentError`` is a ``ValueError``, ``UnsupportedError`` a
@@ -27,8 +27,10 @@ from ._sieve import (
     set_backend,
 )
 from . import ops
+from .model import AttentionModel
 
 __all__ = [
+    "AttentionModel",
     "CorruptError",
     "InternalError",
     "InvalidArgumentError",

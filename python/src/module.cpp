@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 
 #include "errors.h"
+#include "model_bindings.h"
 #include "op_backend.h"
 #include "ops_bindings.h"
 #include "sieve/backends/backend.h"
@@ -24,4 +25,5 @@ NB_MODULE(_sieve, m) {
     nb::module_ ops = m.def_submodule("ops", "the op bindings (outputs passed in)");
     bind_row_ops(ops);
     bind_attention_ops(ops);
+    bind_model(m);
 }

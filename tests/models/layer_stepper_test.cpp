@@ -56,7 +56,7 @@ std::vector<std::vector<std::vector<float>>> step_fixture(AttentionModel& model,
             step.push_back({static_cast<RequestId>(r + 1), done[r], std::min(chunk, n_tokens[r] - done[r]), false});
         }
         if (step.empty()) break;
-        // make_step_batch's order (decodes first) is the order of the rows.
+        // The step's rows are its requests' tokens, in the order of `step`.
         EXPECT_TRUE((*stepper)->begin_step(step).is_ok());
         const StepBatch& batch = (*stepper)->batch();
         std::vector<float> in(static_cast<size_t>(batch.n_tokens() * hidden)), o(in.size());

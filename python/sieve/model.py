@@ -1,0 +1,115 @@
+"""A checkpoint's attention layers, stepped one layer at a time by an engine that runs the rest of the
+network (embeddings, MLP/MoE, sampling) and its own scheduler around them."""
+
+from __future__ import annotations
+
+import os
+from typing import Hashable, Iterable, Optional, Sequence
+
+import torch
+
+from . import _sieve
+
+
+class AttentionModel:
+    """The attention layers of a Hugging Face checkpoint (``config.json`` + safetensors) over paged
+    caches that sieve owns.
+
+    One step, with the metadata an engine has (vLLM's names)::
+
+        model.begin_step(request_ids, query_start_loc, positions)
+        for layer_pos in range(len(model.layers)):
+            ...                                       # the caller's network up to attention
+            h = model.forward(layer_pos, hidden_states)
+            ...
+        model.end_step()
+
+    ``request_ids``: one hashable id per request of the step (vLLM's ``req_id`` strings work);
+    ``query_start_loc`` [n_requests + 1]: where each request's tokens start in the step's rows;
+    ``positions`` [n_tokens]: each token's absolute position. A request's tokens are consecutive
+    positions continuing where its previous step stopped (0 for a new request). ``free(request_id)``
+    when a request ends. ``forward`` takes and returns [n_tokens, hidden_size] rows (float32 inside;
+    other float dtypes are converted and returned in the input's dtype).
+
+    profile: 'exact' (fp32, f32 caches: transformers to ~3e-7) or 'deployed' (bf16 activations, the
+    production FP8 cache formats). backend: a spec of ``sieve.backend_specs()``. cache_tokens: the cache
+    pools hold this many resident tokens per cache group.
+    """
+
+    def __init__(
+        self,
+        checkpoint: str | os.PathLike,
+        *,
+        layers: Optional[Iterable[int]] = None,
+        profile: str = "deployed",
+        backend: str = "cpu",
+        cache_tokens: int = 1 << 16,
+        max_requests_per_step: int = 64,
+    ):
+        self._model = _sieve.AttentionModel(
+            os.fspath(checkpoint), None if layers is None else list(layers), profile, backend, cache_tokens,
+            max_requests_per_step)
+        self._ids: dict[Hashable, int] = {}
+        self._next_id = 1
+
+    @property
+    def model_type(self) -> str:
+        return self._model.model_type
+
+    @property
+    def layers(self) -> list[int]:
+        """The model's layer indices sieve runs, in order; ``forward``'s layer_pos indexes this list."""
+        return self._model.layers
+
+    @property
+    def hidden_size(self) -> int:
+        return self._model.hidden_size
+
+    @property
+    def max_position_embeddings(self) -> int:
+        return self._model.max_position_embeddings
+
+    @property
+    def backend_name(self) -> str:
+        return self._model.backend_name
+
+    @property
+    def cache_groups(self) -> list[dict]:
+        """Each cache pool: name, block_size, num_blocks, used_blocks, tokens_per_entry, entry_bytes,
+        layers, bytes."""
+        return self._model.cache_groups
+
+    def _id(self, request_id: Hashable) -> int:
+        if request_id not in self._ids:
+            self._ids[request_id] = self._next_id
+            self._next_id += 1
+        return self._ids[request_id]
+
+    def begin_step(self, request_ids: Sequence[Hashable], query_start_loc: torch.Tensor,
+                   positions: torch.Tensor) -> None:
+        """Reserves the step's cache entries and plans it; see the class docstring."""
+        self._model.begin_step([self._id(r) for r in request_ids], query_start_loc, positions)
+
+    def forward(self, layer_pos: int, hidden_states: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Layer ``layers[layer_pos]``'s attention over the step's tokens: [n_tokens, hidden_size] in,
+        the same out. Layers run in order, each once per step."""
+        x = hidden_states if hidden_states.dtype == torch.float32 else hidden_states.float()
+        x = x.contiguous()
+        y = out if out is not None and out.dtype == torch.float32 else torch.empty_like(x)
+        self._model.forward(layer_pos, x, y)
+        if out is not None and out is not y:
+            out.copy_(y)
+            return out
+        return y if hidden_states.dtype == torch.float32 else y.to(hidden_states.dtype)
+
+    def end_step(self) -> None:
+        self._model.end_step()
+
+    def free(self, request_id: Hashable) -> None:
+        """Frees a request's cache blocks (a finished, aborted or preempted request)."""
+        if request_id in self._ids:
+            self._model.free_request(self._ids.pop(request_id))
+
+    def tokens_done(self, request_id: Hashable) -> int:
+        """Tokens the request has run (0 for an unknown id)."""
+        return self._model.tokens_done(self._ids[request_id]) if request_id in self._ids else 0

@@ -1,0 +1,177 @@
+// sieve._sieve.AttentionModel: a checkpoint's attention layers stepped one layer at a time over caches
+// sieve owns (runtime/layer_stepper.h), with the metadata an engine has per step: the requests' ids,
+// query_start_loc and positions (vLLM's names). python/sieve/model.py wraps it.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "errors.h"
+#include "model_bindings.h"
+#include "sieve/backends/backend.h"
+#include "sieve/io/checkpoint.h"
+#include "sieve/io/config.h"
+#include "sieve/models/model_factory.h"
+#include "sieve/runtime/layer_stepper.h"
+#include "tensor_arg.h"
+
+namespace nb = nanobind;
+
+namespace sieve::python {
+namespace {
+
+NumericsProfile parse_profile(const std::string& name) {
+    for (NumericsProfile p : {NumericsProfile::exact, NumericsProfile::deployed})
+        if (numerics_profile_name(p) == name) return p;
+    throw StatusError(invalid_argument_error("sieve.AttentionModel: profile '{}', expected 'exact' or 'deployed'", name));
+}
+
+// Reads an int32 or int64 vector argument (metadata is small; a copy is cheap).
+std::vector<int64_t> int_vector(const TensorArg& t) {
+    t.expect_host();
+    t.expect_dtype({DType::i32, DType::i64}).expect_shape({-1}, "n").expect_contiguous();
+    std::vector<int64_t> out(static_cast<size_t>(t.dim(0)));
+    for (size_t i = 0; i < out.size(); ++i)
+        out[i] = t.dtype() == DType::i32 ? static_cast<const int32_t*>(t.data())[i] : static_cast<const int64_t*>(t.data())[i];
+    return out;
+}
+
+class AttentionModelBinding {
+public:
+    AttentionModelBinding(const std::string& checkpoint_dir, std::optional<std::vector<int64_t>> layers,
+                          const std::string& profile, const std::string& backend, int64_t cache_tokens,
+                          int64_t max_requests_per_step) {
+        const ModelConfig config = value_or_throw(load_model_config(checkpoint_dir));
+        checkpoint_ = value_or_throw(Checkpoint::open(checkpoint_dir));
+        backend_ = value_or_throw(make_backend(backend));
+        ModelOptions options;
+        options.profile = parse_profile(profile);
+        options.backend = backend_.get();
+        if (layers) options.layers = *layers;
+        {
+            nb::gil_scoped_release release;
+            model_ = value_or_throw(load_attention_model(config, *checkpoint_, options));
+        }
+        CachePoolOptions pools;
+        pools.cache_budget_tokens = cache_tokens;
+        pools.max_requests_per_step = max_requests_per_step;
+        stepper_ = value_or_throw(LayerStepper::create(*model_, pools));
+    }
+
+    std::string model_type() const { return model_->model_type(); }
+    std::vector<int64_t> layers() const { return model_->layers(); }
+    int64_t hidden_size() const { return model_->hidden_size(); }
+    int64_t max_position_embeddings() const { return model_->max_position_embeddings(); }
+    std::string backend_name() const { return backend_->name(); }
+    nb::list cache_groups() const {
+        nb::list out;
+        for (const auto& g : stepper_->caches().groups()) {
+            nb::dict d;
+            d["name"] = g->name();
+            d["block_size"] = g->block_size();
+            d["num_blocks"] = g->allocator().total_blocks();
+            d["used_blocks"] = g->allocator().used_blocks();
+            d["tokens_per_entry"] = g->spec().tokens_per_entry;
+            d["entry_bytes"] = g->spec().entry_bytes;
+            d["layers"] = g->n_layers();
+            d["bytes"] = g->storage_bytes();
+            out.append(d);
+        }
+        return out;
+    }
+
+    void begin_step(const std::vector<int64_t>& request_ids, const Array& query_start_loc_array,
+                    const Array& positions_array) {
+        const char* op = "AttentionModel.begin_step";
+        const std::vector<int64_t> qsl = int_vector(TensorArg(op, "query_start_loc", query_start_loc_array));
+        const std::vector<int64_t> positions = int_vector(TensorArg(op, "positions", positions_array));
+        const size_t n_requests = request_ids.size();
+        if (qsl.size() != n_requests + 1 || qsl.front() != 0 || qsl.back() != static_cast<int64_t>(positions.size()))
+            throw StatusError(invalid_argument_error(
+                "sieve.{}: query_start_loc has {} values, first {}, last {}; expected {} (one per request + 1), from 0 to "
+                "the {} positions",
+                op, qsl.size(), qsl.empty() ? 0 : qsl.front(), qsl.empty() ? 0 : qsl.back(), n_requests + 1,
+                positions.size()));
+        std::vector<StepRequest> requests;
+        for (size_t r = 0; r < n_requests; ++r) {
+            const int64_t begin = qsl[r], end = qsl[r + 1];
+            if (end <= begin)
+                throw StatusError(invalid_argument_error("sieve.{}: request {} has {} tokens (query_start_loc {} → {})",
+                                                         op, request_ids[r], end - begin, begin, end));
+            const int64_t start = positions[static_cast<size_t>(begin)];
+            for (int64_t t = begin; t < end; ++t)
+                if (positions[static_cast<size_t>(t)] != start + (t - begin))
+                    throw StatusError(invalid_argument_error(
+                        "sieve.{}: request {}: position {} at token {}, expected {} (a request's tokens are consecutive "
+                        "positions)",
+                        op, request_ids[r], positions[static_cast<size_t>(t)], t, start + (t - begin)));
+            requests.push_back({request_ids[r], start, end - begin, false});
+        }
+        nb::gil_scoped_release release;  // before the lock: a thread waiting for it must not hold the GIL
+        std::lock_guard lock(mutex_);
+        check(stepper_->begin_step(std::move(requests)));
+    }
+
+    void forward(int64_t layer_pos, const Array& input_array, const Array& output_array) {
+        const char* op = "AttentionModel.forward";
+        const TensorArg input(op, "hidden_states", input_array), output(op, "out", output_array);
+        input.expect_host();
+        output.expect_host();
+        const int64_t n_tokens = stepper_->in_step() ? stepper_->batch().n_tokens() : -1;
+        input.expect_dtype({DType::f32}).expect_shape({n_tokens, hidden_size()}, "the step's tokens, hidden_size").expect_contiguous();
+        output.expect_dtype({DType::f32}).expect_shape({n_tokens, hidden_size()}, "the step's tokens, hidden_size").expect_contiguous();
+        nb::gil_scoped_release release;
+        std::lock_guard lock(mutex_);
+        check(stepper_->forward(layer_pos, static_cast<const float*>(input.data()), static_cast<float*>(output.data())));
+    }
+
+    void end_step() {
+        std::lock_guard lock(mutex_);
+        check(stepper_->end_step());
+    }
+    void free_request(int64_t id) {
+        std::lock_guard lock(mutex_);
+        stepper_->free_request(id);
+    }
+    int64_t tokens_done(int64_t id) const { return stepper_->tokens_done(id); }
+    bool in_step() const { return stepper_->in_step(); }
+
+private:
+    std::unique_ptr<Checkpoint> checkpoint_;
+    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<AttentionModel> model_;
+    std::unique_ptr<LayerStepper> stepper_;
+    std::mutex mutex_;  // one step call at a time
+};
+
+}  // namespace
+
+void bind_model(nb::module_& m) {
+    nb::class_<AttentionModelBinding>(m, "AttentionModel")
+        .def(nb::init<const std::string&, std::optional<std::vector<int64_t>>, const std::string&, const std::string&,
+                      int64_t, int64_t>(),
+             nb::arg("checkpoint"), nb::arg("layers").none(), nb::arg("profile"), nb::arg("backend"),
+             nb::arg("cache_tokens"), nb::arg("max_requests_per_step"))
+        .def_prop_ro("model_type", &AttentionModelBinding::model_type)
+        .def_prop_ro("layers", &AttentionModelBinding::layers)
+        .def_prop_ro("hidden_size", &AttentionModelBinding::hidden_size)
+        .def_prop_ro("max_position_embeddings", &AttentionModelBinding::max_position_embeddings)
+        .def_prop_ro("backend_name", &AttentionModelBinding::backend_name)
+        .def_prop_ro("cache_groups", &AttentionModelBinding::cache_groups)
+        .def_prop_ro("in_step", &AttentionModelBinding::in_step)
+        .def("begin_step", &AttentionModelBinding::begin_step, nb::arg("request_ids"), nb::arg("query_start_loc"),
+             nb::arg("positions"))
+        .def("forward", &AttentionModelBinding::forward, nb::arg("layer_pos"), nb::arg("hidden_states"), nb::arg("out"))
+        .def("end_step", &AttentionModelBinding::end_step)
+        .def("free_request", &AttentionModelBinding::free_request, nb::arg("request_id"))
+        .def("tokens_done", &AttentionModelBinding::tokens_done, nb::arg("request_id"));
+}
+
+}  // namespace sieve::python

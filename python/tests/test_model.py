@@ -1,0 +1,108 @@
+"""sieve.AttentionModel over the golden fixtures (tests/data, specs/golden_format.md): every family's
+requests, stepped together as an engine steps them (chunks and decodes of several requests in one step),
+teacher-forced with the captured inputs, give the outputs transformers captured."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import sieve
+
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
+FIXTURES = ["deepseek_v4", "deepseek_v32", "hy_v4", "qwen4_exp"]
+
+
+def golden(name):
+    tensors = load_file(DATA / name / "golden.safetensors")
+    n_requests = len({k.split(".")[0] for k in tensors})
+    return tensors, n_requests
+
+
+def fixture_layers(tensors):
+    return sorted({int(k.split(".")[1][len("layer"):]) for k in tensors if ".layer" in k})
+
+
+def run_stepped(model, tensors, n_requests, chunk):
+    """Steps every request together, `chunk` tokens per request per step, with string request ids."""
+    layers = model.layers
+    lengths = [tensors[f"req{r}.positions"].numel() for r in range(n_requests)]
+    done = [0] * n_requests
+    outputs = {(r, l): torch.full((lengths[r], model.hidden_size), float("nan")) for r in range(n_requests)
+               for l in layers}
+    while any(d < n for d, n in zip(done, lengths)):
+        reqs = [r for r in range(n_requests) if done[r] < lengths[r]]
+        spans = [(r, done[r], min(chunk, lengths[r] - done[r])) for r in reqs]
+        qsl = torch.tensor([0] + [sum(n for _, _, n in spans[: i + 1]) for i in range(len(spans))], dtype=torch.int32)
+        positions = torch.cat([torch.arange(s, s + n) for _, s, n in spans])
+        model.begin_step([f"req-{r}" for r, _, _ in spans], qsl, positions)
+        for pos, layer in enumerate(layers):
+            rows = torch.cat([tensors[f"req{r}.layer{layer}.input"][s : s + n] for r, s, n in spans])
+            out = model.forward(pos, rows)
+            for (r, s, n), chunk_out in zip(spans, torch.split(out, [n for _, _, n in spans])):
+                outputs[(r, layer)][s : s + n] = chunk_out
+        model.end_step()
+        for r, s, n in spans:
+            done[r] = s + n
+    for r in range(n_requests):
+        assert model.tokens_done(f"req-{r}") == lengths[r]
+        model.free(f"req-{r}")
+    return outputs
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_through_the_step_api_matches_transformers(name):
+    tensors, n_requests = golden(name)
+    model = sieve.AttentionModel(DATA / name / "ckpt", profile="exact")
+    assert model.model_type == name
+    assert model.layers == fixture_layers(tensors)
+    outputs = run_stepped(model, tensors, n_requests, chunk=3)
+    for (r, layer), got in outputs.items():
+        expected = tensors[f"req{r}.layer{layer}.output"]
+        rel = ((got.double() - expected.double()).norm() / expected.double().norm()).item()
+        assert rel <= 1e-4, f"request {r} layer {layer}: relative error {rel:.3g}"  # golden_format.md, exact
+    assert all(g["used_blocks"] == 0 for g in model.cache_groups)
+
+
+def test_deployed_profile_bf16_rows():
+    tensors, _ = golden("deepseek_v4")
+    model = sieve.AttentionModel(DATA / "deepseek_v4" / "ckpt")  # deployed: FP8 caches
+    layer = model.layers[0]
+    x = tensors[f"req0.layer{layer}.input"]
+    model.begin_step(["a"], torch.tensor([0, x.shape[0]]), torch.arange(x.shape[0]))
+    out = model.forward(0, x.bfloat16())
+    assert out.dtype == torch.bfloat16 and out.shape == x.shape
+    expected = tensors[f"req0.layer{layer}.output"]
+    rel = ((out.double() - expected.double()).norm() / expected.double().norm()).item()
+    assert rel <= 5e-2, rel  # bf16 activations, FP8 caches: the deployed bound of tests/models/deepseek_v4/golden_test.cpp
+    model.end_step()
+
+
+def test_step_api_errors_name_what_is_wrong():
+    model = sieve.AttentionModel(DATA / "deepseek_v4" / "ckpt", profile="exact")
+    hidden = model.hidden_size
+    with pytest.raises(sieve.InvalidArgumentError, match=r"no step is open"):
+        model.forward(0, torch.zeros(1, hidden))
+    with pytest.raises(sieve.InvalidArgumentError, match=r"position 5 at token 1, expected 4"):
+        model.begin_step(["a"], torch.tensor([0, 2]), torch.tensor([3, 5]))
+    with pytest.raises(sieve.InvalidArgumentError, match=r"starts at position 3, but it has run 0"):
+        model.begin_step(["a"], torch.tensor([0, 2]), torch.tensor([3, 4]))
+    with pytest.raises(sieve.InvalidArgumentError, match=r"query_start_loc has 2 values"):
+        model.begin_step(["a", "b"], torch.tensor([0, 2]), torch.tensor([0, 1]))
+    model.begin_step(["a"], torch.tensor([0, 2]), torch.tensor([0, 1]))
+    with pytest.raises(sieve.InvalidArgumentError, match=r"hidden_states: shape \[3, %d\], expected \[2, %d\]" % (hidden, hidden)):
+        model.forward(0, torch.zeros(3, hidden))
+    with pytest.raises(sieve.InvalidArgumentError, match=r"layer position 1, expected 0"):
+        model.forward(1, torch.zeros(2, hidden))
+    assert not model.tokens_done("a")
+
+
+def test_missing_checkpoint_is_a_clear_error():
+    with pytest.raises(sieve.SieveError, match=r"no_such_dir"):
+        sieve.AttentionModel(DATA / "no_such_dir")
+
+
+def test_bad_profile():
+    with pytest.raises(sieve.InvalidArgumentError, match=r"profile 'fast'"):
+        sieve.AttentionModel(DATA / "deepseek_v4" / "ckpt", profile="fast")
