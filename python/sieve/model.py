@@ -34,6 +34,13 @@ class AttentionModel:
     profile: 'exact' (fp32, f32 caches: transformers to ~3e-7) or 'deployed' (bf16 activations, the
     production FP8 cache formats). backend: a spec of ``sieve.backend_specs()``. cache_tokens: the cache
     pools hold this many resident tokens per cache group.
+
+    caches='caller': the engine holds the cache memory and assigns the blocks, as vLLM does. It
+    allocates what ``cache_specs`` asks (per group: ``block_size`` entries of ``entry_bytes`` per block,
+    a block stride of at least ``block_bytes``, one tensor per layer of the group), hands the tensors to
+    ``bind_caches`` once, and passes each step's ``block_tables`` ({group name: [n_requests, max_blocks]
+    int32}, rows in request order). Requests then live for one step: their positions say where they
+    are, the tables where their entries are.
     """
 
     def __init__(
@@ -45,10 +52,13 @@ class AttentionModel:
         backend: str = "cpu",
         cache_tokens: int = 1 << 16,
         max_requests_per_step: int = 64,
+        caches: str = "sieve",
     ):
+        if caches not in ("sieve", "caller"):
+            raise _sieve.InvalidArgumentError(f"sieve.AttentionModel: caches '{caches}', expected 'sieve' or 'caller'")
         self._model = _sieve.AttentionModel(
             os.fspath(checkpoint), None if layers is None else list(layers), profile, backend, cache_tokens,
-            max_requests_per_step)
+            max_requests_per_step, caches == "caller")
         self._ids: dict[Hashable, int] = {}
         self._next_id = 1
 
@@ -79,6 +89,18 @@ class AttentionModel:
         layers, bytes."""
         return self._model.cache_groups
 
+    @property
+    def cache_specs(self) -> list[dict]:
+        """What each cache group needs from an engine that holds the caches: name, block_size (entries
+        per block), tokens_per_entry, window_tokens, entry_bytes, format, layers, block_bytes (the least
+        block stride)."""
+        return self._model.cache_specs
+
+    def bind_caches(self, caches: dict[str, Sequence[torch.Tensor]]) -> None:
+        """caches='caller': the engine's cache tensors, {group name: [one per layer of the group]}, each
+        [num_blocks, ...] (any dtype) whose stride(0) is the block stride. Kept referenced by the model."""
+        self._model.bind_caches({name: list(tensors) for name, tensors in caches.items()})
+
     def _id(self, request_id: Hashable) -> int:
         if request_id not in self._ids:
             self._ids[request_id] = self._next_id
@@ -86,9 +108,14 @@ class AttentionModel:
         return self._ids[request_id]
 
     def begin_step(self, request_ids: Sequence[Hashable], query_start_loc: torch.Tensor,
-                   positions: torch.Tensor) -> None:
-        """Reserves the step's cache entries and plans it; see the class docstring."""
-        self._model.begin_step([self._id(r) for r in request_ids], query_start_loc, positions)
+                   positions: torch.Tensor, block_tables: Optional[dict[str, torch.Tensor]] = None) -> None:
+        """Reserves the step's cache entries (or, with the engine's caches, takes its block_tables) and
+        plans the step; see the class docstring."""
+        if block_tables is not None:  # the engine's requests live for one step
+            ids = list(range(1, len(request_ids) + 1))
+        else:
+            ids = [self._id(r) for r in request_ids]
+        self._model.begin_step(ids, query_start_loc, positions, block_tables)
 
     def forward(self, layer_pos: int, hidden_states: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Layer ``layers[layer_pos]``'s attention over the step's tokens: [n_tokens, hidden_size] in,

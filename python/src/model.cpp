@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -47,7 +49,7 @@ class AttentionModelBinding {
 public:
     AttentionModelBinding(const std::string& checkpoint_dir, std::optional<std::vector<int64_t>> layers,
                           const std::string& profile, const std::string& backend, int64_t cache_tokens,
-                          int64_t max_requests_per_step) {
+                          int64_t max_requests_per_step, bool caller_caches) {
         const ModelConfig config = value_or_throw(load_model_config(checkpoint_dir));
         checkpoint_ = value_or_throw(Checkpoint::open(checkpoint_dir));
         backend_ = value_or_throw(make_backend(backend));
@@ -59,10 +61,62 @@ public:
             nb::gil_scoped_release release;
             model_ = value_or_throw(load_attention_model(config, *checkpoint_, options));
         }
+        if (caller_caches) return;  // bind_caches makes the stepper
         CachePoolOptions pools;
         pools.cache_budget_tokens = cache_tokens;
         pools.max_requests_per_step = max_requests_per_step;
         stepper_ = value_or_throw(LayerStepper::create(*model_, pools));
+    }
+
+    // What an engine allocates for each cache group when it holds the caches (caller_caches).
+    nb::list cache_specs() const {
+        nb::list out;
+        for (const CacheGroupDesc& d : model_->cache_groups()) {
+            nb::dict g;
+            g["name"] = d.name;
+            g["block_size"] = d.block_size;
+            g["tokens_per_entry"] = d.spec.tokens_per_entry;
+            g["window_tokens"] = d.spec.window_tokens;
+            g["entry_bytes"] = d.spec.entry_bytes;
+            g["format"] = d.spec.format;
+            g["layers"] = d.n_layers;
+            g["block_bytes"] = workspace_round_up(d.block_size * d.spec.entry_bytes);  // the least block stride
+            out.append(g);
+        }
+        return out;
+    }
+
+    // caller_caches: the engine's cache tensors, [name] → one tensor per layer of the group, each
+    // [num_blocks, ...] whose stride(0) is the block stride. The tensors stay referenced here.
+    void bind_caches(const std::map<std::string, std::vector<Array>>& caches) {
+        const char* op = "AttentionModel.bind_caches";
+        if (stepper_) throw StatusError(invalid_argument_error("sieve.{}: the caches are already bound (or sieve's own)", op));
+        std::vector<AdoptedCacheGroup> groups;
+        for (const auto& [name, tensors] : caches) {
+            AdoptedCacheGroup g;
+            g.name = name;
+            for (size_t l = 0; l < tensors.size(); ++l) {
+                const std::string label = fmt::format("caches['{}'][{}]", name, l);
+                const TensorArg t(op, label.c_str(), tensors[l]);
+                t.expect_host();
+                if (t.rank() < 2) t.fail("expected [num_blocks, ...]");
+                t.expect_rows_contiguous();
+                const int64_t item = static_cast<int64_t>(dtype_size(t.dtype()));
+                const int64_t stride = t.dim(0) > 1 ? t.stride(0) * item : t.numel() * item;
+                if (l == 0) {
+                    g.num_blocks = t.dim(0);
+                    g.block_bytes = stride;
+                } else if (t.dim(0) != g.num_blocks || stride != g.block_bytes) {
+                    t.fail(fmt::format("{} blocks at a stride of {} bytes; layer 0 of the group has {} at {}", t.dim(0),
+                                       stride, g.num_blocks, g.block_bytes));
+                }
+                const size_t bytes = static_cast<size_t>((t.dim(0) - 1) * stride + (t.numel() / t.dim(0)) * item);
+                g.layers.push_back(value_or_throw(backend_->buffer_wrap(t.data(), bytes, BufferUsage::cache, label)));
+                kept_.push_back(tensors[l]);
+            }
+            groups.push_back(std::move(g));
+        }
+        stepper_ = LayerStepper::create(*model_, value_or_throw(CachePools::adopt(*model_, std::move(groups))));
     }
 
     std::string model_type() const { return model_->model_type(); }
@@ -72,6 +126,7 @@ public:
     std::string backend_name() const { return backend_->name(); }
     nb::list cache_groups() const {
         nb::list out;
+        if (!stepper_) return out;
         for (const auto& g : stepper_->caches().groups()) {
             nb::dict d;
             d["name"] = g->name();
@@ -88,8 +143,9 @@ public:
     }
 
     void begin_step(const std::vector<int64_t>& request_ids, const Array& query_start_loc_array,
-                    const Array& positions_array) {
+                    const Array& positions_array, const std::optional<std::map<std::string, Array>>& block_tables) {
         const char* op = "AttentionModel.begin_step";
+        if (!stepper_) throw StatusError(invalid_argument_error("sieve.{}: no caches bound (bind_caches)", op));
         const std::vector<int64_t> qsl = int_vector(TensorArg(op, "query_start_loc", query_start_loc_array));
         const std::vector<int64_t> positions = int_vector(TensorArg(op, "positions", positions_array));
         const size_t n_requests = request_ids.size();
@@ -114,6 +170,20 @@ public:
                         op, request_ids[r], positions[static_cast<size_t>(t)], t, start + (t - begin)));
             requests.push_back({request_ids[r], start, end - begin, false});
         }
+        if (stepper_->caches().adopted() != block_tables.has_value())
+            throw StatusError(invalid_argument_error(
+                "sieve.{}: block_tables come with the engine's caches (bind_caches), and only with them", op));
+        if (block_tables)
+            for (const auto& [name, array] : *block_tables) {
+                const std::string label = fmt::format("block_tables['{}']", name);
+                const TensorArg t(op, label.c_str(), array);
+                t.expect_host();
+                t.expect_dtype({DType::i32}).expect_shape({static_cast<int64_t>(n_requests), -1}, "n_requests, max_blocks").expect_rows_contiguous();
+                for (size_t r = 0; r < n_requests; ++r) {
+                    const int32_t* row = static_cast<const int32_t*>(t.data()) + static_cast<int64_t>(r) * t.stride(0);
+                    check(stepper_->set_block_table(name, request_ids[r], std::vector<int32_t>(row, row + t.dim(1))));
+                }
+            }
         nb::gil_scoped_release release;  // before the lock: a thread waiting for it must not hold the GIL
         std::lock_guard lock(mutex_);
         check(stepper_->begin_step(std::move(requests)));
@@ -124,7 +194,7 @@ public:
         const TensorArg input(op, "hidden_states", input_array), output(op, "out", output_array);
         input.expect_host();
         output.expect_host();
-        const int64_t n_tokens = stepper_->in_step() ? stepper_->batch().n_tokens() : -1;
+        const int64_t n_tokens = stepper_ && stepper_->in_step() ? stepper_->batch().n_tokens() : -1;
         input.expect_dtype({DType::f32}).expect_shape({n_tokens, hidden_size()}, "the step's tokens, hidden_size").expect_contiguous();
         output.expect_dtype({DType::f32}).expect_shape({n_tokens, hidden_size()}, "the step's tokens, hidden_size").expect_contiguous();
         nb::gil_scoped_release release;
@@ -134,20 +204,22 @@ public:
 
     void end_step() {
         std::lock_guard lock(mutex_);
+        if (!stepper_) throw StatusError(invalid_argument_error("sieve.AttentionModel.end_step: no step is open"));
         check(stepper_->end_step());
     }
     void free_request(int64_t id) {
         std::lock_guard lock(mutex_);
-        stepper_->free_request(id);
+        if (stepper_) stepper_->free_request(id);
     }
-    int64_t tokens_done(int64_t id) const { return stepper_->tokens_done(id); }
-    bool in_step() const { return stepper_->in_step(); }
+    int64_t tokens_done(int64_t id) const { return stepper_ ? stepper_->tokens_done(id) : 0; }
+    bool in_step() const { return stepper_ && stepper_->in_step(); }
 
 private:
     std::unique_ptr<Checkpoint> checkpoint_;
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<AttentionModel> model_;
-    std::unique_ptr<LayerStepper> stepper_;
+    std::unique_ptr<LayerStepper> stepper_;  // null until bind_caches with caller_caches
+    std::vector<Array> kept_;                // the engine's cache tensors, referenced while bound
     std::mutex mutex_;  // one step call at a time
 };
 
@@ -156,9 +228,11 @@ private:
 void bind_model(nb::module_& m) {
     nb::class_<AttentionModelBinding>(m, "AttentionModel")
         .def(nb::init<const std::string&, std::optional<std::vector<int64_t>>, const std::string&, const std::string&,
-                      int64_t, int64_t>(),
+                      int64_t, int64_t, bool>(),
              nb::arg("checkpoint"), nb::arg("layers").none(), nb::arg("profile"), nb::arg("backend"),
-             nb::arg("cache_tokens"), nb::arg("max_requests_per_step"))
+             nb::arg("cache_tokens"), nb::arg("max_requests_per_step"), nb::arg("caller_caches"))
+        .def_prop_ro("cache_specs", &AttentionModelBinding::cache_specs)
+        .def("bind_caches", &AttentionModelBinding::bind_caches, nb::arg("caches"))
         .def_prop_ro("model_type", &AttentionModelBinding::model_type)
         .def_prop_ro("layers", &AttentionModelBinding::layers)
         .def_prop_ro("hidden_size", &AttentionModelBinding::hidden_size)
@@ -167,7 +241,7 @@ void bind_model(nb::module_& m) {
         .def_prop_ro("cache_groups", &AttentionModelBinding::cache_groups)
         .def_prop_ro("in_step", &AttentionModelBinding::in_step)
         .def("begin_step", &AttentionModelBinding::begin_step, nb::arg("request_ids"), nb::arg("query_start_loc"),
-             nb::arg("positions"))
+             nb::arg("positions"), nb::arg("block_tables").none())
         .def("forward", &AttentionModelBinding::forward, nb::arg("layer_pos"), nb::arg("hidden_states"), nb::arg("out"))
         .def("end_step", &AttentionModelBinding::end_step)
         .def("free_request", &AttentionModelBinding::free_request, nb::arg("request_id"))

@@ -106,3 +106,88 @@ def test_missing_checkpoint_is_a_clear_error():
 def test_bad_profile():
     with pytest.raises(sieve.InvalidArgumentError, match=r"profile 'fast'"):
         sieve.AttentionModel(DATA / "deepseek_v4" / "ckpt", profile="fast")
+
+
+class EngineCaches:
+    """What an engine such as vLLM holds: per cache group and layer a uint8 tensor of blocks whose
+    stride leaves a gap after each block (the engine's other pages), and per request a growing block
+    list per group, drawn in a scrambled order."""
+
+    GAP = 128
+
+    def __init__(self, specs, num_blocks=64):
+        self.specs = {s["name"]: s for s in specs}
+        self.num_blocks = num_blocks
+        self.storage = {s["name"]: [torch.zeros(num_blocks, s["block_bytes"] + self.GAP, dtype=torch.uint8)
+                                    for _ in range(s["layers"])] for s in specs}
+        self.blocks = {}
+        self.drawn = {s["name"]: 0 for s in specs}
+
+    def tensors(self):
+        return {name: [t[:, : self.specs[name]["block_bytes"]] for t in ts] for name, ts in self.storage.items()}
+
+    def tables(self, spans):
+        """{group: [n_requests, max_blocks] int32} for requests (id, start, n) of a step."""
+        out = {}
+        for name, s in self.specs.items():
+            rows = []
+            for r, start, n in spans:
+                entries = (start + n) // s["tokens_per_entry"]
+                lst = self.blocks.setdefault((name, r), [])
+                while len(lst) * s["block_size"] < entries:
+                    lst.append(self.drawn[name] * 37 % self.num_blocks)
+                    self.drawn[name] += 1
+                rows.append(lst)
+            width = max(1, max(len(x) for x in rows))
+            out[name] = torch.tensor([x + [-1] * (width - len(x)) for x in rows], dtype=torch.int32)
+        return out
+
+    def gaps_untouched(self):
+        return all(torch.all(t[:, -self.GAP :] == 0) for ts in self.storage.values() for t in ts)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_over_an_engines_caches_and_block_tables(name):
+    tensors, n_requests = golden(name)
+    model = sieve.AttentionModel(DATA / name / "ckpt", profile="exact", caches="caller")
+    engine = EngineCaches(model.cache_specs)
+    model.bind_caches(engine.tensors())
+    layers = model.layers
+    lengths = [tensors[f"req{r}.positions"].numel() for r in range(n_requests)]
+    done = [0] * n_requests
+    while any(d < n for d, n in zip(done, lengths)):
+        spans = [(r, done[r], min(4, lengths[r] - done[r])) for r in range(n_requests) if done[r] < lengths[r]]
+        qsl = torch.tensor([0] + [sum(n for _, _, n in spans[: i + 1]) for i in range(len(spans))])
+        positions = torch.cat([torch.arange(s, s + n) for _, s, n in spans])
+        model.begin_step([f"vllm-{r}" for r, _, _ in spans], qsl, positions, block_tables=engine.tables(spans))
+        for pos, layer in enumerate(layers):
+            rows = torch.cat([tensors[f"req{r}.layer{layer}.input"][s : s + n] for r, s, n in spans])
+            out = model.forward(pos, rows)
+            for (r, s, n), got in zip(spans, torch.split(out, [n for _, _, n in spans])):
+                expected = tensors[f"req{r}.layer{layer}.output"][s : s + n]
+                torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+        model.end_step()
+        for r, s, n in spans:
+            done[r] = s + n
+    assert engine.gaps_untouched()
+    assert any(bool(torch.any(t != 0)) for t in engine.tensors()[model.cache_specs[0]["name"]])
+
+
+def test_engine_caches_errors():
+    model = sieve.AttentionModel(DATA / "deepseek_v4" / "ckpt", profile="exact", caches="caller")
+    with pytest.raises(sieve.InvalidArgumentError, match=r"no caches bound"):
+        model.begin_step(["a"], torch.tensor([0, 1]), torch.tensor([0]), block_tables={})
+    engine = EngineCaches(model.cache_specs)
+    short = engine.tensors()
+    name = model.cache_specs[0]["name"]
+    need = model.cache_specs[0]["block_bytes"]
+    short[name] = [torch.zeros(64, need - 64, dtype=torch.uint8) for _ in short[name]]  # blocks too small
+    with pytest.raises(sieve.InvalidArgumentError, match=r"cache %s: blocks of" % name.replace(".", r"\.")):
+        model.bind_caches(short)
+    model.bind_caches(engine.tensors())
+    with pytest.raises(sieve.InvalidArgumentError, match=r"block_tables come with the engine's caches"):
+        model.begin_step(["a"], torch.tensor([0, 1]), torch.tensor([0]))
+    tables = engine.tables([(0, 0, 8)])
+    tables[name] = torch.zeros(1, 0, dtype=torch.int32)
+    with pytest.raises(sieve.InvalidArgumentError, match=r"block table has 0 blocks"):
+        model.begin_step(["a"], torch.tensor([0, 8]), torch.arange(8), block_tables=tables)

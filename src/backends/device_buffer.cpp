@@ -31,6 +31,12 @@ uint8_t* at(const DeviceBuffer& b, size_t offset) { return b.as<uint8_t>() + off
 
 }  // namespace
 
+Expected<std::unique_ptr<DeviceBuffer>> Backend::buffer_wrap(void*, size_t bytes, BufferUsage usage,
+                                                             std::string_view what) {
+    return unsupported_error("{}: backend {} cannot take {} bytes of {} memory it does not own", what, name(), bytes,
+                             buffer_usage_name(usage));
+}
+
 Status Backend::buffer_upload(DeviceBuffer& dst, size_t dst_offset, const void* src, size_t n) {
     SIEVE_RETURN_IF_ERROR(check_range(*this, "buffer_upload", dst, dst_offset, n));
     if (n == 0) return Status::ok();

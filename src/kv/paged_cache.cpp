@@ -35,6 +35,48 @@ Expected<std::unique_ptr<CacheGroup>> CacheGroup::create(Backend& backend, std::
     return group;
 }
 
+Expected<std::unique_ptr<CacheGroup>> CacheGroup::adopt(Backend& backend, std::string name, CacheSpec spec,
+                                                        int64_t block_size, int64_t num_blocks, int64_t block_bytes,
+                                                        std::vector<std::unique_ptr<DeviceBuffer>> layers) {
+    if (block_size <= 0 || num_blocks <= 0 || num_blocks > INT32_MAX || spec.entry_bytes <= 0 ||
+        spec.tokens_per_entry <= 0)
+        return invalid_argument_error("cache {}: block size {}, {} blocks, entry {} B: invalid geometry", name,
+                                      block_size, num_blocks, spec.entry_bytes);
+    if (block_bytes < block_size * spec.entry_bytes || block_bytes % static_cast<int64_t>(kBufferAlignment) != 0)
+        return invalid_argument_error(
+            "cache {}: blocks of {} bytes; {} entries of {} B need at least {}, in a multiple of {} bytes", name,
+            block_bytes, block_size, spec.entry_bytes, block_size * spec.entry_bytes, kBufferAlignment);
+    const auto n_layers = static_cast<int64_t>(layers.size());
+    std::unique_ptr<CacheGroup> group(
+        new CacheGroup(backend, std::move(name), std::move(spec), block_size, num_blocks, n_layers));
+    group->block_bytes_ = block_bytes;
+    group->adopted_ = true;
+    // The last block needs only its entries: an engine's view of one layer ends there.
+    const int64_t needed = (num_blocks - 1) * block_bytes + block_size * group->spec_.entry_bytes;
+    for (int64_t l = 0; l < n_layers; ++l) {
+        const DeviceBuffer& b = *layers[static_cast<size_t>(l)];
+        if (&b.device() != &backend.device() || static_cast<int64_t>(b.bytes()) < needed)
+            return invalid_argument_error("cache {} layer {}: a buffer of {} bytes on {}, expected {} bytes on {}",
+                                          group->name_, l, b.bytes(), b.device().name, needed, backend.device().name);
+    }
+    group->storage_ = std::move(layers);
+    return group;
+}
+
+Status CacheGroup::set_block_table(RequestId request, std::vector<int32_t> table) {
+    if (!adopted_)
+        return invalid_argument_error("cache {}: its blocks are sieve's; only an adopted group takes a caller's table",
+                                      name_);
+    const int64_t n = allocator_.total_blocks();
+    for (size_t i = 0; i < table.size(); ++i)
+        if (table[i] < -1 || table[i] >= n)
+            return invalid_argument_error("cache {}: request {}'s block table holds block {} at {}, expected −1 or a "
+                                          "block in [0, {})",
+                                          name_, request, table[i], i, n);
+    tables_[request] = std::move(table);
+    return Status::ok();
+}
+
 int64_t CacheGroup::storage_bytes() const { return block_bytes_ * allocator_.total_blocks() * n_layers_; }
 
 CacheView CacheGroup::view(int64_t layer_slot) const {
@@ -59,6 +101,12 @@ Status CacheGroup::copy_block(int64_t layer_slot, int32_t dst_block, int32_t src
 Status CacheGroup::reserve(RequestId request, int64_t n_entries) {
     std::vector<int32_t>& table = tables_[request];
     const int64_t blocks_needed = (n_entries + block_size_ - 1) / block_size_;
+    if (adopted_) {
+        if (static_cast<int64_t>(table.size()) < blocks_needed)
+            return invalid_argument_error("cache {}: request {}'s block table has {} blocks; its {} entries need {}",
+                                          name_, request, table.size(), n_entries, blocks_needed);
+        return Status::ok();
+    }
     const size_t old_size = table.size();
     while (static_cast<int64_t>(table.size()) < blocks_needed) {
         auto block = allocator_.allocate(name_);
@@ -74,7 +122,7 @@ Status CacheGroup::reserve(RequestId request, int64_t n_entries) {
 
 void CacheGroup::release_before(RequestId request, int64_t first_needed_entry) {
     auto it = tables_.find(request);
-    if (it == tables_.end()) return;
+    if (it == tables_.end() || adopted_) return;
     const int64_t whole_blocks = std::min<int64_t>(first_needed_entry / block_size_, it->second.size());
     // Released blocks are always a prefix of the table (only this call releases, and it releases a
     // prefix), so walk back from the last block to free until the first released one: each call
@@ -90,8 +138,9 @@ void CacheGroup::release_before(RequestId request, int64_t first_needed_entry) {
 void CacheGroup::free_request(RequestId request) {
     auto it = tables_.find(request);
     if (it == tables_.end()) return;
-    for (int32_t block : it->second)
-        if (block >= 0) allocator_.free(block);
+    if (!adopted_)
+        for (int32_t block : it->second)
+            if (block >= 0) allocator_.free(block);
     tables_.erase(it);
 }
 

@@ -76,6 +76,32 @@ Expected<std::unique_ptr<CachePools>> CachePools::create(AttentionModel& model, 
     return pools;
 }
 
+Expected<std::unique_ptr<CachePools>> CachePools::adopt(AttentionModel& model, std::vector<AdoptedCacheGroup> groups) {
+    const std::vector<CacheGroupDesc> descs = model.cache_groups();
+    std::unique_ptr<CachePools> pools(new CachePools());
+    pools->adopted_ = true;
+    for (const CacheGroupDesc& d : descs) {
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const AdoptedCacheGroup& g) { return g.name == d.name; });
+        if (it == groups.end()) return invalid_argument_error("cache group {} of {}: no storage given", d.name, model.model_type());
+        if (static_cast<int64_t>(it->layers.size()) != d.n_layers)
+            return invalid_argument_error("cache group {}: {} layer buffers given, the model has {} layers in it", d.name,
+                                          it->layers.size(), d.n_layers);
+        SIEVE_ASSIGN_OR_RETURN(auto group, CacheGroup::adopt(model.backend(), d.name, d.spec, d.block_size,
+                                                             it->num_blocks, it->block_bytes, std::move(it->layers)));
+        pools->groups_.push_back(std::move(group));
+        groups.erase(it);
+    }
+    if (!groups.empty())
+        return invalid_argument_error("cache group {}: {} has no such group", groups.front().name, model.model_type());
+    return pools;
+}
+
+Status CachePools::set_block_table(std::string_view group, RequestId id, std::vector<int32_t> table) {
+    for (auto& g : groups_)
+        if (g->name() == group) return g->set_block_table(id, std::move(table));
+    return invalid_argument_error("no cache group {}", group);
+}
+
 StepCaches CachePools::step_caches() const {
     StepCaches caches;
     for (const auto& g : groups_) caches.groups.push_back(g.get());

@@ -12,6 +12,10 @@ Expected<std::unique_ptr<LayerStepper>> LayerStepper::create(AttentionModel& mod
     return std::unique_ptr<LayerStepper>(new LayerStepper(model, std::move(pools)));
 }
 
+std::unique_ptr<LayerStepper> LayerStepper::create(AttentionModel& model, std::unique_ptr<CachePools> pools) {
+    return std::unique_ptr<LayerStepper>(new LayerStepper(model, std::move(pools)));
+}
+
 int64_t LayerStepper::tokens_done(RequestId id) const {
     auto it = done_.find(id);
     return it == done_.end() ? 0 : it->second;
@@ -31,7 +35,7 @@ Status LayerStepper::begin_step(std::vector<StepRequest> requests) {
         if (!ids.insert(r.id).second) return invalid_argument_error("begin_step: request {} appears twice", r.id);
         if (r.n_tokens < 1) return invalid_argument_error("begin_step: request {} runs {} tokens", r.id, r.n_tokens);
         const int64_t done = tokens_done(r.id);
-        if (r.start != done)
+        if (r.start != done && !pools_->adopted())
             return invalid_argument_error(
                 "begin_step: request {} starts at position {}, but it has run {} tokens (a step continues where the "
                 "request's last one stopped)",
@@ -77,6 +81,10 @@ Status LayerStepper::forward(int64_t layer_pos, const float* input, float* outpu
 Status LayerStepper::end_step() {
     if (!batch_) return invalid_argument_error("end_step: no step is open");
     for (const StepRequest& r : batch_->requests) {
+        if (pools_->adopted()) {
+            pools_->free_request(r.id);  // the engine's request: known for this step only
+            continue;
+        }
         done_[r.id] = r.end();
         pools_->after_step(r.id, r.end());
     }

@@ -113,6 +113,33 @@ TEST(Device, BytesRoundTripThroughUploadCopyFillDownload) {
     }
 }
 
+// buffer_wrap: a host device takes the caller's aligned host memory without owning it (the buffer's
+// bytes are the caller's, and survive it); a device whose memory the host cannot touch refuses it.
+TEST(Device, WrappedCallerMemoryIsSharedNotOwned) {
+    for (auto& [spec, b] : every_variant()) {
+        SCOPED_TRACE(spec);
+        alignas(64) static uint8_t memory[256];
+        std::fill(std::begin(memory), std::end(memory), uint8_t{7});
+        auto wrapped = b->buffer_wrap(memory, sizeof(memory), BufferUsage::cache, "caller memory");
+        if (!b->host_accessible()) {
+            ASSERT_FALSE(wrapped.has_value());
+            EXPECT_EQ(wrapped.status().code(), StatusCode::unsupported) << wrapped.status().to_string();
+            continue;
+        }
+        ASSERT_TRUE(wrapped.has_value()) << wrapped.status().to_string();
+        EXPECT_EQ((*wrapped)->data(), memory);
+        ASSERT_TRUE(b->buffer_fill(**wrapped, 10, 0x5a, 3).is_ok());
+        wrapped->reset();  // must not free the caller's memory
+        EXPECT_EQ(memory[9], 7);
+        EXPECT_EQ(memory[10], 0x5a);
+        EXPECT_EQ(memory[12], 0x5a);
+        EXPECT_EQ(memory[13], 7);
+        auto misaligned = b->buffer_wrap(memory + 1, 64, BufferUsage::cache, "caller memory");
+        ASSERT_FALSE(misaligned.has_value());
+        EXPECT_NE(misaligned.status().message().find("not 64-byte aligned"), std::string::npos);
+    }
+}
+
 TEST(Device, RangesOutsideABufferAndForeignBuffersAreRefused) {
     for (auto& [spec, b] : every_variant()) {
         SCOPED_TRACE(spec);

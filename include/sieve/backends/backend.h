@@ -142,6 +142,12 @@ public:
     // has no room. 0 bytes gives an empty buffer.
     virtual Expected<std::unique_ptr<DeviceBuffer>> buffer_alloc(size_t bytes, BufferUsage usage,
                                                                  std::string_view what) = 0;
+    // A buffer over `bytes` of memory the caller owns on this backend's device and keeps alive longer than
+    // the buffer (an inference framework's tensor: its KV caches, for zero-copy use); the buffer never
+    // frees it. `data` must be kBufferAlignment-aligned. unsupported_error where the device cannot take
+    // foreign memory (the default).
+    virtual Expected<std::unique_ptr<DeviceBuffer>> buffer_wrap(void* data, size_t bytes, BufferUsage usage,
+                                                                std::string_view what);
     // Host → buffer. Returns once `src` may be reused.
     Status buffer_upload(DeviceBuffer& dst, size_t dst_offset, const void* src, size_t n);
     // Buffer → host, after every op issued before it. Returns once `dst` holds the bytes.

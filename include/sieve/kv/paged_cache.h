@@ -31,6 +31,21 @@ public:
     static Expected<std::unique_ptr<CacheGroup>> create(Backend& backend, std::string name, CacheSpec spec,
                                                         int64_t block_size, int64_t num_blocks, int64_t n_layers);
 
+    // A group over storage and blocks an inference engine owns (its KV cache tensors and block tables,
+    // as vLLM keeps them): `layers` [n_layers] are buffers of `backend` over the caller's memory
+    // (Backend::buffer_wrap), each `num_blocks` blocks of `block_bytes` bytes (≥ block_size · entry_bytes,
+    // a multiple of 64: the engine may interleave other pages between two blocks). The caller assigns the
+    // blocks: set_block_table() installs a request's table for the coming step, reserve() only checks
+    // that it covers the entries, release_before() leaves the blocks to the caller and free_request()
+    // forgets the table.
+    static Expected<std::unique_ptr<CacheGroup>> adopt(Backend& backend, std::string name, CacheSpec spec,
+                                                       int64_t block_size, int64_t num_blocks, int64_t block_bytes,
+                                                       std::vector<std::unique_ptr<DeviceBuffer>> layers);
+    bool adopted() const { return adopted_; }
+    // Adopted groups: request's block table (block ids in [0, num_blocks), −1 for a block the request
+    // no longer needs), replacing any earlier one.
+    Status set_block_table(RequestId request, std::vector<int32_t> table);
+
     const std::string& name() const { return name_; }
     const CacheSpec& spec() const { return spec_; }
     int64_t block_size() const { return block_size_; }
@@ -48,7 +63,8 @@ public:
     int64_t entries_for_tokens(int64_t tokens) const { return tokens / spec_.tokens_per_entry; }
 
     // Makes entries [0, n_entries) addressable (blocks already released stay released). All or
-    // nothing: on out_of_memory no block stays allocated by this call.
+    // nothing: on out_of_memory no block stays allocated by this call. Adopted groups: checks that the
+    // caller's table covers them.
     Status reserve(RequestId request, int64_t n_entries);
     // Windowed caches: frees the blocks whose entries all precede `first_needed_entry`.
     void release_before(RequestId request, int64_t first_needed_entry);
@@ -73,7 +89,8 @@ private:
     int64_t block_size_;
     int64_t block_bytes_;
     int64_t n_layers_;
-    BlockAllocator allocator_;
+    BlockAllocator allocator_;  // adopted groups: only its size (the caller allocates)
+    bool adopted_ = false;
     std::vector<std::unique_ptr<DeviceBuffer>> storage_;  // [n_layers]
     std::map<RequestId, std::vector<int32_t>> tables_;
 };

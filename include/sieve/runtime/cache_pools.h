@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "sieve/core/status.h"
@@ -26,11 +28,27 @@ struct CachePoolOptions {
     int64_t max_cache_bytes = 0;
 };
 
+// One cache group over an inference engine's memory (CacheGroup::adopt): the group's name as the model
+// declares it, and one buffer per layer of the group (Backend::buffer_wrap of the engine's tensors).
+struct AdoptedCacheGroup {
+    std::string name;
+    int64_t num_blocks = 0;
+    int64_t block_bytes = 0;  // the engine's block stride
+    std::vector<std::unique_ptr<DeviceBuffer>> layers;
+};
+
 class CachePools {
 public:
     // Sizes every pool before allocating any: options that would size a pool past what a block table
     // addresses (int32), past int64 or past max_cache_bytes are an error before any allocation.
     static Expected<std::unique_ptr<CachePools>> create(AttentionModel& model, const CachePoolOptions& options);
+
+    // The pools over an engine's memory and blocks: one AdoptedCacheGroup for every group the model
+    // declares (cache_groups(): each name once, with as many layers); the engine assigns the blocks
+    // (set_block_table before each step).
+    static Expected<std::unique_ptr<CachePools>> adopt(AttentionModel& model, std::vector<AdoptedCacheGroup> groups);
+    bool adopted() const { return adopted_; }
+    Status set_block_table(std::string_view group, RequestId id, std::vector<int32_t> table);
 
     const std::vector<std::unique_ptr<CacheGroup>>& groups() const { return groups_; }
     StepCaches step_caches() const;
@@ -46,6 +64,7 @@ public:
 
 private:
     std::vector<std::unique_ptr<CacheGroup>> groups_;
+    bool adopted_ = false;
 };
 
 }  // namespace sieve

@@ -9,7 +9,9 @@
 //                              their cache entries and plans the step (AttentionModel::plan_step)
 //   forward(layer_pos, …)      every layer the caller needs, in the model's order (layers()), once each
 //   end_step()                 windowed caches release what the next token can no longer see
-// and free_request(id) when a request ends (or is dropped). A failed begin_step or forward leaves
+// and free_request(id) when a request ends (or is dropped). Over adopted pools (CachePools::adopt: the
+// engine's cache memory and blocks) a request lives for one step: the engine sets its block tables
+// (set_block_table) before begin_step, its start is the engine's, and end_step forgets it. A failed begin_step or forward leaves
 // no step open; the caller may free the step's requests or retry them from their last completed
 // step (the failed step's cache writes are overwritten by the retry).
 #pragma once
@@ -32,12 +34,17 @@ namespace sieve {
 class LayerStepper {
 public:
     static Expected<std::unique_ptr<LayerStepper>> create(AttentionModel& model, const CachePoolOptions& options);
+    static std::unique_ptr<LayerStepper> create(AttentionModel& model, std::unique_ptr<CachePools> pools);
 
     AttentionModel& model() const { return model_; }
     const CachePools& caches() const { return *pools_; }
+    // Adopted pools: a request's block table in `group` for the next step (CachePools::set_block_table).
+    Status set_block_table(std::string_view group, RequestId id, std::vector<int32_t> table) {
+        return pools_->set_block_table(group, id, std::move(table));
+    }
 
-    // Checked: ids distinct, n_tokens ≥ 1, start = the tokens the request already ran (0 for a new id),
-    // end() ≤ max_position_embeddings. Decodes (n_tokens 1 after a start > 0) may come in any order.
+    // Checked: ids distinct, n_tokens ≥ 1, start = the tokens the request already ran (0 for a new id;
+    // over adopted pools any start), end() ≤ max_position_embeddings. Decodes (n_tokens 1 after a start > 0) may come in any order.
     Status begin_step(std::vector<StepRequest> requests);
     // Layer `layer_pos` (index into model().layers()) over the step's tokens, in begin_step's order of
     // requests: input and output [n_tokens, hidden_size] f32 rows in host memory. Layers run in order,

@@ -1,5 +1,6 @@
 #include "backends/host/host_memory.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -9,8 +10,14 @@ namespace {
 
 class HostBuffer final : public DeviceBuffer {
 public:
-    HostBuffer(void* data, size_t bytes, BufferUsage usage) : DeviceBuffer(data, bytes, usage, host_device()) {}
-    ~HostBuffer() override { std::free(data()); }
+    HostBuffer(void* data, size_t bytes, BufferUsage usage, bool owned = true)
+        : DeviceBuffer(data, bytes, usage, host_device()), owned_(owned) {}
+    ~HostBuffer() override {
+        if (owned_) std::free(data());
+    }
+
+private:
+    bool owned_;
 };
 
 }  // namespace
@@ -32,6 +39,13 @@ Expected<std::unique_ptr<DeviceBuffer>> host_buffer_alloc(size_t bytes, BufferUs
         return out_of_memory_error("{}: cannot allocate {} bytes of {} memory", what, bytes, buffer_usage_name(usage));
     std::memset(p, 0, rounded);
     return std::unique_ptr<DeviceBuffer>(new HostBuffer(p, bytes, usage));
+}
+
+Expected<std::unique_ptr<DeviceBuffer>> host_buffer_wrap(void* data, size_t bytes, BufferUsage usage, std::string_view what) {
+    if (bytes > 0 && (data == nullptr || reinterpret_cast<uintptr_t>(data) % kBufferAlignment != 0))
+        return invalid_argument_error("{}: {} bytes of {} memory at {}: not {}-byte aligned", what, bytes,
+                                      buffer_usage_name(usage), data, kBufferAlignment);
+    return std::unique_ptr<DeviceBuffer>(new HostBuffer(bytes > 0 ? data : nullptr, bytes, usage, /*owned=*/false));
 }
 
 Status HostMemoryBackend::transfer_bytes(Transfer, void* dst, const void* src, size_t n) {

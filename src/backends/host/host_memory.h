@@ -13,6 +13,9 @@ const Device& host_device();
 
 // Aligned, zeroed host memory of host_device(); also for backends that keep host-side staging.
 Expected<std::unique_ptr<DeviceBuffer>> host_buffer_alloc(size_t bytes, BufferUsage usage, std::string_view what);
+// A buffer of host_device() over the caller's host memory (Backend::buffer_wrap): checked for alignment,
+// never freed.
+Expected<std::unique_ptr<DeviceBuffer>> host_buffer_wrap(void* data, size_t bytes, BufferUsage usage, std::string_view what);
 
 class HostMemoryBackend : public Backend {
 public:
@@ -20,6 +23,10 @@ public:
     Expected<std::unique_ptr<DeviceBuffer>> buffer_alloc(size_t bytes, BufferUsage usage,
                                                          std::string_view what) override {
         return host_buffer_alloc(bytes, usage, what);
+    }
+    Expected<std::unique_ptr<DeviceBuffer>> buffer_wrap(void* data, size_t bytes, BufferUsage usage,
+                                                        std::string_view what) override {
+        return host_buffer_wrap(data, bytes, usage, what);
     }
     Status synchronize() override { return Status::ok(); }
 
