@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the README's first command (install, build, `sieve run`) verbatim inside a fresh Debian 12
-# root, so that a package only the developer's machine happens to have cannot hide a missing
-# install step. As root, on a Debian machine (it installs debootstrap if missing):
+# root, then its Python command (a virtual environment, `pip install torch==2.13.0 .`, a script using
+# `import sieve`), so that a package only the developer's machine happens to have cannot hide a
+# missing install step. As root, on a Debian machine (it installs debootstrap if missing):
 #
 #   bash scripts/fresh_root_check.sh [--drop-package NAME] [--keep]
 #
@@ -70,6 +71,17 @@ if [ -z "$readme_command" ] || [ "$(printf '%s\n' "$readme_command" | wc -l)" -n
   exit 2
 fi
 
+# The README's Python command: the first ```sh block under "## From Python" (several lines: a heredoc).
+python_command=$(awk '
+  /^## From Python/ { section = 1; next }
+  section && /^```sh/ { block = 1; next }
+  block && /^```/ { exit }
+  block { print }' README.md)
+if [ -z "$python_command" ]; then
+  echo "fresh_root_check: no sh block under README.md's '## From Python'" >&2
+  exit 2
+fi
+
 cache=${SIEVE_FRESH_ROOT_CACHE:-/var/cache/sieve/fresh-root}
 base="$cache/bookworm-minbase.tar"
 mkdir -p "$cache"
@@ -125,15 +137,21 @@ for m in proc sys dev dev/pts; do
   mounted+=("$root/$m")
 done
 
-echo "== in a fresh Debian 12 root: $readme_command"
-start=$(date +%s)
-status=0
-chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  bash -c "cd /root/sieve && $readme_command" || status=$?
-minutes=$(( ($(date +%s) - start + 59) / 60 ))
-if [ "$status" -ne 0 ]; then
-  echo "fresh_root_check: FAILED (exit $status after ~${minutes} min): the README's first command does not work on a fresh Debian 12 machine" >&2
-  exit 1
-fi
-echo "== fresh root: the README's first command passed (~${minutes} min)"
+# Runs `command` in the root, with nothing of this machine's environment; `what` names it in the report.
+run_in_root() {
+  local what=$1 command=$2 start status=0 minutes
+  echo "== in a fresh Debian 12 root, the README's $what:"
+  printf '%s\n' "$command"
+  start=$(date +%s)
+  chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    bash -c "cd /root/sieve && $command" || status=$?
+  minutes=$(( ($(date +%s) - start + 59) / 60 ))
+  if [ "$status" -ne 0 ]; then
+    echo "fresh_root_check: FAILED (exit $status after ~${minutes} min): the README's $what does not work on a fresh Debian 12 machine" >&2
+    exit 1
+  fi
+  echo "== fresh root: the README's $what passed (~${minutes} min)"
+}
+run_in_root "first command" "$readme_command"
+run_in_root "Python command" "$python_command"
