@@ -131,7 +131,17 @@ if [ -n "$drop_package" ]; then
   echo "== dropped $drop_package from the install script inside the root: the check must fail"
 fi
 
+# The network of this machine, as the root would find it on a real one: its DNS and, where this machine's
+# pip trusts a certificate bundle of its own (PIP_CERT or pip's global.cert: a proxy's CA), that bundle,
+# so that pip inside the root reaches PyPI the way it does here. Neither is something the README's
+# commands install.
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+root_env=()
+host_ca=${PIP_CERT:-$(python3 -m pip config list 2>/dev/null | sed -n "s/^[a-z:]*\.cert='\(.*\)'$/\1/p" | head -n 1)}
+if [ -n "$host_ca" ] && [ -f "$host_ca" ]; then
+  cp "$host_ca" "$root/etc/host-pip-ca.crt"
+  root_env+=(PIP_CERT=/etc/host-pip-ca.crt)
+fi
 for m in proc sys dev dev/pts; do
   mount --bind "/$m" "$root/$m"
   mounted+=("$root/$m")
@@ -143,7 +153,7 @@ run_in_root() {
   echo "== in a fresh Debian 12 root, the README's $what:"
   printf '%s\n' "$command"
   start=$(date +%s)
-  chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+  chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 "${root_env[@]}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     bash -c "cd /root/sieve && $command" || status=$?
   minutes=$(( ($(date +%s) - start + 59) / 60 ))

@@ -17,6 +17,7 @@
 
 #include "errors.h"
 #include "model_bindings.h"
+#include "op_backend.h"
 #include "sieve/backends/backend.h"
 #include "sieve/io/checkpoint.h"
 #include "sieve/io/config.h"
@@ -59,6 +60,7 @@ public:
         if (layers) options.layers = *layers;
         {
             nb::gil_scoped_release release;
+            auto lock = lock_engine();  // loading prepares weights on the backend's threads
             model_ = value_or_throw(load_attention_model(config, *checkpoint_, options));
         }
         if (caller_caches) return;  // bind_caches makes the stepper
@@ -185,7 +187,7 @@ public:
                 }
             }
         nb::gil_scoped_release release;  // before the lock: a thread waiting for it must not hold the GIL
-        std::lock_guard lock(mutex_);
+        auto lock = lock_engine();
         check(stepper_->begin_step(std::move(requests)));
     }
 
@@ -198,17 +200,19 @@ public:
         input.expect_dtype({DType::f32}).expect_shape({n_tokens, hidden_size()}, "the step's tokens, hidden_size").expect_contiguous();
         output.expect_dtype({DType::f32}).expect_shape({n_tokens, hidden_size()}, "the step's tokens, hidden_size").expect_contiguous();
         nb::gil_scoped_release release;
-        std::lock_guard lock(mutex_);
+        auto lock = lock_engine();
         check(stepper_->forward(layer_pos, static_cast<const float*>(input.data()), static_cast<float*>(output.data())));
     }
 
     void end_step() {
-        std::lock_guard lock(mutex_);
+        nb::gil_scoped_release release;
+        auto lock = lock_engine();
         if (!stepper_) throw StatusError(invalid_argument_error("sieve.AttentionModel.end_step: no step is open"));
         check(stepper_->end_step());
     }
     void free_request(int64_t id) {
-        std::lock_guard lock(mutex_);
+        nb::gil_scoped_release release;
+        auto lock = lock_engine();
         if (stepper_) stepper_->free_request(id);
     }
     int64_t tokens_done(int64_t id) const { return stepper_ ? stepper_->tokens_done(id) : 0; }
@@ -220,7 +224,6 @@ private:
     std::unique_ptr<AttentionModel> model_;
     std::unique_ptr<LayerStepper> stepper_;  // null until bind_caches with caller_caches
     std::vector<Array> kept_;                // the engine's cache tensors, referenced while bound
-    std::mutex mutex_;  // one step call at a time
 };
 
 }  // namespace

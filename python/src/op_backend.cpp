@@ -18,7 +18,6 @@ struct AlignedFree {
 };
 
 struct OpBackend {
-    std::mutex mutex;
     std::unique_ptr<Backend> backend;
     std::unique_ptr<void, AlignedFree> scratch;  // grows to the largest workspace asked so far
     size_t scratch_bytes = 0;
@@ -29,24 +28,33 @@ OpBackend& state() {
     return *s;
 }
 
-// Under the mutex.
+// Under the engine lock.
 Backend& backend_locked(OpBackend& s) {
     if (!s.backend) s.backend = value_or_throw(make_backend("cpu"));
     return *s.backend;
 }
 
+std::mutex& engine_mutex() {
+    static std::mutex* m = new std::mutex();  // never destroyed, as state()
+    return *m;
+}
+
 }  // namespace
+
+std::unique_lock<std::mutex> lock_engine() { return std::unique_lock<std::mutex>(engine_mutex()); }
 
 void set_op_backend(const std::string& spec) {
     std::unique_ptr<Backend> made = value_or_throw(make_backend(spec));
     OpBackend& s = state();
-    std::lock_guard lock(s.mutex);
+    nb::gil_scoped_release release;
+    auto lock = lock_engine();
     s.backend = std::move(made);
 }
 
 std::string op_backend_name() {
     OpBackend& s = state();
-    std::lock_guard lock(s.mutex);
+    nb::gil_scoped_release release;
+    auto lock = lock_engine();
     return backend_locked(s).name();
 }
 
@@ -55,7 +63,7 @@ void run_op(const std::function<Status(Backend&, const std::function<Workspace(s
     Status status;
     {
         nb::gil_scoped_release release;
-        std::lock_guard lock(s.mutex);
+        auto lock = lock_engine();
         const auto workspace = [&s](size_t bytes) -> Workspace {
             if (bytes > s.scratch_bytes) {
                 const size_t rounded = workspace_round_up(bytes);

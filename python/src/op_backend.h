@@ -1,15 +1,21 @@
 // The backend the op bindings run on: one per process, made from the spec "cpu" on first use or
-// from the one sieve.set_backend() names ("ref", "cpu:avx2", ...: sieve.backend_specs()). Calls are
-// serialised (a backend's thread pool is not reentrant) and run without the GIL.
+// from the one sieve.set_backend() names ("ref", "cpu:avx2", ...: sieve.backend_specs()). Every call
+// into the engine from Python (ops and AttentionModel steps) holds one process-wide lock, since the
+// cpu backends share one thread pool, which is not reentrant; calls run without the GIL.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <string>
 
 #include "sieve/backends/backend.h"
 
 namespace sieve::python {
+
+// The process-wide lock of every engine call; take it after releasing the GIL (a thread waiting for
+// it must not hold the GIL).
+std::unique_lock<std::mutex> lock_engine();
 
 // Replaces the process's op backend (throws the spec's error).
 void set_op_backend(const std::string& spec);

@@ -129,20 +129,17 @@ void indexer_scores(const Array& q_array, const Array& cache_array, const Array&
                            table.dim(0), table.dim(1)};
     p.n_keys = static_cast<const int32_t*>(n_keys.data());
     p.weight_scale = weight_scale;
-    if (q_scale_array) {
-        const TensorArg s(op, "q_scale", *q_scale_array);
-        s.expect_host();
-        s.expect_dtype({DType::f32}).expect_shape({n_tokens, n_heads}, "n_tokens, n_heads").expect_rows_contiguous();
-        p.q_scale = static_cast<const float*>(s.data());
-        p.q_scale_token_stride = s.stride(0);
-    }
-    if (weights_array) {
-        const TensorArg w(op, "weights", *weights_array);
-        w.expect_host();
-        w.expect_dtype({DType::f32}).expect_shape({n_tokens, n_heads}, "n_tokens, n_heads").expect_rows_contiguous();
-        p.weights = static_cast<const float*>(w.data());
-        p.weights_token_stride = w.stride(0);
-    }
+    // q_scale and weights: optional f32 [n_tokens, n_heads] rows.
+    const auto per_head = [&](const char* name, const std::optional<Array>& array, const float*& data, int64_t& stride) {
+        if (!array) return;
+        const TensorArg t(op, name, *array);
+        t.expect_host();
+        t.expect_dtype({DType::f32}).expect_shape({n_tokens, n_heads}, "n_tokens, n_heads").expect_rows_contiguous();
+        data = static_cast<const float*>(t.data());
+        stride = t.stride(0);
+    };
+    per_head("q_scale", q_scale_array, p.q_scale, p.q_scale_token_stride);
+    per_head("weights", weights_array, p.weights, p.weights_token_stride);
     if (scores_array) {
         const TensorArg s(op, "scores", *scores_array);
         s.expect_host();
