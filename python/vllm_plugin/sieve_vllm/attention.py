@@ -1,0 +1,193 @@
+"""sieve as the attention of a vLLM model: the caches are vLLM's, sieve steps the layers over them.
+
+One ``SieveStack`` per model loads the checkpoint's attention layers into ``sieve.AttentionModel``
+(caches="caller"). Each decoder layer's attention is a ``SieveAttention`` module that owns, for every
+sieve cache group, one ``SieveCacheLayer``: a vLLM attention layer whose KV cache spec asks for
+exactly sieve's block (``cache_specs``: block_size entries of entry_bytes), so that vLLM allocates,
+accounts, schedules and frees the cache blocks, and hands each step's block tables over in its
+attention metadata (``SieveMetadataBuilder`` passes vLLM's ``CommonAttentionMetadata`` through: no
+Triton, which vLLM's CPU wheel lacks). At the first attention layer of a forward pass the stack
+begins sieve's step from that metadata (query_start_loc, positions, one block table per group); at
+the last it ends it. Requests therefore live for one step in sieve: vLLM's scheduler, preemption and
+block tables stay the only record of them.
+
+Attention runs inside the custom op ``torch.ops.vllm.sieve_attention``, opaque to torch.compile: a
+graph traced during vLLM's warmup (no metadata, zeros) must not freeze that branch.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch import nn
+
+import sieve
+from vllm.config import VllmConfig, get_current_vllm_config
+from vllm.forward_context import get_forward_context
+from vllm.logger import init_logger
+from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+from vllm.utils.torch_utils import direct_register_custom_op
+from vllm.v1.attention.backend import AttentionBackend, AttentionMetadataBuilder
+from vllm.v1.kv_cache_interface import MLAAttentionSpec
+
+log = init_logger("vllm.sieve_vllm")  # vLLM's handler and level
+
+_ATTENTION: dict[int, "SieveAttention"] = {}  # the custom op finds its module by this key
+_KEYS = itertools.count()
+
+
+def _sieve_attention(hidden_states: torch.Tensor, positions: torch.Tensor, key: int) -> torch.Tensor:
+    return _ATTENTION[key].attend(positions, hidden_states)
+
+
+def _sieve_attention_fake(hidden_states: torch.Tensor, positions: torch.Tensor, key: int) -> torch.Tensor:
+    return torch.empty_like(hidden_states)
+
+
+direct_register_custom_op(op_name="sieve_attention", op_func=_sieve_attention, mutates_args=[],
+                          fake_impl=_sieve_attention_fake)
+
+
+class SieveMetadataBuilder(AttentionMetadataBuilder):
+    """The step's metadata of a sieve cache group: vLLM's common metadata itself."""
+
+    def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+
+    def build(self, common_prefix_len, common_attn_metadata, fast_build=False):
+        return common_attn_metadata
+
+
+class SieveBackend(AttentionBackend):
+    """What vLLM asks of a cache layer's backend; sieve's kernels are reached through the stack."""
+
+    @staticmethod
+    def get_name():
+        return "SIEVE"
+
+    @staticmethod
+    def get_impl_cls():
+        raise NotImplementedError("sieve's attention runs through SieveAttention, not an AttentionImpl")
+
+    @staticmethod
+    def get_builder_cls():
+        return SieveMetadataBuilder
+
+
+class SieveCacheLayer(nn.Module, AttentionLayerBase):
+    """One layer's cache of one sieve cache group, allocated by vLLM: [num_blocks, ...] uint8 blocks of
+    block_size entries of entry_bytes."""
+
+    def __init__(self, prefix: str, entry_bytes: int, block_size: int):
+        super().__init__()
+        self.prefix = prefix
+        self.entry_bytes = entry_bytes
+        self.block_size = block_size
+        self.kv_cache = torch.tensor([])
+        context = get_current_vllm_config().compilation_config.static_forward_context
+        if prefix in context:
+            raise ValueError(f"duplicate layer name {prefix}")
+        context[prefix] = self
+
+    def get_kv_cache_spec(self, vllm_config: VllmConfig):
+        # page = block_size · num_kv_heads · head_size · 1 byte = sieve's block
+        return MLAAttentionSpec(block_size=self.block_size, num_kv_heads=1, head_size=self.entry_bytes,
+                                dtype=torch.uint8)
+
+    def get_attn_backend(self):
+        return SieveBackend
+
+    def bind_kv_cache(self, kv_cache: torch.Tensor) -> None:
+        self.kv_cache = kv_cache
+
+
+class SieveStack:
+    """The model's attention layers in sieve, and the step they are in."""
+
+    def __init__(self, vllm_config: VllmConfig):
+        model_config = vllm_config.model_config
+        if vllm_config.cache_config.enable_prefix_caching:
+            raise NotImplementedError(
+                "sieve-vllm: prefix caching is not supported yet; run vLLM with enable_prefix_caching=False "
+                "(--no-enable-prefix-caching)")
+        if vllm_config.parallel_config.tensor_parallel_size != 1:
+            raise NotImplementedError("sieve-vllm: tensor parallelism is not supported yet (tensor_parallel_size 1)")
+        # fp32 models run sieve's exact profile (transformers' numerics), the others the deployed one
+        # (bf16 activations, the production FP8 cache formats).
+        profile = "exact" if model_config.dtype == torch.float32 else "deployed"
+        self.model = sieve.AttentionModel(model_config.model, profile=profile, caches="caller")
+        self.layer_pos = {layer: i for i, layer in enumerate(self.model.layers)}
+        block_size = vllm_config.cache_config.block_size
+        for spec in self.model.cache_specs:
+            if spec["block_size"] != block_size:
+                raise ValueError(
+                    f"sieve-vllm: sieve's cache group {spec['name']} has blocks of {spec['block_size']} entries; "
+                    f"run vLLM with block_size={spec['block_size']} (--block-size), not {block_size}")
+            if spec["layers"] != len(self.model.layers):
+                raise NotImplementedError(
+                    f"sieve-vllm: cache group {spec['name']} holds {spec['layers']} of the "
+                    f"{len(self.model.layers)} layers; only groups of every layer are mapped to vLLM yet")
+        self.cache_layers: dict[str, list[SieveCacheLayer]] = {s["name"]: [] for s in self.model.cache_specs}
+        self.bound = False
+        self.n_tokens = 0
+        log.info("sieve-vllm: %s, layers %s, profile %s, cache groups %s", self.model.model_type,
+                 self.model.layers, profile, [s["name"] for s in self.model.cache_specs])
+
+    def metadata(self):
+        """The step's metadata of each cache group, or None in vLLM's profiling and warmup runs."""
+        md = get_forward_context().attn_metadata
+        if not isinstance(md, dict):
+            return None
+        first = {name: layers[0].prefix for name, layers in self.cache_layers.items()}
+        if any(prefix not in md for prefix in first.values()):
+            return None
+        return {name: md[prefix] for name, prefix in first.items()}
+
+    def begin(self, metadata, positions: torch.Tensor) -> None:
+        if not self.bound:
+            self.model.bind_caches({name: [l.kv_cache for l in layers] for name, layers in self.cache_layers.items()})
+            self.bound = True
+        common = next(iter(metadata.values()))
+        n_requests = common.num_reqs
+        query_start_loc = common.query_start_loc_cpu[: n_requests + 1]
+        self.n_tokens = int(query_start_loc[-1])
+        tables = {name: m.block_table_tensor[:n_requests].to(torch.int32).contiguous() for name, m in metadata.items()}
+        self.model.begin_step(list(range(n_requests)), query_start_loc, positions[: self.n_tokens].cpu(),
+                              block_tables=tables)
+
+
+class SieveAttention(nn.Module):
+    """A decoder layer's attention module, in place of vLLM's: hidden states in, attention output out."""
+
+    def __init__(self, *, stack: SieveStack, vllm_config: VllmConfig, prefix: str, layer_index: int):
+        super().__init__()
+        self._stack = [stack]  # a list: not an nn.Module attribute
+        if layer_index not in stack.layer_pos:
+            raise ValueError(f"sieve-vllm: {prefix}: layer {layer_index} is not one sieve runs ({stack.model.layers})")
+        self.layer_pos = stack.layer_pos[layer_index]
+        self.last = self.layer_pos == len(stack.model.layers) - 1
+        for spec in stack.model.cache_specs:
+            layer = SieveCacheLayer(f"{prefix}.sieve_{spec['name']}", spec["entry_bytes"],
+                                    vllm_config.cache_config.block_size)
+            self.add_module(f"sieve_{spec['name'].replace('.', '_')}", layer)
+            stack.cache_layers[spec["name"]].append(layer)
+        self.key = next(_KEYS)
+        _ATTENTION[self.key] = self
+
+    def forward(self, positions: torch.Tensor, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        return torch.ops.vllm.sieve_attention(hidden_states, positions, self.key)
+
+    def attend(self, positions: torch.Tensor, hidden_states: torch.Tensor) -> torch.Tensor:
+        stack = self._stack[0]
+        metadata = stack.metadata()
+        if metadata is None:  # profiling / warmup: no step, nothing to attend to
+            return torch.zeros_like(hidden_states)
+        if self.layer_pos == 0:
+            stack.begin(metadata, positions)
+        n = stack.n_tokens
+        out = torch.zeros_like(hidden_states)  # rows past n: vLLM's padding
+        out[:n] = stack.model.forward(self.layer_pos, hidden_states[:n])
+        if self.last:
+            stack.model.end_step()
+        return out

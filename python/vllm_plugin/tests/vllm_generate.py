@@ -1,0 +1,30 @@
+"""Greedy generation through vLLM (run as a script: vLLM's CPU workers are spawned processes, which
+re-import the main module, so the engine is made under the __main__ guard).
+
+    python vllm_generate.py <checkpoint-dir> <dtype> <prompts.json>   → prints one JSON line:
+    RESULT {"batched": [[token, ...] per prompt], "alone": [[...] per prompt]}
+"""
+
+import json
+import os
+import sys
+
+
+def main():
+    checkpoint, dtype, prompts_file = sys.argv[1:4]
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from vllm import LLM, SamplingParams
+
+    prompts = json.loads(open(prompts_file).read())
+    llm = LLM(model=checkpoint, skip_tokenizer_init=True, enforce_eager=True, dtype=dtype, max_model_len=128,
+              max_num_seqs=4, max_num_batched_tokens=64, block_size=64, enable_prefix_caching=False,
+              num_gpu_blocks_override=64)
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True, detokenize=False)
+    batched = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
+    alone = [llm.generate([{"prompt_token_ids": p}], params)[0] for p in prompts]
+    print("RESULT " + json.dumps({"batched": [list(o.outputs[0].token_ids) for o in batched],
+                                  "alone": [list(o.outputs[0].token_ids) for o in alone]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
