@@ -100,19 +100,15 @@ public:
             for (size_t l = 0; l < tensors.size(); ++l) {
                 const std::string label = fmt::format("caches['{}'][{}]", name, l);
                 const TensorArg t(op, label.c_str(), tensors[l]);
-                t.expect_host();
-                if (t.rank() < 2) t.fail("expected [num_blocks, ...]");
-                t.expect_rows_contiguous();
-                const int64_t item = static_cast<int64_t>(dtype_size(t.dtype()));
-                const int64_t stride = t.dim(0) > 1 ? t.stride(0) * item : t.numel() * item;
+                const CacheBlocks blocks = cache_blocks(t);
                 if (l == 0) {
-                    g.num_blocks = t.dim(0);
-                    g.block_bytes = stride;
-                } else if (t.dim(0) != g.num_blocks || stride != g.block_bytes) {
-                    t.fail(fmt::format("{} blocks at a stride of {} bytes; layer 0 of the group has {} at {}", t.dim(0),
-                                       stride, g.num_blocks, g.block_bytes));
+                    g.num_blocks = blocks.n_blocks;
+                    g.block_bytes = blocks.stride_bytes;
+                } else if (blocks.n_blocks != g.num_blocks || blocks.stride_bytes != g.block_bytes) {
+                    t.fail(fmt::format("{} blocks at a stride of {} bytes; layer 0 of the group has {} at {}",
+                                       blocks.n_blocks, blocks.stride_bytes, g.num_blocks, g.block_bytes));
                 }
-                const size_t bytes = static_cast<size_t>((t.dim(0) - 1) * stride + (t.numel() / t.dim(0)) * item);
+                const auto bytes = static_cast<size_t>(blocks.extent_bytes());
                 g.layers.push_back(value_or_throw(backend_->buffer_wrap(t.data(), bytes, BufferUsage::cache, label)));
                 kept_.push_back(tensors[l]);
             }

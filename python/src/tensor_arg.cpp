@@ -126,31 +126,39 @@ void TensorArg::expect_host() const {
 }
 
 
-PagedCache paged_cache(const TensorArg& cache, int64_t block_size, const CacheRecordLayout& layout) {
+CacheBlocks cache_blocks(const TensorArg& cache) {
     cache.expect_host();
     if (cache.rank() < 2 || cache.dim(0) < 1)
         cache.fail(fmt::format("shape {}, expected [num_blocks ≥ 1, ...] (one block per row)", shape_string(cache.shape())));
     const int64_t item = static_cast<int64_t>(dtype_size(cache.dtype()));
     // The block's own dimensions must be contiguous: entries are addressed by byte offsets inside it.
-    int64_t expected = 1, block_elems = 1;
+    int64_t block_elems = 1;
     for (int64_t i = cache.rank() - 1; i >= 1; --i) {
-        if (cache.dim(i) > 1 && cache.stride(i) != expected)
+        if (cache.dim(i) > 1 && cache.stride(i) != block_elems)
             cache.fail("the dimensions after the first (one block) must be contiguous");
-        expected *= cache.dim(i);
         block_elems *= cache.dim(i);
     }
+    if (cache.dim(0) > 1 && cache.stride(0) < block_elems)
+        cache.fail(fmt::format("block stride {} overlaps the blocks of {} elements", cache.stride(0), block_elems));
+    CacheBlocks b;
+    b.n_blocks = cache.dim(0);
+    b.bytes = block_elems * item;
+    b.stride_bytes = cache.dim(0) > 1 ? cache.stride(0) * item : b.bytes;
+    return b;
+}
+
+PagedCache paged_cache(const TensorArg& cache, int64_t block_size, const CacheRecordLayout& layout) {
+    const CacheBlocks blocks = cache_blocks(cache);
     PagedCache out;
-    out.n_blocks = cache.dim(0);
+    out.n_blocks = blocks.n_blocks;
     out.view.base = static_cast<uint8_t*>(cache.data());
     out.view.block_size = block_size;
     out.view.entry_bytes = layout.entry_bytes();
-    out.view.block_bytes = cache.dim(0) > 1 ? cache.stride(0) * item : block_elems * item;
-    if (block_size < 1 || block_elems * item < block_size * out.view.entry_bytes)
+    out.view.block_bytes = blocks.stride_bytes;
+    if (block_size < 1 || blocks.bytes < block_size * out.view.entry_bytes)
         cache.fail(fmt::format("a block holds {} bytes, but block_size {} entries of {} ({} values) take {} bytes each",
-            block_elems * item, block_size, cache_record_format_name(layout.format), layout.dim,
-            out.view.entry_bytes));
-    if (cache.dim(0) > 1 && cache.stride(0) < block_elems)
-        cache.fail(fmt::format("block stride {} overlaps the blocks of {} elements", cache.stride(0), block_elems));
+                               blocks.bytes, block_size, cache_record_format_name(layout.format), layout.dim,
+                               out.view.entry_bytes));
     return out;
 }
 

@@ -66,6 +66,16 @@ std::string shape_string(const std::vector<int64_t>& shape);
 // is the block stride (it may be larger than a block's bytes: vLLM interleaves the pages of several
 // layers in one block), and the rest of each block is contiguous and holds block_size entries of
 // `layout`. Any dtype (uint8 for the fp8 records; float32 / bfloat16 for the plain ones).
+// The blocks of such a tensor, checked (host, [num_blocks ≥ 1, ...], the dimensions after the first
+// contiguous, blocks not overlapping): what both the ops' caches and an engine's bound caches are.
+struct CacheBlocks {
+    int64_t n_blocks = 0;
+    int64_t stride_bytes = 0;  // block stride
+    int64_t bytes = 0;         // bytes of one block's own dimensions
+    int64_t extent_bytes() const { return (n_blocks - 1) * stride_bytes + bytes; }  // base to the last block's end
+};
+CacheBlocks cache_blocks(const TensorArg& cache);
+
 struct PagedCache {
     CacheView view;
     int64_t n_blocks = 0;

@@ -184,6 +184,11 @@ def test_engine_caches_errors():
     short[name] = [torch.zeros(64, need - 64, dtype=torch.uint8) for _ in short[name]]  # blocks too small
     with pytest.raises(sieve.InvalidArgumentError, match=r"cache %s: blocks of" % name.replace(".", r"\.")):
         model.bind_caches(short)
+    strided = engine.tensors()
+    strided[name] = [torch.zeros(64, 2, need, dtype=torch.uint8)[:, 0, :].unsqueeze(1).expand(64, 2, need)
+                     for _ in strided[name]]  # a block's own dimensions not contiguous
+    with pytest.raises(sieve.InvalidArgumentError, match=r"the dimensions after the first \(one block\) must be contiguous"):
+        model.bind_caches(strided)
     model.bind_caches(engine.tensors())
     with pytest.raises(sieve.InvalidArgumentError, match=r"block_tables come with the engine's caches"):
         model.begin_step(["a"], torch.tensor([0, 1]), torch.tensor([0]))
