@@ -92,8 +92,8 @@ class AttentionModel:
     @property
     def cache_specs(self) -> list[dict]:
         """What each cache group needs from an engine that holds the caches: name, block_size (entries
-        per block), tokens_per_entry, window_tokens, entry_bytes, format, layers, block_bytes (the least
-        block stride)."""
+        per block), tokens_per_entry, window_tokens, entry_bytes, format, layers (the model layers in the
+        group, in the order ``bind_caches`` takes their tensors), block_bytes (the least block stride)."""
         return self._model.cache_specs
 
     def bind_caches(self, caches: dict[str, Sequence[torch.Tensor]]) -> None:

@@ -81,7 +81,7 @@ public:
             g["window_tokens"] = d.spec.window_tokens;
             g["entry_bytes"] = d.spec.entry_bytes;
             g["format"] = d.spec.format;
-            g["layers"] = d.n_layers;
+            g["layers"] = d.layers;  // model layer ids, in the order bind_caches takes their tensors
             g["block_bytes"] = workspace_round_up(d.block_size * d.spec.entry_bytes);  // the least block stride
             out.append(g);
         }

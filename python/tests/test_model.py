@@ -119,7 +119,7 @@ class EngineCaches:
         self.specs = {s["name"]: s for s in specs}
         self.num_blocks = num_blocks
         self.storage = {s["name"]: [torch.zeros(num_blocks, s["block_bytes"] + self.GAP, dtype=torch.uint8)
-                                    for _ in range(s["layers"])] for s in specs}
+                                    for _ in s["layers"]] for s in specs}
         self.blocks = {}
         self.drawn = {s["name"]: 0 for s in specs}
 
@@ -171,6 +171,16 @@ def test_fixture_over_an_engines_caches_and_block_tables(name):
             done[r] = s + n
     assert engine.gaps_untouched()
     assert any(bool(torch.any(t != 0)) for t in engine.tensors()[model.cache_specs[0]["name"]])
+
+
+def test_cache_specs_name_the_layers_of_each_group():
+    # hy_v4's shared-indexer layers 1 and 3 reuse the top-k of 0 and 2 (dsa_mla.md §1.3): no keys of their own.
+    specs = {s["name"]: s for s in sieve.AttentionModel(DATA / "hy_v4" / "ckpt", caches="caller").cache_specs}
+    assert specs["latent_kv"]["layers"] == [0, 1, 2, 3]
+    assert specs["indexer_keys"]["layers"] == [0, 2]
+    specs = {s["name"]: s for s in sieve.AttentionModel(DATA / "deepseek_v4" / "ckpt", caches="caller").cache_specs}
+    assert specs["swa_kv"]["layers"] == [0, 1, 2]
+    assert specs["compressed_kv.m4"]["layers"] == [1] and specs["compressed_kv.m16"]["layers"] == [2]
 
 
 def test_engine_caches_errors():

@@ -31,10 +31,10 @@ Expected<int64_t> pool_bytes(const CacheGroupDesc& d, int64_t blocks) {
     int64_t bytes = 0;
     if (__builtin_mul_overflow(d.block_size, d.spec.entry_bytes, &bytes) ||
         __builtin_mul_overflow(bytes, std::max<int64_t>(blocks, 1), &bytes) ||
-        __builtin_mul_overflow(bytes, d.n_layers, &bytes))
+        __builtin_mul_overflow(bytes, d.n_layers(), &bytes))
         return out_of_memory_error(
             "cache {}: {} blocks of {} entries of {} B in {} layers: more bytes than int64 holds", d.name, blocks,
-            d.block_size, d.spec.entry_bytes, d.n_layers);
+            d.block_size, d.spec.entry_bytes, d.n_layers());
     return bytes;
 }
 
@@ -70,7 +70,7 @@ Expected<std::unique_ptr<CachePools>> CachePools::create(AttentionModel& model, 
     for (size_t i = 0; i < descs.size(); ++i) {
         const CacheGroupDesc& d = descs[i];
         SIEVE_ASSIGN_OR_RETURN(auto group,
-                               CacheGroup::create(model.backend(), d.name, d.spec, d.block_size, blocks[i], d.n_layers));
+                               CacheGroup::create(model.backend(), d.name, d.spec, d.block_size, blocks[i], d.n_layers()));
         pools->groups_.push_back(std::move(group));
     }
     return pools;
@@ -83,9 +83,9 @@ Expected<std::unique_ptr<CachePools>> CachePools::adopt(AttentionModel& model, s
     for (const CacheGroupDesc& d : descs) {
         auto it = std::find_if(groups.begin(), groups.end(), [&](const AdoptedCacheGroup& g) { return g.name == d.name; });
         if (it == groups.end()) return invalid_argument_error("cache group {} of {}: no storage given", d.name, model.model_type());
-        if (static_cast<int64_t>(it->layers.size()) != d.n_layers)
+        if (static_cast<int64_t>(it->layers.size()) != d.n_layers())
             return invalid_argument_error("cache group {}: {} layer buffers given, the model has {} layers in it", d.name,
-                                          it->layers.size(), d.n_layers);
+                                          it->layers.size(), d.n_layers());
         SIEVE_ASSIGN_OR_RETURN(auto group, CacheGroup::adopt(model.backend(), d.name, d.spec, d.block_size,
                                                              it->num_blocks, it->block_bytes, std::move(it->layers)));
         pools->groups_.push_back(std::move(group));

@@ -54,7 +54,7 @@ struct EngineCaches {
             g.name = d.name;
             g.num_blocks = num_blocks;
             g.block_bytes = (d.block_size * d.spec.entry_bytes + 63) / 64 * 64 + 128;
-            for (int64_t l = 0; l < d.n_layers; ++l) {
+            for (int64_t l = 0; l < d.n_layers(); ++l) {
                 auto& m = memory.emplace_back(static_cast<size_t>(g.block_bytes * num_blocks + 64));
                 auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(m.data()) + 63) / 64 * 64);
                 auto buffer = model.backend().buffer_wrap(base, static_cast<size_t>(g.block_bytes * num_blocks),
@@ -74,7 +74,7 @@ struct EngineCaches {
         size_t m = 0, written = 0;
         for (const CacheGroupDesc& d : model.cache_groups()) {
             const int64_t used = (d.block_size * d.spec.entry_bytes + 63) / 64 * 64, stride = used + 128;
-            for (int64_t l = 0; l < d.n_layers; ++l, ++m) {
+            for (int64_t l = 0; l < d.n_layers(); ++l, ++m) {
                 const uint8_t* base = reinterpret_cast<const uint8_t*>(
                     (reinterpret_cast<uintptr_t>(memory[m].data()) + 63) / 64 * 64);
                 for (int64_t b = 0; b < kBlocks; ++b) {

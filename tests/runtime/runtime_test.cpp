@@ -155,9 +155,9 @@ public:
     std::vector<int64_t> layers() const override { return {0, 1}; }
     std::vector<CacheGroupDesc> cache_groups() const override {
         const int64_t row = kHidden * 4;
-        return {{"window", {"window", "f32", row, 1, kWindow}, 2, 2},
-                {"state", {"state", "f32", row, 1, kGroup}, 2, 2},
-                {"pooled", {"pooled", "f32", row, kGroup, 0}, 3, 2}};
+        return {{"window", {"window", "f32", row, 1, kWindow}, 2, {0, 1}},
+                {"state", {"state", "f32", row, 1, kGroup}, 2, {0, 1}},
+                {"pooled", {"pooled", "f32", row, kGroup, 0}, 3, {0, 1}}};
     }
     Status forward(int64_t layer, const StepBatch& b, const float* in, float* out, StageTimes*) override {
         CacheGroup* window = b.caches.find("window");
@@ -251,7 +251,7 @@ TEST(StepRunner, GivesTheEnginesOutputsAndHooksEveryLayer) {
     std::vector<std::unique_ptr<CacheGroup>> groups;
     StepCaches caches;
     for (const CacheGroupDesc& d : model.cache_groups()) {
-        groups.push_back(std::move(CacheGroup::create(host_backend(), d.name, d.spec, d.block_size, 8, d.n_layers)).value());
+        groups.push_back(std::move(CacheGroup::create(host_backend(), d.name, d.spec, d.block_size, 8, d.n_layers())).value());
         ASSERT_TRUE(groups.back()->reserve(0, groups.back()->entries_for_tokens(n)).is_ok());
         caches.groups.push_back(groups.back().get());
     }

@@ -59,7 +59,7 @@ public:
             const int64_t blocks =
                 max_requests * blocks_for(max_tokens, max_step_tokens) + blocks_for(seed_tokens, seed_tokens);
             SIEVE_ASSIGN_OR_RETURN(
-                auto g, CacheGroup::create(model.backend(), d.name, d.spec, d.block_size, blocks, d.n_layers));
+                auto g, CacheGroup::create(model.backend(), d.name, d.spec, d.block_size, blocks, d.n_layers()));
             c.groups_.push_back(std::move(g));
         }
         return c;

@@ -17,13 +17,15 @@ namespace sieve {
 class Backend;
 
 // A cache group the model needs: layers with the same kind of cache share block tables
-// (kv/paged_cache.h); `n_layers` of them keep their own storage, addressed by a layer slot that the
-// model assigns (0 .. n_layers − 1).
+// (kv/paged_cache.h); each of them keeps its own storage, addressed by its layer slot: its place in
+// `layers` (0 .. n_layers() − 1).
 struct CacheGroupDesc {
     std::string name;
     CacheSpec spec;
-    int64_t block_size = 64;  // entries per block
-    int64_t n_layers = 0;
+    int64_t block_size = 64;      // entries per block
+    std::vector<int64_t> layers;  // the model layers in the group, in slot order
+
+    int64_t n_layers() const { return static_cast<int64_t>(layers.size()); }
 };
 
 // Sees (and may replace) each token's sparse selection before attention uses it: `sieve check`

@@ -58,7 +58,8 @@ private:
     // The step's metadata (uploaded once) and its scratch arena, reserved for the largest layer.
     Status plan(const StepBatch& batch);
     // The group a layer's cache of `spec` joins (created on first use); returns the layer's slot in it.
-    Expected<dsv4::CacheBinding> join_group(const CacheSpec& spec, int64_t ratio, const DeepseekV4Options& options);
+    Expected<dsv4::CacheBinding> join_group(int64_t layer, const CacheSpec& spec, int64_t ratio,
+                                            const DeepseekV4Options& options);
 
     Backend* backend_ = nullptr;
     DeepseekV4Config config_;  // owned: the layers keep references into it (the model is never moved)
@@ -82,7 +83,7 @@ Status DeepseekV4Model::plan(const StepBatch& batch) {
     return scratch_.arena.reserve(*backend_, bytes, "the deepseek_v4 step's scratch").status();
 }
 
-Expected<dsv4::CacheBinding> DeepseekV4Model::join_group(const CacheSpec& spec, int64_t ratio,
+Expected<dsv4::CacheBinding> DeepseekV4Model::join_group(int64_t layer, const CacheSpec& spec, int64_t ratio,
                                                          const DeepseekV4Options& options) {
     const std::string name = spec.name == "swa_kv" ? spec.name : fmt::format("{}.m{}", spec.name, ratio);
     for (CacheGroupDesc& g : groups_) {
@@ -90,7 +91,8 @@ Expected<dsv4::CacheBinding> DeepseekV4Model::join_group(const CacheSpec& spec, 
         if (!same_spec(g.spec, spec))
             return internal_error("deepseek_v4: cache group {} holds {} B entries ({}), a layer needs {} B ({})", name,
                                   g.spec.entry_bytes, g.spec.format, spec.entry_bytes, spec.format);
-        return dsv4::CacheBinding{name, g.n_layers++};
+        g.layers.push_back(layer);
+        return dsv4::CacheBinding{name, g.n_layers() - 1};
     }
     CacheGroupDesc g;
     g.name = name;
@@ -101,7 +103,7 @@ Expected<dsv4::CacheBinding> DeepseekV4Model::join_group(const CacheSpec& spec, 
         g.block_size = options.state_block_size > 0 ? options.state_block_size : spec.window_tokens;
     else  // one entry per m tokens: blocks of block_tokens tokens
         g.block_size = std::max<int64_t>(1, options.block_tokens / spec.tokens_per_entry);
-    g.n_layers = 1;
+    g.layers = {layer};
     groups_.push_back(g);
     return dsv4::CacheBinding{name, 0};
 }
@@ -147,7 +149,7 @@ Status DeepseekV4Model::load(const Checkpoint& checkpoint, const DeepseekV4Optio
             return unsupported_error("deepseek_v4 layer {}: a CSA layer without the overlapping compressor", layer);
         dsv4::LayerCaches caches;
         for (const CacheSpec& cs : layout.layers[static_cast<size_t>(layer)].caches) {
-            SIEVE_ASSIGN_OR_RETURN(dsv4::CacheBinding b, join_group(cs, spec.compress_ratio, options));
+            SIEVE_ASSIGN_OR_RETURN(dsv4::CacheBinding b, join_group(layer, cs, spec.compress_ratio, options));
             if (cs.name == "swa_kv")
                 caches.swa = b;
             else if (cs.name == "compressed_kv")

@@ -102,9 +102,16 @@ std::vector<int64_t> Model::layers() const {
 }
 
 std::vector<CacheGroupDesc> Model::cache_groups() const {
-    std::vector<CacheGroupDesc> groups;
-    groups.push_back({kLatentGroup, latent_spec_, kCacheBlockSize, static_cast<int64_t>(layers_.size())});
-    if (n_full_layers_ > 0) groups.push_back({kIndexerGroup, indexer_spec_, kCacheBlockSize, n_full_layers_});
+    // Every layer keeps latents; the full-indexer layers keep indexer keys, in layer order (their
+    // indexer_slot_).
+    CacheGroupDesc latent{kLatentGroup, latent_spec_, kCacheBlockSize, {}};
+    CacheGroupDesc keys{kIndexerGroup, indexer_spec_, kCacheBlockSize, {}};
+    for (const LayerWeights& w : layers_) {
+        latent.layers.push_back(w.layer);
+        if (w.kind == DsaLayerKind::full) keys.layers.push_back(w.layer);
+    }
+    std::vector<CacheGroupDesc> groups{std::move(latent)};
+    if (n_full_layers_ > 0) groups.push_back(std::move(keys));
     return groups;
 }
 

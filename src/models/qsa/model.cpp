@@ -9,7 +9,7 @@
 
 namespace sieve {
 
-std::vector<CacheGroupDesc> qsa_cache_groups(const QsaConfig& c, NumericsProfile profile, int64_t n_layers) {
+std::vector<CacheGroupDesc> qsa_cache_groups(const QsaConfig& c, NumericsProfile profile, const std::vector<int64_t>& layers) {
     const AttentionLayout layout = qsa_attention_layout(c, profile);
     std::vector<CacheGroupDesc> out;
     for (const AttentionLayerLayout& l : layout.layers) {
@@ -18,7 +18,7 @@ std::vector<CacheGroupDesc> qsa_cache_groups(const QsaConfig& c, NumericsProfile
             CacheGroupDesc d;
             d.name = spec.name;
             d.spec = spec;
-            d.n_layers = n_layers;
+            d.layers = layers;
             if (spec.name == qsa::kKvCache) {
                 d.block_size = 64;  // a multiple of 16, as vLLM's kernels need (§5.1)
             } else if (spec.name == qsa::kCompressedCache) {
@@ -84,7 +84,7 @@ std::vector<int64_t> QsaModel::layers() const {
 }
 
 std::vector<CacheGroupDesc> QsaModel::cache_groups() const {
-    return qsa_cache_groups(config_, profile_, static_cast<int64_t>(layers_.size()));
+    return qsa_cache_groups(config_, profile_, layers());
 }
 
 Status QsaModel::plan_step(const StepBatch& batch) {

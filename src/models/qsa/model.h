@@ -67,8 +67,9 @@ private:
     SelectionObserver* observer_ = nullptr;
 };
 
-// The cache groups of a QSA model running `n_layers` layers: names, specs (from
+// The cache groups of a QSA model running `layers` (every group holds all of them): names, specs (from
 // qsa_attention_layout, so that `sieve inspect` and the runtime agree) and block sizes.
-std::vector<CacheGroupDesc> qsa_cache_groups(const QsaConfig& config, NumericsProfile profile, int64_t n_layers);
+std::vector<CacheGroupDesc> qsa_cache_groups(const QsaConfig& config, NumericsProfile profile,
+                                             const std::vector<int64_t>& layers);
 
 }  // namespace sieve

@@ -361,7 +361,7 @@ TEST(DeepseekV4Model, ForwardNeedsThePlanOfItsStep) {
     std::vector<std::unique_ptr<CacheGroup>> groups;
     StepCaches caches;
     for (const CacheGroupDesc& d : model->cache_groups()) {
-        groups.push_back(std::move(CacheGroup::create(*backend, d.name, d.spec, d.block_size, 8, d.n_layers)).value());
+        groups.push_back(std::move(CacheGroup::create(*backend, d.name, d.spec, d.block_size, 8, d.n_layers())).value());
         ASSERT_TRUE(groups.back()->reserve(7, groups.back()->entries_for_tokens(5)).is_ok());
         caches.groups.push_back(groups.back().get());
     }

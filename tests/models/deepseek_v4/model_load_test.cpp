@@ -35,16 +35,18 @@ TEST(DeepseekV4Load, CacheGroupsAgreeWithTheLayout) {
         std::map<std::string, CacheGroupDesc> by_name;
         for (const CacheGroupDesc& g : groups) by_name[g.name] = g;
         ASSERT_EQ(by_name.size(), groups.size()) << "group names are unique";
-        // (group, layers, block size): vLLM block sizes (§4.2) — 64 window rows, 256-token compressed and
+        // (group, layers, block size): every layer keeps its window, the CSA layer 1 the m = 4 groups, the
+        // HCA layer 2 the m = 16 ones; vLLM block sizes (§4.2) — 64 window rows, 256-token compressed and
         // indexer blocks (64 entries at m = 4, 16 at m = 16), state blocks of coff·m rows.
-        const std::vector<std::tuple<std::string, int64_t, int64_t>> want = {
-            {"swa_kv", 3, 64},         {"compressed_kv.m4", 1, 64},         {"compressor_state.m4", 1, 8},
-            {"indexer_keys.m4", 1, 64}, {"indexer_compressor_state.m4", 1, 8}, {"compressed_kv.m16", 1, 16},
-            {"compressor_state.m16", 1, 16}};
+        using Layers = std::vector<int64_t>;
+        const std::vector<std::tuple<std::string, Layers, int64_t>> want = {
+            {"swa_kv", {0, 1, 2}, 64},     {"compressed_kv.m4", {1}, 64},         {"compressor_state.m4", {1}, 8},
+            {"indexer_keys.m4", {1}, 64}, {"indexer_compressor_state.m4", {1}, 8}, {"compressed_kv.m16", {2}, 16},
+            {"compressor_state.m16", {2}, 16}};
         ASSERT_EQ(groups.size(), want.size());
         for (const auto& [name, layers, block] : want) {
             ASSERT_TRUE(by_name.count(name)) << name;
-            EXPECT_EQ(by_name[name].n_layers, layers) << name;
+            EXPECT_EQ(by_name[name].layers, layers) << name;
             EXPECT_EQ(by_name[name].block_size, block) << name;
         }
         // Every cache of every layer in the layout is the spec of exactly the group named after it.
@@ -76,7 +78,7 @@ TEST(DeepseekV4Load, FactoryAndLayerSelection) {
     EXPECT_EQ((*model)->layers(), (std::vector<int64_t>{1, 2}));
     for (const CacheGroupDesc& g : (*model)->cache_groups()) {
         if (g.name == "swa_kv") {
-            EXPECT_EQ(g.n_layers, 2);
+            EXPECT_EQ(g.layers, (std::vector<int64_t>{1, 2}));
         }
     }
 

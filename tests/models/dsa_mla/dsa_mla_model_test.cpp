@@ -157,13 +157,18 @@ TEST(DsaMlaModel, CacheGroupsAgreeWithLayout) {
             const auto groups = (*model)->cache_groups();
             const AttentionLayout layout = *attention_layout(g.config, profile);
             const DsaMlaConfig& c = *g.config.dsa_mla();
-            int64_t full = 0;
-            for (const auto& l : c.layers) full += l.kind == DsaLayerKind::full;
+            // Every layer keeps latents, only the full-indexer layers keep keys (hy_v4's shared layers
+            // reuse another layer's top-k, dsa_mla.md §1.3), each in layer order.
+            std::vector<int64_t> all, full;
+            for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+                all.push_back(l);
+                if (c.layers[static_cast<size_t>(l)].kind == DsaLayerKind::full) full.push_back(l);
+            }
             ASSERT_EQ(groups.size(), 2u);
             EXPECT_EQ(groups[0].name, "latent_kv");
-            EXPECT_EQ(groups[0].n_layers, c.num_hidden_layers);
+            EXPECT_EQ(groups[0].layers, all);
             EXPECT_EQ(groups[1].name, "indexer_keys");
-            EXPECT_EQ(groups[1].n_layers, full);
+            EXPECT_EQ(groups[1].layers, full);
             EXPECT_EQ(groups[0].block_size, 64);  // dsa_mla.md §4.1
             const bool exact = profile == NumericsProfile::exact;
             // R = 32, Dr = 8, Di = 16: exact f32 [40] and [16]; deployed 32 fp8 + 1 scale + 8 bf16, 16 fp8 + 1 scale.
@@ -562,7 +567,7 @@ TEST(DsaMlaModel, SharedLayerNeedsItsSourceInTheSameStep) {
     std::vector<std::unique_ptr<CacheGroup>> groups;
     StepCaches caches;
     for (const CacheGroupDesc& d : (*model)->cache_groups()) {
-        groups.push_back(CacheGroup::create(*b, d.name, d.spec, d.block_size, 4, d.n_layers).value());
+        groups.push_back(CacheGroup::create(*b, d.name, d.spec, d.block_size, 4, d.n_layers()).value());
         ASSERT_TRUE(groups.back()->reserve(7, 3).is_ok());
         caches.groups.push_back(groups.back().get());
     }

@@ -54,7 +54,7 @@ TEST(QsaLoad, FixtureLayersAndCachesAgreeWithTheLayout) {
             EXPECT_EQ(groups[i].spec.entry_bytes, want.entry_bytes);
             EXPECT_EQ(groups[i].spec.tokens_per_entry, want.tokens_per_entry);
             EXPECT_EQ(groups[i].spec.window_tokens, want.window_tokens);
-            EXPECT_EQ(groups[i].n_layers, 2);
+            EXPECT_EQ(groups[i].layers, (std::vector<int64_t>{1, 3}));  // the QSA layers
         }
         // K|V of 2 heads × 32 dims (f32 exact / bf16 deployed), one compressed key [16] per 4 tokens, a
         // ring of the last 4 raw keys (qsa.md §5).
