@@ -18,6 +18,7 @@ graph traced during vLLM's warmup (no metadata, zeros) must not freeze that bran
 from __future__ import annotations
 
 import itertools
+import re
 
 import torch
 from torch import nn
@@ -77,13 +78,16 @@ class SieveBackend(AttentionBackend):
 
 class SieveCacheLayer(nn.Module, AttentionLayerBase):
     """One layer's cache of one sieve cache group, allocated by vLLM: [num_blocks, ...] uint8 blocks of
-    block_size entries of entry_bytes."""
+    block_tokens tokens, an entry of entry_bytes per tokens_per_entry tokens."""
 
-    def __init__(self, prefix: str, entry_bytes: int, block_size: int):
+    def __init__(self, stack: "SieveStack", prefix: str, layer: int, spec: dict):
         super().__init__()
+        self._stack = [stack]  # a list: not an nn.Module attribute
         self.prefix = prefix
-        self.entry_bytes = entry_bytes
-        self.block_size = block_size
+        self.layer = layer
+        self.entry_bytes = spec["entry_bytes"]
+        self.tokens_per_entry = spec["tokens_per_entry"]
+        self.block_tokens = SieveStack.block_tokens(spec)
         self.kv_cache = torch.tensor([])
         context = get_current_vllm_config().compilation_config.static_forward_context
         if prefix in context:
@@ -91,9 +95,11 @@ class SieveCacheLayer(nn.Module, AttentionLayerBase):
         context[prefix] = self
 
     def get_kv_cache_spec(self, vllm_config: VllmConfig):
-        # page = block_size · num_kv_heads · head_size · 1 byte = sieve's block
-        return MLAAttentionSpec(block_size=self.block_size, num_kv_heads=1, head_size=self.entry_bytes,
-                                dtype=torch.uint8)
+        # page = (block_size / tokens_per_state) · num_kv_heads · head_size · 1 byte = sieve's block, padded
+        # to the stack's common page where the model has several kinds of page (SieveStack.page_bytes).
+        return MLAAttentionSpec(block_size=self.block_tokens, tokens_per_state=self.tokens_per_entry, num_kv_heads=1,
+                                head_size=self.entry_bytes, dtype=torch.uint8,
+                                page_size_padded=self._stack[0].page_bytes(vllm_config))
 
     def get_attn_backend(self):
         return SieveBackend
@@ -118,21 +124,58 @@ class SieveStack:
         profile = "exact" if model_config.dtype == torch.float32 else "deployed"
         self.model = sieve.AttentionModel(model_config.model, profile=profile, caches="caller")
         self.layer_pos = {layer: i for i, layer in enumerate(self.model.layers)}
+        self.specs = {s["name"]: s for s in self.model.cache_specs}
+        block_tokens = {self.block_tokens(s) for s in self.specs.values()}
+        # One block size and no other kind of cache (v32, hy_v4): vLLM keeps one group of uniform type,
+        # scheduled in blocks of cache_config.block_size, which must then be sieve's. Otherwise
+        # (DeepSeek-V4's or QSA's several block sizes, or mamba caches beside sieve's) the scheduler block
+        # is the lcm of the groups' and every page is padded to one (page_bytes).
+        self.uniform = len(block_tokens) == 1 and not model_config.is_hybrid
         block_size = vllm_config.cache_config.block_size
-        for spec in self.model.cache_specs:
-            if spec["block_size"] != block_size:
-                raise ValueError(
-                    f"sieve-vllm: sieve's cache group {spec['name']} has blocks of {spec['block_size']} entries; "
-                    f"run vLLM with block_size={spec['block_size']} (--block-size), not {block_size}")
-            if spec["layers"] != len(self.model.layers):
-                raise NotImplementedError(
-                    f"sieve-vllm: cache group {spec['name']} holds {spec['layers']} of the "
-                    f"{len(self.model.layers)} layers; only groups of every layer are mapped to vLLM yet")
-        self.cache_layers: dict[str, list[SieveCacheLayer]] = {s["name"]: [] for s in self.model.cache_specs}
+        if self.uniform and block_size not in block_tokens:
+            sieve_block = block_tokens.pop()
+            raise ValueError(
+                f"sieve-vllm: sieve's caches of {self.model.model_type} have blocks of {sieve_block} tokens; "
+                f"run vLLM with block_size={sieve_block} (--block-size), not {block_size}")
+        self._page_bytes = None
+        # Filled as the decoder layers are built, in layer order: each group's layers in sieve's slot order.
+        self.cache_layers: dict[str, list[SieveCacheLayer]] = {name: [] for name in self.specs}
         self.bound = False
         self.n_tokens = 0
         log.info("sieve-vllm: %s, layers %s, profile %s, cache groups %s", self.model.model_type,
-                 self.model.layers, profile, [s["name"] for s in self.model.cache_specs])
+                 self.model.layers, profile, {name: s["layers"] for name, s in self.specs.items()})
+
+    def add_cache_layers(self, module: nn.Module, prefix: str, layer: int) -> None:
+        """The cache layers of decoder layer `layer`: one per sieve cache group that holds it."""
+        for name, spec in self.specs.items():
+            if layer not in spec["layers"]:
+                continue
+            cache = SieveCacheLayer(self, f"{prefix}.sieve_{name}", layer, spec)
+            module.add_module(f"sieve_{name.replace('.', '_')}", cache)
+            self.cache_layers[name].append(cache)
+
+    @staticmethod
+    def block_tokens(spec: dict) -> int:
+        """The tokens of one block of a cache group: vLLM addresses blocks by token
+        (block_table[position // block_size]), sieve by entry, of tokens_per_entry tokens each."""
+        return spec["block_size"] * spec["tokens_per_entry"]
+
+    def page_bytes(self, vllm_config: VllmConfig) -> int | None:
+        """The one page size of every cache layer where pages differ in kind, else None (sieve's blocks).
+
+        vLLM's page-size unification would otherwise multiply the block size of every group whose page
+        divides the largest one (kv_cache_utils.py unify_kv_cache_spec_page_size), against sieve's
+        geometry: the page is the largest sieve block or the (aligned) mamba page, in sieve's 64-byte
+        stride granule. Asked at the first get_kv_cache_spec, after vLLM has aligned the mamba page."""
+        if self.uniform:
+            return None
+        if self._page_bytes is None:
+            page = max([s["block_bytes"] for s in self.specs.values()]
+                       + [vllm_config.cache_config.mamba_page_size_padded or 0])
+            self._page_bytes = -(-page // 64) * 64
+            log.info("sieve-vllm: blocks of %s tokens, every page padded to %d bytes",
+                     {name: self.block_tokens(s) for name, s in self.specs.items()}, self._page_bytes)
+        return self._page_bytes
 
     def metadata(self):
         """The step's metadata of each cache group, or None in vLLM's profiling and warmup runs."""
@@ -146,6 +189,10 @@ class SieveStack:
 
     def begin(self, metadata, positions: torch.Tensor) -> None:
         if not self.bound:
+            for name, layers in self.cache_layers.items():
+                if [l.layer for l in layers] != self.specs[name]["layers"]:
+                    raise RuntimeError(f"sieve-vllm: cache group {name}: vLLM built the cache layers of layers "
+                                       f"{[l.layer for l in layers]}, sieve holds {self.specs[name]['layers']}")
             self.model.bind_caches({name: [l.kv_cache for l in layers] for name, layers in self.cache_layers.items()})
             self.bound = True
         common = next(iter(metadata.values()))
@@ -153,6 +200,8 @@ class SieveStack:
         query_start_loc = common.query_start_loc_cpu[: n_requests + 1]
         self.n_tokens = int(query_start_loc[-1])
         tables = {name: m.block_table_tensor[:n_requests].to(torch.int32).contiguous() for name, m in metadata.items()}
+        if positions.dim() == 2:  # M-RoPE positions [3, T]: a text token's rows are equal
+            positions = positions[0]
         self.model.begin_step(list(range(n_requests)), query_start_loc, positions[: self.n_tokens].cpu(),
                               block_tables=tables)
 
@@ -160,18 +209,14 @@ class SieveStack:
 class SieveAttention(nn.Module):
     """A decoder layer's attention module, in place of vLLM's: hidden states in, attention output out."""
 
-    def __init__(self, *, stack: SieveStack, vllm_config: VllmConfig, prefix: str, layer_index: int):
+    def __init__(self, *, stack: SieveStack, prefix: str, layer_index: int):
         super().__init__()
         self._stack = [stack]  # a list: not an nn.Module attribute
         if layer_index not in stack.layer_pos:
             raise ValueError(f"sieve-vllm: {prefix}: layer {layer_index} is not one sieve runs ({stack.model.layers})")
         self.layer_pos = stack.layer_pos[layer_index]
         self.last = self.layer_pos == len(stack.model.layers) - 1
-        for spec in stack.model.cache_specs:
-            layer = SieveCacheLayer(f"{prefix}.sieve_{spec['name']}", spec["entry_bytes"],
-                                    vllm_config.cache_config.block_size)
-            self.add_module(f"sieve_{spec['name'].replace('.', '_')}", layer)
-            stack.cache_layers[spec["name"]].append(layer)
+        stack.add_cache_layers(self, prefix, layer_index)
         self.key = next(_KEYS)
         _ATTENTION[self.key] = self
 
@@ -191,3 +236,16 @@ class SieveAttention(nn.Module):
         if self.last:
             stack.model.end_step()
         return out
+
+
+def attention_factory(stack: SieveStack, layer_of_prefix: re.Pattern):
+    """What a decoder layer calls in place of vLLM's attention class: a SieveAttention for the layer
+    whose number `layer_of_prefix` finds in the module prefix; vLLM's other arguments are not needed."""
+
+    def attention(*args, prefix: str, **kwargs):
+        match = layer_of_prefix.search(prefix)
+        if match is None:
+            raise ValueError(f"sieve-vllm: cannot tell the layer of attention module {prefix}")
+        return SieveAttention(stack=stack, prefix=prefix, layer_index=int(match.group(1)))
+
+    return attention

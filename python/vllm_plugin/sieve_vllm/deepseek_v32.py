@@ -14,7 +14,7 @@ from unittest import mock
 from vllm.config import VllmConfig
 from vllm.model_executor.models import deepseek_v2
 
-from .attention import SieveAttention, SieveStack
+from .attention import SieveStack, attention_factory
 
 _LAYER = re.compile(r"\.layers\.(\d+)\.self_attn$")
 
@@ -22,13 +22,7 @@ _LAYER = re.compile(r"\.layers\.(\d+)\.self_attn$")
 class SieveDeepseekV32ForCausalLM(deepseek_v2.DeepseekV3ForCausalLM):
     def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
         stack = SieveStack(vllm_config)
-
-        def attention(*, vllm_config: VllmConfig, prefix: str, **_):
-            match = _LAYER.search(prefix)
-            if match is None:
-                raise ValueError(f"sieve-vllm: cannot tell the layer of attention module {prefix}")
-            return SieveAttention(stack=stack, vllm_config=vllm_config, prefix=prefix, layer_index=int(match.group(1)))
-
+        attention = attention_factory(stack, _LAYER)
         # The decoder layer picks its attention class by these module names when it is built.
         with mock.patch.object(deepseek_v2, "DeepseekV2MLAAttention", attention), \
              mock.patch.object(deepseek_v2, "DeepseekV2Attention", attention):

@@ -1,8 +1,11 @@
 """Greedy generation through vLLM (run as a script: vLLM's CPU workers are spawned processes, which
 re-import the main module, so the engine is made under the __main__ guard).
 
-    python vllm_generate.py <checkpoint-dir> <dtype> <prompts.json> [<cache blocks>]   → prints one line:
+    python vllm_generate.py <checkpoint-dir> <prompts.json> '<engine arguments as JSON>'   → prints one line:
     RESULT {"batched": [[token, ...] per prompt], "alone": [[...] per prompt]}
+
+The engine arguments (dtype, block_size, num_gpu_blocks_override: few blocks make vLLM preempt and
+recompute, hf_overrides, ...) are added to the defaults below.
 """
 
 import json
@@ -11,15 +14,15 @@ import sys
 
 
 def main():
-    checkpoint, dtype, prompts_file = sys.argv[1:4]
-    blocks = int(sys.argv[4]) if len(sys.argv) > 4 else 64  # few blocks: vLLM preempts and recomputes
+    checkpoint, prompts_file, engine_json = sys.argv[1:4]
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from vllm import LLM, SamplingParams
 
     prompts = json.loads(open(prompts_file).read())
-    llm = LLM(model=checkpoint, skip_tokenizer_init=True, enforce_eager=True, dtype=dtype, max_model_len=128,
-              max_num_seqs=4, max_num_batched_tokens=64, block_size=64, enable_prefix_caching=False,
-              num_gpu_blocks_override=blocks)
+    args = dict(skip_tokenizer_init=True, enforce_eager=True, max_model_len=128, max_num_seqs=4,
+                max_num_batched_tokens=64, block_size=64, enable_prefix_caching=False)
+    args.update(json.loads(engine_json))
+    llm = LLM(model=checkpoint, **args)
     params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True, detokenize=False)
     batched = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
     alone = [llm.generate([{"prompt_token_ids": p}], params)[0] for p in prompts]
