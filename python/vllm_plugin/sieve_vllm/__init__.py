@@ -8,6 +8,7 @@ scheduler, the server) stays vLLM's.
 | model_type | architecture | what vLLM 0.32's CPU platform does without the plugin |
 |---|---|---|
 | deepseek_v32 | DeepseekV32ForCausalLM | refuses: "Sparse Attention is not supported on CPU." |
+| hy_v4 | HYV4ForCausalLM | refuses: "HYV4 sparse attention was requested, but no valid sparse MLA backend ..." |
 | qwen4_exp | Qwen4ExpForCausalLM (``hf_overrides={"architectures": ["Qwen4ExpForCausalLM"]}``; bf16) | QSA refuses off CUDA; the hyper-connection ops are Triton-only |
 """
 
@@ -15,6 +16,7 @@ SUPPORTED_VLLM = "0.32.0"
 
 ARCHITECTURES = {
     "DeepseekV32ForCausalLM": "sieve_vllm.deepseek_v32:SieveDeepseekV32ForCausalLM",
+    "HYV4ForCausalLM": "sieve_vllm.hy_v4:SieveHYV4ForCausalLM",
     "Qwen4ExpForCausalLM": "sieve_vllm.qwen4_exp:SieveQwen4ExpForCausalLM",
 }
 

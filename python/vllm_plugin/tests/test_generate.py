@@ -2,8 +2,10 @@
 checkpoints (tests/data/<model_type>/ckpt, made by tools/golden through transformers), one prompt
 shorter and two longer than the indexer's top-k, batched and alone.
 
-The reference is transformers' greedy decoding by full recompute: one forward over the whole sequence per
-new token, the computation the golden fixtures capture. For the DSA models transformers' cached
+The reference is the golden fixtures' (tools/golden/make_golden.py): transformers' model in fp32 with
+the family's patch (hy_v4: the checkpoint conventions that specs/dsa_mla.md "Decisions for sieve"
+settles against transformers' port: interleaved RoPE and vLLM's norm eps), decoding greedily by full
+recompute, one forward over the whole sequence per new token. For the DSA models transformers' cached
 generate() gives the same tokens (checked below); for qwen4_exp it does not on the 40-token prompt, where
 generate()'s logits already differ from its own full forward at the first new token, so the full forward
 is the reference there.
@@ -17,9 +19,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
-DATA = Path(__file__).resolve().parents[3] / "tests" / "data"
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "tests" / "data"
+sys.path.insert(0, str(ROOT / "tools" / "golden"))
+import make_golden  # noqa: E402  (the golden generator: its reference models and patches)
+
 SCRIPT = Path(__file__).with_name("vllm_generate.py")
 PROMPTS = [[2, 3, 4, 5, 6, 7],
            [9, 8, 7, 6, 5, 4, 3, 2, 1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22],
@@ -30,17 +35,19 @@ NEW_TOKENS = 8
 # runs bf16 (the deployed profile; vLLM's CPU GDN layers are bf16 only) as its text-only class.
 ENGINES = {
     "deepseek_v32": {"dtype": "float32", "num_gpu_blocks_override": 64},
+    "hy_v4": {"dtype": "float32", "num_gpu_blocks_override": 64},
     "qwen4_exp": {"dtype": "bfloat16", "hf_overrides": {"architectures": ["Qwen4ExpForCausalLM"]}},
 }
 
 
-def transformers_model(checkpoint):
-    return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+def reference_model(model_type):
+    family = make_golden.FAMILIES[model_type]
+    return family, make_golden.load_model(family, str(DATA / model_type / "ckpt"))
 
 
-def full_recompute_greedy(model, prompts):
+def full_recompute_greedy(family, model, prompts):
     out = []
-    with torch.no_grad():
+    with torch.no_grad(), family.patch(model):
         for p in prompts:
             seq = list(p)
             for _ in range(NEW_TOKENS):
@@ -49,13 +56,14 @@ def full_recompute_greedy(model, prompts):
     return out
 
 
-def cached_generate(model, prompts):
+def cached_generate(family, model, prompts):
     out = []
-    for p in prompts:
-        ids = torch.tensor([p])
-        gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
-                             eos_token_id=None, pad_token_id=0)
-        out.append(gen[0, len(p):].tolist())
+    with family.patch(model):
+        for p in prompts:
+            ids = torch.tensor([p])
+            gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
+                                 do_sample=False, eos_token_id=None, pad_token_id=0)
+            out.append(gen[0, len(p):].tolist())
     return out
 
 
@@ -78,10 +86,10 @@ def test_tokens_equal_transformers(model_type, tmp_path):
     config = json.loads((checkpoint / "config.json").read_text())
     topk = config.get("index_topk") or config["text_config"]["indexer_budget"]
     assert len(PROMPTS[1]) > topk and len(PROMPTS[2]) > topk  # the top-k selects
-    model = transformers_model(checkpoint)
-    expected = full_recompute_greedy(model, PROMPTS)
+    family, model = reference_model(model_type)
+    expected = full_recompute_greedy(family, model, PROMPTS)
     if model_type != "qwen4_exp":
-        assert cached_generate(model, PROMPTS) == expected
+        assert cached_generate(family, model, PROMPTS) == expected
     got = vllm_generate(checkpoint, tmp_path, PROMPTS, ENGINES[model_type])
     assert got["batched"] == expected, (got, expected)
     assert got["alone"] == expected, (got, expected)
@@ -94,5 +102,5 @@ def test_deepseek_v32_with_too_few_blocks_for_all_requests(tmp_path):
     checkpoint = DATA / "deepseek_v32" / "ckpt"
     prompts = [[(k * i + 5) % 60 + 1 for i in range(60)] for k in (3, 7, 11)]
     got = vllm_generate(checkpoint, tmp_path, prompts, {"dtype": "float32", "num_gpu_blocks_override": 4})
-    expected = full_recompute_greedy(transformers_model(checkpoint), prompts)
+    expected = full_recompute_greedy(*reference_model("deepseek_v32"), prompts)
     assert got["batched"] == expected, (got, expected)
