@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # the Python package (pip install .): venv, pip and the headers of the extension module
   python3-dev python3-venv python3-pip pkg-config
+  # the README's vLLM server example talks to the server with curl
+  curl
 )
 
 if [ "${1:-}" = "--list" ]; then
