@@ -117,8 +117,13 @@ class SieveStack:
             raise NotImplementedError(
                 "sieve-vllm: prefix caching is not supported yet; run vLLM with enable_prefix_caching=False "
                 "(--no-enable-prefix-caching)")
-        if vllm_config.parallel_config.tensor_parallel_size != 1:
-            raise NotImplementedError("sieve-vllm: tensor parallelism is not supported yet (tensor_parallel_size 1)")
+        parallel = vllm_config.parallel_config
+        if parallel.pipeline_parallel_size != 1 or parallel.decode_context_parallel_size != 1:
+            raise NotImplementedError(
+                "sieve-vllm: pipeline and decode-context parallelism are not supported (pipeline_parallel_size and "
+                "decode_context_parallel_size 1)")
+        # Tensor parallelism: every rank runs all heads of the attention (replicated, as a layer whose output
+        # projection has already been reduced), over its own copy of the caches; vLLM shards the rest.
         # fp32 models run sieve's exact profile (transformers' numerics), the others the deployed one
         # (bf16 activations, the production FP8 cache formats).
         profile = "exact" if model_config.dtype == torch.float32 else "deployed"

@@ -67,12 +67,12 @@ def cached_generate(family, model, prompts):
     return out
 
 
-def vllm_generate(checkpoint, tmp_path, prompts, engine):
+def vllm_generate(checkpoint, tmp_path, prompts, engine, threads_bind="nobind"):
     prompts_file = tmp_path / "prompts.json"
     prompts_file.write_text(json.dumps(prompts))
     run = subprocess.run([sys.executable, str(SCRIPT), str(checkpoint), str(prompts_file), json.dumps(engine)],
                          capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"})
+                         env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": threads_bind})
     lines = [l for l in run.stdout.splitlines() if l.startswith("RESULT ")]
     assert run.returncode == 0 and lines, f"vLLM failed (exit {run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-8000:]}"
     # The engine process says that sieve runs the attention (sieve_vllm/attention.py SieveStack).
@@ -104,3 +104,18 @@ def test_deepseek_v32_with_too_few_blocks_for_all_requests(tmp_path):
     got = vllm_generate(checkpoint, tmp_path, prompts, {"dtype": "float32", "num_gpu_blocks_override": 4})
     expected = full_recompute_greedy(*reference_model("deepseek_v32"), prompts)
     assert got["batched"] == expected, (got, expected)
+
+
+def test_deepseek_v32_tensor_parallel_2(tmp_path):
+    # Two worker processes, one per core: vLLM shards the MLP/MoE, embeddings and head across them and
+    # reduces their outputs; each runs sieve's attention whole over its own caches.
+    checkpoint = DATA / "deepseek_v32" / "ckpt"
+    engine = {"dtype": "float32", "num_gpu_blocks_override": 64, "tensor_parallel_size": 2}
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip(f"tensor parallelism 2 needs 2 CPUs, this process may use {len(cpus)}")
+    run_bind = f"{cpus[0]}|{cpus[1]}"  # each rank's OpenMP threads on a core of its own
+    got = vllm_generate(checkpoint, tmp_path, PROMPTS, engine, threads_bind=run_bind)
+    expected = full_recompute_greedy(*reference_model("deepseek_v32"), PROMPTS)
+    assert got["batched"] == expected, (got, expected)
+    assert got["alone"] == expected, (got, expected)
