@@ -10,6 +10,7 @@ scheduler, the server) stays vLLM's.
 | deepseek_v32 | DeepseekV32ForCausalLM | refuses: "Sparse Attention is not supported on CPU." |
 | hy_v4 | HYV4ForCausalLM | refuses: "HYV4 sparse attention was requested, but no valid sparse MLA backend ..." |
 | qwen4_exp | Qwen4ExpForCausalLM (``hf_overrides={"architectures": ["Qwen4ExpForCausalLM"]}``; bf16) | QSA refuses off CUDA; the hyper-connection ops are Triton-only |
+| deepseek_v4 | DeepseekV4ForCausalLM (bf16) | cannot parse a transformers-format config.json; its CPU attention takes only the release sizes and needs Triton metadata kernels |
 """
 
 SUPPORTED_VLLM = "0.32.0"
@@ -18,6 +19,7 @@ ARCHITECTURES = {
     "DeepseekV32ForCausalLM": "sieve_vllm.deepseek_v32:SieveDeepseekV32ForCausalLM",
     "HYV4ForCausalLM": "sieve_vllm.hy_v4:SieveHYV4ForCausalLM",
     "Qwen4ExpForCausalLM": "sieve_vllm.qwen4_exp:SieveQwen4ExpForCausalLM",
+    "DeepseekV4ForCausalLM": "sieve_vllm.deepseek_v4:SieveDeepseekV4ForCausalLM",
 }
 
 
@@ -38,3 +40,11 @@ def register() -> None:
         return
     for arch, cls in ARCHITECTURES.items():
         ModelRegistry.register_model(arch, cls)
+    from .attention import install_kv_cache_grouping
+
+    install_kv_cache_grouping()
+    # vLLM parses config.json in the main process, before any model class is imported, and unpickles the
+    # config in the engine and worker processes: the translating config class is registered in each.
+    from . import deepseek_v4_cpu
+
+    deepseek_v4_cpu.install_config_translation()

@@ -30,7 +30,7 @@ from vllm.logger import init_logger
 from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
 from vllm.utils.torch_utils import direct_register_custom_op
 from vllm.v1.attention.backend import AttentionBackend, AttentionMetadataBuilder
-from vllm.v1.kv_cache_interface import MLAAttentionSpec
+from vllm.v1.kv_cache_interface import MLAAttentionSpec, SlidingWindowMLASpec
 
 log = init_logger("vllm.sieve_vllm")  # vLLM's handler and level
 
@@ -88,6 +88,7 @@ class SieveCacheLayer(nn.Module, AttentionLayerBase):
         self.entry_bytes = spec["entry_bytes"]
         self.tokens_per_entry = spec["tokens_per_entry"]
         self.block_tokens = SieveStack.block_tokens(spec)
+        self.window_tokens = spec["window_tokens"]
         self.kv_cache = torch.tensor([])
         context = get_current_vllm_config().compilation_config.static_forward_context
         if prefix in context:
@@ -97,15 +98,65 @@ class SieveCacheLayer(nn.Module, AttentionLayerBase):
     def get_kv_cache_spec(self, vllm_config: VllmConfig):
         # page = (block_size / tokens_per_state) · num_kv_heads · head_size · 1 byte = sieve's block, padded
         # to the stack's common page where the model has several kinds of page (SieveStack.page_bytes).
-        return MLAAttentionSpec(block_size=self.block_tokens, tokens_per_state=self.tokens_per_entry, num_kv_heads=1,
-                                head_size=self.entry_bytes, dtype=torch.uint8,
-                                page_size_padded=self._stack[0].page_bytes(vllm_config))
+        geometry = dict(block_size=self.block_tokens, tokens_per_state=self.tokens_per_entry, num_kv_heads=1,
+                        head_size=self.entry_bytes, dtype=torch.uint8,
+                        page_size_padded=self._stack[0].page_bytes(vllm_config))
+        if self.window_tokens > 0:
+            # sieve reads a windowed group (DeepSeek-V4's SWA rows and compressor states, QSA's key ring)
+            # only for the last window_tokens tokens before the step, as its own pools keep them
+            # (runtime/cache_pools.cpp releases entries before tokens_done - window_tokens). vLLM's
+            # sliding-window manager keeps the last sliding_window - 1 computed tokens
+            # (v1/kv_cache_interface.py SlidingWindowSpec), gives older blocks back and sizes the pool by the
+            # window rather than max_model_len: otherwise 8-token compressor-state blocks would hold every
+            # position of every request.
+            return SlidingWindowMLASpec(sliding_window=self.window_tokens + 1, **geometry)
+        return MLAAttentionSpec(**geometry)
 
     def get_attn_backend(self):
         return SieveBackend
 
     def bind_kv_cache(self, kv_cache: torch.Tensor) -> None:
         self.kv_cache = kv_cache
+
+
+_CACHE_LAYER = re.compile(r"\.sieve_([^.]+)$")  # SieveCacheLayer prefixes: f"{attention prefix}.sieve_{group}"
+
+
+def install_kv_cache_grouping() -> None:
+    """Keeps every sieve cache group in one vLLM KV cache group (from ``register()``: the EngineCore
+    process groups the layers).
+
+    sieve takes one block table per cache group for all of the group's layers (``begin_step``), but
+    vLLM's ``_get_kv_cache_groups_uniform_page_size`` (``v1/core/kv_cache_utils.py:1362-1502``) splits
+    spec buckets of unequal layer counts into vLLM groups of the smallest count, each with its own block
+    table: DeepSeek-V4's 3-layer ``swa_kv`` beside the 1-layer CSA/HCA groups became three groups. Where
+    that would split a sieve group and every layer is sieve's, the groups are the sieve groups themselves
+    (vLLM allocates each group's layers their own tensors, so unequal counts cost no padding); the
+    grouping vLLM chooses is kept wherever it splits nothing. A split beside other kinds of layers (mamba)
+    is refused in ``SieveStack.metadata``."""
+    from vllm.v1.core import kv_cache_utils
+
+    native = kv_cache_utils._get_kv_cache_groups_uniform_page_size
+    if getattr(native, "_sieve_grouping", False):
+        return
+
+    def _get_kv_cache_groups_uniform_page_size(kv_cache_spec):
+        groups = native(kv_cache_spec)
+        sieve_group = {name: m.group(1) for name in kv_cache_spec if (m := _CACHE_LAYER.search(name))}
+        split = {}
+        for i, group in enumerate(groups):
+            for name in group.layer_names:
+                if name in sieve_group:
+                    split.setdefault(sieve_group[name], set()).add(i)
+        if all(len(ids) == 1 for ids in split.values()) or len(sieve_group) != len(kv_cache_spec):
+            return groups
+        by_group: dict[str, list[str]] = {}
+        for name, group in sieve_group.items():
+            by_group.setdefault(group, []).append(name)
+        return kv_cache_utils.create_kv_cache_group_specs(kv_cache_spec, list(by_group.values()))
+
+    _get_kv_cache_groups_uniform_page_size._sieve_grouping = True
+    kv_cache_utils._get_kv_cache_groups_uniform_page_size = _get_kv_cache_groups_uniform_page_size
 
 
 class SieveStack:
@@ -146,6 +197,7 @@ class SieveStack:
         # Filled as the decoder layers are built, in layer order: each group's layers in sieve's slot order.
         self.cache_layers: dict[str, list[SieveCacheLayer]] = {name: [] for name in self.specs}
         self.bound = False
+        self.checked_groups = False
         self.n_tokens = 0
         log.info("sieve-vllm: %s, layers %s, profile %s, cache groups %s", self.model.model_type,
                  self.model.layers, profile, {name: s["layers"] for name, s in self.specs.items()})
@@ -155,8 +207,11 @@ class SieveStack:
         for name, spec in self.specs.items():
             if layer not in spec["layers"]:
                 continue
-            cache = SieveCacheLayer(self, f"{prefix}.sieve_{name}", layer, spec)
-            module.add_module(f"sieve_{name.replace('.', '_')}", cache)
+            # One name for the submodule and the static-context key (where vLLM binds the cache), without
+            # the dot of DeepSeek-V4's "compressed_kv.m4": install_kv_cache_grouping reads the group back.
+            attr = f"sieve_{name.replace('.', '_')}"
+            cache = SieveCacheLayer(self, f"{prefix}.{attr}", layer, spec)
+            module.add_module(attr, cache)
             self.cache_layers[name].append(cache)
 
     @staticmethod
@@ -190,6 +245,13 @@ class SieveStack:
         first = {name: layers[0].prefix for name, layers in self.cache_layers.items()}
         if any(prefix not in md for prefix in first.values()):
             return None
+        if not self.checked_groups:
+            for name, layers in self.cache_layers.items():
+                if any(md[l.prefix] is not md[layers[0].prefix] for l in layers):
+                    raise RuntimeError(
+                        f"sieve-vllm: vLLM put the layers of sieve cache group {name} into several KV cache groups, "
+                        "each with its own block table; sieve takes one table per group (install_kv_cache_grouping)")
+            self.checked_groups = True
         return {name: md[prefix] for name, prefix in first.items()}
 
     def begin(self, metadata, positions: torch.Tensor) -> None:
