@@ -11,10 +11,11 @@ norms, sink, compressors, indexer) from the checkpoint itself. The mHC, MoE and 
 the non-attention gaps of vLLM 0.32 filled (``deepseek_v4_cpu``).
 
 bf16 only: vLLM's CPU mHC ops (``hc_{pre,post,head}_fused_cpu``) take bf16/fp16 activations, so sieve
-runs its deployed profile (FP8 caches). sieve's cache groups have blocks of 64 (SWA, and CSA's
-compressed rows: 64 entries of 4 tokens = 256), 8 (compressor states) and 128 x ratio tokens; vLLM
-schedules them as separate KV cache groups (``SieveStack``), so the block_size 256 that vLLM's CPU
-platform forces for deepseek_v4 (``platforms/cpu.py:281-291``) does not constrain them.
+runs its deployed profile (FP8 caches). sieve's cache groups have blocks of 64 tokens (the SWA rows), 256
+tokens (compressed rows and indexer keys: 64 entries of 4 tokens, 16 of 16) and the compressor-state
+windows (8 and 16 tokens here); each is a vLLM KV cache group of its own (``SieveStack``), so the
+block_size 256 that vLLM's CPU platform forces for deepseek_v4 (``platforms/cpu.py``) does not constrain
+them.
 """
 
 from __future__ import annotations
