@@ -227,3 +227,106 @@ def indexer_topk(
     _indexer(q, k_cache, block_table, n_keys, block_size, key_format, q_scale, weights, weight_scale,
              token_request, None, selected)
     return selected
+
+
+class Linear:
+    """y = x·Wᵀ (+ b) with the weights prepared once (packed, converted) by the backend current when it is
+    made, on which it keeps running (include/sieve/ops/linear.h).
+
+    weight: [out_features, in_features] float32 | bfloat16 | float8_e4m3fn (then ``block_scale``
+    [ceil(out/128), ceil(in/128)] float32 multipliers, one per 128×128 block). bias: [out_features] or None.
+    math: 'f32' (the exact profile: fp32 products of the weights as given) | 'bf16' (the deployed profile,
+    vLLM CPU's W8A16: x and W rounded to bf16, fp32 accumulation). The weights are copied: the tensors may
+    be freed afterwards.
+    """
+
+    def __init__(self, weight: torch.Tensor, *, block_scale: Optional[torch.Tensor] = None,
+                 bias: Optional[torch.Tensor] = None, math: str = "f32"):
+        self._linear = _ops.Linear(weight, block_scale, bias, math)
+
+    @property
+    def in_features(self) -> int:
+        return self._linear.in_features
+
+    @property
+    def out_features(self) -> int:
+        return self._linear.out_features
+
+    def __call__(self, x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """x: [n_tokens, in_features] float32 | bfloat16 → [n_tokens, out_features], in x's dtype unless
+        ``out`` (float32 | bfloat16, rows contiguous, may be a column slice of a wider tensor) is given."""
+        if out is None:
+            out = torch.empty((x.shape[0], self.out_features), dtype=x.dtype)
+        self._linear.run(x, out)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"sieve.ops.Linear({self.out_features}×{self.in_features} on {self._linear.backend}: "
+                f"{self._linear.describe()})")
+
+
+class GroupedLinear:
+    """G independent linears over G slices of the input: z[t, g] = x[t, g]·W_gᵀ, with W_g the row block
+    ``weight[g·R:(g+1)·R]`` (DeepSeek-V4's wo_a: ``einsum("tgk,grk->tgr", x, weight.view(G, R, K))``,
+    include/sieve/ops/linear.h per group; vLLM CPU's ``bmm_cpu`` over its packed ``wo_a``).
+
+    weight: [G·R, K] as for :class:`Linear`; FP8 weights need R a multiple of 128 (each group whole scale
+    blocks; the release checkpoints have R = o_lora_rank = 1024): otherwise pass them dequantized.
+    """
+
+    def __init__(self, weight: torch.Tensor, groups: int, *, block_scale: Optional[torch.Tensor] = None,
+                 math: str = "f32"):
+        if groups < 1 or weight.dim() != 2 or weight.shape[0] % groups:
+            raise InvalidArgumentError(
+                f"sieve.ops.GroupedLinear: weight {list(weight.shape)} does not split into {groups} row blocks")
+        rows = weight.shape[0] // groups
+        if block_scale is not None and rows % 128:
+            raise InvalidArgumentError(
+                f"sieve.ops.GroupedLinear: FP8 groups of {rows} rows split 128-row scale blocks; dequantize the "
+                "weight first")
+        self.groups, self.rows = groups, rows
+        self._linears = [
+            Linear(weight[g * rows:(g + 1) * rows],
+                   block_scale=None if block_scale is None else block_scale[g * rows // 128:(g + 1) * rows // 128],
+                   math=math)
+            for g in range(groups)]
+
+    def __call__(self, x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """x: [n_tokens, G, K] (or [n_tokens, G·K]) float32 | bfloat16 → [n_tokens, G·R], in x's dtype unless
+        ``out`` is given."""
+        x3 = x.view(x.shape[0], self.groups, -1) if x.dim() == 2 else x
+        if x3.dim() != 3 or x3.shape[1] != self.groups:
+            raise InvalidArgumentError(
+                f"sieve.ops.GroupedLinear: x {list(x.shape)}, expected [n_tokens, {self.groups}, in_features]")
+        if out is None:
+            out = torch.empty((x3.shape[0], self.groups * self.rows), dtype=x3.dtype)
+        for g, linear in enumerate(self._linears):
+            # each group's input dense, as the engine's layer gives its GEMMs (src/models/deepseek_v4/layer.cpp)
+            linear(x3[:, g].contiguous(), out=out[:, g * self.rows:(g + 1) * self.rows])
+        return out
+
+
+def output_projection(
+    o: torch.Tensor,
+    positions: torch.Tensor,
+    inv_freq: torch.Tensor,
+    wo_a: GroupedLinear,
+    wo_b: Optional[Linear] = None,
+    *,
+    attention_factor: float = 1.0,
+    out_dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    """DeepSeek-V4's inverse RoPE + grouped low-rank output projection (specs deepseek_v4.md §3.9; vLLM
+    CPU's ``inverse_gptj_rope_o_proj_cpu`` then ``bmm_cpu`` and ``wo_b``): the last ``2·len(inv_freq)``
+    dims of each head of o are rotated back by −position (interleaved pairs), the heads are grouped
+    ``o.view(T, G, (H/G)·d)``, z = wo_a(o) and, with ``wo_b``, the result is wo_b(z).
+
+    o: [n_tokens, n_heads, head_dim] float32 | bfloat16 (attention's output). Returns z [n_tokens, G·R] in
+    o's dtype, or wo_b(z) [n_tokens, hidden] in ``out_dtype`` (default float32, as the engine's layer).
+    """
+    derotated = rope(o, positions, inv_freq, pairing="interleaved", slice="last", inverse=True,
+                     attention_factor=attention_factor)
+    z = wo_a(derotated.view(o.shape[0], wo_a.groups, -1))
+    if wo_b is None:
+        return z
+    return wo_b(z, out=torch.empty((o.shape[0], wo_b.out_features), dtype=out_dtype or torch.float32))

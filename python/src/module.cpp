@@ -27,5 +27,6 @@ NB_MODULE(_sieve, m) {
     nb::module_ ops = m.def_submodule("ops", "the op bindings (outputs passed in)");
     bind_row_ops(ops);
     bind_attention_ops(ops);
+    bind_linear(ops);
     bind_model(m);
 }

@@ -18,7 +18,7 @@ struct AlignedFree {
 };
 
 struct OpBackend {
-    std::unique_ptr<Backend> backend;
+    std::shared_ptr<Backend> backend;
     std::unique_ptr<void, AlignedFree> scratch;  // grows to the largest workspace asked so far
     size_t scratch_bytes = 0;
 };
@@ -29,9 +29,9 @@ OpBackend& state() {
 }
 
 // Under the engine lock.
-Backend& backend_locked(OpBackend& s) {
+const std::shared_ptr<Backend>& backend_locked(OpBackend& s) {
     if (!s.backend) s.backend = value_or_throw(make_backend("cpu"));
-    return *s.backend;
+    return s.backend;
 }
 
 std::mutex& engine_mutex() {
@@ -55,10 +55,19 @@ std::string op_backend_name() {
     OpBackend& s = state();
     nb::gil_scoped_release release;
     auto lock = lock_engine();
-    return backend_locked(s).name();
+    return backend_locked(s)->name();
 }
 
-void run_op(const std::function<Status(Backend&, const std::function<Workspace(size_t)>&)>& op) {
+std::shared_ptr<Backend> current_op_backend() {
+    OpBackend& s = state();
+    nb::gil_scoped_release release;
+    auto lock = lock_engine();
+    return backend_locked(s);
+}
+
+void run_op(const OpCall& op) { run_op_on(nullptr, op); }
+
+void run_op_on(const std::shared_ptr<Backend>& backend, const OpCall& op) {
     OpBackend& s = state();
     Status status;
     {
@@ -74,7 +83,7 @@ void run_op(const std::function<Status(Backend&, const std::function<Workspace(s
             }
             return Workspace{s.scratch.get(), s.scratch_bytes};
         };
-        status = op(backend_locked(s), workspace);
+        status = op(backend ? *backend : *backend_locked(s), workspace);
     }
     check(std::move(status));
 }
