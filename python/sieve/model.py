@@ -11,6 +11,9 @@ import torch
 from . import _sieve
 
 
+_STATE_BLOCKS = {"window": 0, "fit": -1}  # ModelOptions::state_block_size (0, kFitStateBlocks)
+
+
 class AttentionModel:
     """The attention layers of a Hugging Face checkpoint (``config.json`` + safetensors) over paged
     caches that sieve owns.
@@ -35,6 +38,11 @@ class AttentionModel:
     production FP8 cache formats). backend: a spec of ``sieve.backend_specs()``. cache_tokens: the cache
     pools hold this many resident tokens per cache group.
 
+    state_block_size (DeepSeek-V4 only): the rows of a compressor-state cache block: 'window' (a whole
+    window, coff·m rows, per block), 'fit' (as many rows as the largest block of the other cache groups has
+    bytes: for an engine that gives every group one page size, as vLLM does, which would otherwise pad every
+    page to a window of fp32 state rows, 512 KiB at m = 128 and head_dim 512), or a number of rows.
+
     caches='caller': the engine holds the cache memory and assigns the blocks, as vLLM does. It
     allocates what ``cache_specs`` asks (per group: ``block_size`` entries of ``entry_bytes`` per block,
     a block stride of at least ``block_bytes``, one tensor per layer of the group), hands the tensors to
@@ -53,12 +61,20 @@ class AttentionModel:
         cache_tokens: int = 1 << 16,
         max_requests_per_step: int = 64,
         caches: str = "sieve",
+        state_block_size: int | str = "window",
     ):
         if caches not in ("sieve", "caller"):
             raise _sieve.InvalidArgumentError(f"sieve.AttentionModel: caches '{caches}', expected 'sieve' or 'caller'")
+        if isinstance(state_block_size, str):
+            rows = _STATE_BLOCKS.get(state_block_size)
+        else:
+            rows = state_block_size if type(state_block_size) is int and state_block_size > 0 else None
+        if rows is None:
+            raise _sieve.InvalidArgumentError(
+                f"sieve.AttentionModel: state_block_size {state_block_size!r}, expected 'window', 'fit' or a number of rows")
         self._model = _sieve.AttentionModel(
             os.fspath(checkpoint), None if layers is None else list(layers), profile, backend, cache_tokens,
-            max_requests_per_step, caches == "caller")
+            max_requests_per_step, caches == "caller", rows)
         self._ids: dict[Hashable, int] = {}
         self._next_id = 1
 

@@ -206,3 +206,25 @@ def test_engine_caches_errors():
     tables[name] = torch.zeros(1, 0, dtype=torch.int32)
     with pytest.raises(sieve.InvalidArgumentError, match=r"block table has 0 blocks"):
         model.begin_step(["a"], torch.tensor([0, 8]), torch.arange(8), block_tables=tables)
+
+
+def test_state_block_size_sets_the_compressor_state_blocks():
+    ckpt = DATA / "deepseek_v4" / "ckpt"
+
+    def state_blocks(state_block_size):
+        specs = sieve.AttentionModel(ckpt, caches="caller", state_block_size=state_block_size).cache_specs
+        others = max(s["block_bytes"] for s in specs if "compressor_state" not in s["name"])
+        return others, {s["name"]: s for s in specs if "compressor_state" in s["name"]}
+
+    others, window = state_blocks("window")
+    assert window and all(s["block_size"] == s["window_tokens"] for s in window.values())
+    _, three = state_blocks(3)
+    assert all(s["block_size"] == 3 for s in three.values())
+    _, fit = state_blocks("fit")
+    for name, s in fit.items():
+        assert s["block_size"] == max(1, min(s["window_tokens"], others // s["entry_bytes"])), (name, s, others)
+    for bad in ("half", 0, -1, 2.5):
+        with pytest.raises(sieve.InvalidArgumentError, match="state_block_size"):
+            sieve.AttentionModel(ckpt, state_block_size=bad)
+    with pytest.raises(sieve.UnsupportedError, match="only deepseek_v4 keeps compressor states"):
+        sieve.AttentionModel(DATA / "deepseek_v32" / "ckpt", state_block_size="fit")

@@ -12,6 +12,9 @@ Expected<std::unique_ptr<AttentionModel>> load_attention_model(const ModelConfig
     if (!options.backend) return invalid_argument_error("load_attention_model: no backend given");
     // Loading allocates weights, packed copies and tables: a failure is out_of_memory, not an exception.
     SIEVE_ASSIGN_OR_RETURN(const ModelFamily* family, model_family(config.model_type));
+    if (options.state_block_size != 0 && config.model_type != "deepseek_v4")
+        return unsupported_error("load_attention_model: state_block_size {}: only deepseek_v4 keeps compressor states",
+                                 options.state_block_size);
     return no_bad_alloc([&] { return family->load(config, checkpoint, options); },
                         [&] { return fmt::format("loading the {} model", config.model_type); });
 }

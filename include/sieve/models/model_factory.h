@@ -20,7 +20,13 @@ struct ModelOptions {
     Backend* backend = nullptr;  // required: every op runs through it (backends/backend.h)
     // Model layer indices to load and run (empty: every layer sieve runs for the model).
     std::vector<int64_t> layers;
+    // DeepSeek-V4's compressor-state cache blocks: 0 holds a whole window (coff·m rows) per block;
+    // kFitStateBlocks as many rows as fit in the largest block of the model's other cache groups, for an
+    // engine that gives every group one page size (vLLM) and would otherwise pad every page to a window of
+    // fp32 state rows (512 KiB at m = 128, d = 512); > 0 that many rows. Other families take only 0.
+    int64_t state_block_size = 0;
 };
+inline constexpr int64_t kFitStateBlocks = -1;
 
 // Loads through the family registered for config.model_type (models/registry.h).
 Expected<std::unique_ptr<AttentionModel>> load_attention_model(const ModelConfig& config, const Checkpoint& checkpoint,

@@ -133,7 +133,7 @@ def install_kv_cache_grouping() -> None:
     that would split a sieve group and every layer is sieve's, the groups are the sieve groups themselves
     (vLLM allocates each group's layers their own tensors, so unequal counts cost no padding); the
     grouping vLLM chooses is kept wherever it splits nothing. A split beside other kinds of layers (mamba)
-    is refused in ``SieveStack.metadata``."""
+    is refused at the first step (``SieveStack._bind``)."""
     from vllm.v1.core import kv_cache_utils
 
     native = kv_cache_utils._get_kv_cache_groups_uniform_page_size
@@ -159,6 +159,14 @@ def install_kv_cache_grouping() -> None:
     kv_cache_utils._get_kv_cache_groups_uniform_page_size = _get_kv_cache_groups_uniform_page_size
 
 
+def require_bfloat16(vllm_config: VllmConfig, model_type: str, why: str) -> None:
+    """Refuses another dtype for a model whose vLLM parts around attention run only in bf16 (`why`)."""
+    dtype = vllm_config.model_config.dtype
+    if dtype != torch.bfloat16:
+        raise NotImplementedError(f"sieve-vllm: {model_type} runs in bfloat16 only ({why}), not {dtype}: run vLLM "
+                                  "with dtype=bfloat16")
+
+
 class SieveStack:
     """The model's attention layers in sieve, and the step they are in."""
 
@@ -178,7 +186,11 @@ class SieveStack:
         # fp32 models run sieve's exact profile (transformers' numerics), the others the deployed one
         # (bf16 activations, the production FP8 cache formats).
         profile = "exact" if model_config.dtype == torch.float32 else "deployed"
-        self.model = sieve.AttentionModel(model_config.model, profile=profile, caches="caller")
+        # vLLM gives every page one size (page_bytes): DeepSeek-V4's compressor-state blocks are fitted to the
+        # largest other block rather than hold a whole window of fp32 rows each (512 KiB at ratio 128).
+        state_blocks = "fit" if model_config.hf_config.model_type == "deepseek_v4" else "window"
+        self.model = sieve.AttentionModel(model_config.model, profile=profile, caches="caller",
+                                          state_block_size=state_blocks)
         self.layer_pos = {layer: i for i, layer in enumerate(self.model.layers)}
         self.specs = {s["name"]: s for s in self.model.cache_specs}
         block_tokens = {self.block_tokens(s) for s in self.specs.values()}
@@ -196,8 +208,7 @@ class SieveStack:
         self._page_bytes = None
         # Filled as the decoder layers are built, in layer order: each group's layers in sieve's slot order.
         self.cache_layers: dict[str, list[SieveCacheLayer]] = {name: [] for name in self.specs}
-        self.bound = False
-        self.checked_groups = False
+        self.bound = False  # the caches: bound at the first step (_bind)
         self.n_tokens = 0
         log.info("sieve-vllm: %s, layers %s, profile %s, cache groups %s", self.model.model_type,
                  self.model.layers, profile, {name: s["layers"] for name, s in self.specs.items()})
@@ -242,26 +253,26 @@ class SieveStack:
         md = get_forward_context().attn_metadata
         if not isinstance(md, dict):
             return None
-        first = {name: layers[0].prefix for name, layers in self.cache_layers.items()}
-        if any(prefix not in md for prefix in first.values()):
+        if any(layers[0].prefix not in md for layers in self.cache_layers.values()):
             return None
-        if not self.checked_groups:
-            for name, layers in self.cache_layers.items():
-                if any(md[l.prefix] is not md[layers[0].prefix] for l in layers):
-                    raise RuntimeError(
-                        f"sieve-vllm: vLLM put the layers of sieve cache group {name} into several KV cache groups, "
-                        "each with its own block table; sieve takes one table per group (install_kv_cache_grouping)")
-            self.checked_groups = True
-        return {name: md[prefix] for name, prefix in first.items()}
+        if not self.bound:
+            self._bind(md)
+        return {name: md[layers[0].prefix] for name, layers in self.cache_layers.items()}
+
+    def _bind(self, md: dict) -> None:
+        """At the first real step: checks that vLLM laid the caches out as sieve takes them, then binds them."""
+        for name, layers in self.cache_layers.items():
+            if [l.layer for l in layers] != self.specs[name]["layers"]:
+                raise RuntimeError(f"sieve-vllm: cache group {name}: vLLM built the cache layers of layers "
+                                   f"{[l.layer for l in layers]}, sieve holds {self.specs[name]['layers']}")
+            if any(md[l.prefix] is not md[layers[0].prefix] for l in layers):
+                raise RuntimeError(
+                    f"sieve-vllm: vLLM put the layers of sieve cache group {name} into several KV cache groups, "
+                    "each with its own block table; sieve takes one table per group (install_kv_cache_grouping)")
+        self.model.bind_caches({name: [l.kv_cache for l in layers] for name, layers in self.cache_layers.items()})
+        self.bound = True
 
     def begin(self, metadata, positions: torch.Tensor) -> None:
-        if not self.bound:
-            for name, layers in self.cache_layers.items():
-                if [l.layer for l in layers] != self.specs[name]["layers"]:
-                    raise RuntimeError(f"sieve-vllm: cache group {name}: vLLM built the cache layers of layers "
-                                       f"{[l.layer for l in layers]}, sieve holds {self.specs[name]['layers']}")
-            self.model.bind_caches({name: [l.kv_cache for l in layers] for name, layers in self.cache_layers.items()})
-            self.bound = True
         common = next(iter(metadata.values()))
         n_requests = common.num_reqs
         query_start_loc = common.query_start_loc_cpu[: n_requests + 1]

@@ -12,10 +12,10 @@ the non-attention gaps of vLLM 0.32 filled (``deepseek_v4_cpu``).
 
 bf16 only: vLLM's CPU mHC ops (``hc_{pre,post,head}_fused_cpu``) take bf16/fp16 activations, so sieve
 runs its deployed profile (FP8 caches). sieve's cache groups have blocks of 64 tokens (the SWA rows), 256
-tokens (compressed rows and indexer keys: 64 entries of 4 tokens, 16 of 16) and the compressor-state
-windows (8 and 16 tokens here); each is a vLLM KV cache group of its own (``SieveStack``), so the
-block_size 256 that vLLM's CPU platform forces for deepseek_v4 (``platforms/cpu.py``) does not constrain
-them.
+tokens (compressed rows and indexer keys: 64 entries of 4 tokens, 16 of 16) and compressor-state rows
+(as many as fit in the largest other block: ``state_block_size="fit"``, since vLLM pads every page to the
+largest); each is a vLLM KV cache group of its own (``SieveStack``), so the block_size 256 that vLLM's CPU
+platform forces for deepseek_v4 (``platforms/cpu.py``) does not constrain them.
 """
 
 from __future__ import annotations
@@ -23,22 +23,18 @@ from __future__ import annotations
 import re
 from unittest import mock
 
-import torch
 from vllm.config import VllmConfig
 from vllm.models.deepseek_v4.cpu import model as v4_model
 
 from . import deepseek_v4_cpu
-from .attention import SieveStack, attention_factory
+from .attention import SieveStack, attention_factory, require_bfloat16
 
 _LAYER = re.compile(r"\.layers\.(\d+)\.attn$")
 
 
 class SieveDeepseekV4ForCausalLM(v4_model.DeepseekV4ForCausalLM):
     def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
-        if vllm_config.model_config.dtype != torch.bfloat16:
-            raise NotImplementedError(
-                f"sieve-vllm: deepseek_v4 runs in bfloat16 only (vLLM's CPU hyper-connection ops take bf16/fp16 "
-                f"activations), not {vllm_config.model_config.dtype}: run vLLM with dtype=bfloat16")
+        require_bfloat16(vllm_config, "deepseek_v4", "vLLM's CPU hyper-connection ops take bf16/fp16 activations")
         if not isinstance(vllm_config.model_config.hf_config, deepseek_v4_cpu.DeepseekV4SieveConfig):
             raise RuntimeError(
                 "sieve-vllm: the deepseek_v4 config was not parsed by sieve_vllm's DeepseekV4SieveConfig "

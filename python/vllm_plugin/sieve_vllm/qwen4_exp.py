@@ -14,22 +14,18 @@ from __future__ import annotations
 import re
 from unittest import mock
 
-import torch
 from vllm.config import VllmConfig
 from vllm.models.qwen4_exp.nvidia import model as qwen4_model
 
 from . import qwen4_exp_gdn, qwen4_exp_hc
-from .attention import SieveStack, attention_factory
+from .attention import SieveStack, attention_factory, require_bfloat16
 
 _LAYER = re.compile(r"\.layers\.(\d+)\.self_attn$")
 
 
 class SieveQwen4ExpForCausalLM(qwen4_model.Qwen4ExpForCausalLM):
     def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
-        if vllm_config.model_config.dtype != torch.bfloat16:
-            raise NotImplementedError(
-                f"sieve-vllm: qwen4_exp runs in bfloat16 only (vLLM's CPU GDN layers and bf16 hyper-connection "
-                f"weights), not {vllm_config.model_config.dtype}: run vLLM with dtype=bfloat16")
+        require_bfloat16(vllm_config, "qwen4_exp", "vLLM's CPU GDN layers and bf16 hyper-connection weights")
         qwen4_exp_hc.patch()
         qwen4_exp_gdn.patch()
         config = vllm_config.model_config.hf_text_config

@@ -17,6 +17,7 @@ Expected<std::unique_ptr<AttentionModel>> load(const ModelConfig& config, const 
     o.profile = options.profile;
     o.backend = options.backend;
     o.layers = options.layers;
+    o.state_block_size = options.state_block_size;
     return load_deepseek_v4_model(v4(config), checkpoint, o);
 }
 

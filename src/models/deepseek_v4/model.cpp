@@ -60,6 +60,9 @@ private:
     // The group a layer's cache of `spec` joins (created on first use); returns the layer's slot in it.
     Expected<dsv4::CacheBinding> join_group(int64_t layer, const CacheSpec& spec, int64_t ratio,
                                             const DeepseekV4Options& options);
+    // kFitStateBlocks: each compressor-state group's blocks hold as many rows as the largest block of the
+    // other groups has bytes (at least one row, at most the window).
+    void fit_state_blocks();
 
     Backend* backend_ = nullptr;
     DeepseekV4Config config_;  // owned: the layers keep references into it (the model is never moved)
@@ -112,8 +115,10 @@ Status DeepseekV4Model::load(const Checkpoint& checkpoint, const DeepseekV4Optio
     const DeepseekV4Config& c = config_;
     if (options.backend == nullptr) return invalid_argument_error("deepseek_v4: no backend given");
     backend_ = options.backend;
-    if (options.swa_block_size < 1 || options.block_tokens < 1 || options.state_block_size < 0)
-        return invalid_argument_error("deepseek_v4: block sizes swa {}, tokens {}, state {} must be positive",
+    if (options.swa_block_size < 1 || options.block_tokens < 1 ||
+        (options.state_block_size < 0 && options.state_block_size != kFitStateBlocks))
+        return invalid_argument_error("deepseek_v4: block sizes swa {}, tokens {}, state {}: swa and tokens must be "
+                                      "positive, state ≥ 0 or −1 (fit)",
                                       options.swa_block_size, options.block_tokens, options.state_block_size);
     // What the layer code relies on beyond the config parser's checks.
     if (c.num_key_value_heads != 1)
@@ -181,7 +186,17 @@ Status DeepseekV4Model::load(const Checkpoint& checkpoint, const DeepseekV4Optio
         l->add_plan_needs(plan_needs_);
         layers_.push_back(std::move(l));
     }
+    if (options.state_block_size == kFitStateBlocks) fit_state_blocks();
     return Status::ok();
+}
+
+void DeepseekV4Model::fit_state_blocks() {
+    const auto is_state = [](const CacheGroupDesc& g) { return g.name != "swa_kv" && g.spec.window_tokens > 0; };
+    int64_t largest = 0;
+    for (const CacheGroupDesc& g : groups_)
+        if (!is_state(g)) largest = std::max(largest, g.block_size * g.spec.entry_bytes);
+    for (CacheGroupDesc& g : groups_)
+        if (is_state(g)) g.block_size = std::clamp<int64_t>(largest / g.spec.entry_bytes, 1, g.block_size);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "sieve/io/config_deepseek_v4.h"
 #include "sieve/kv/cache_spec.h"
 #include "sieve/models/attention_model.h"
+#include "sieve/models/model_factory.h"
 
 namespace sieve {
 
@@ -33,7 +34,8 @@ struct DeepseekV4Options {
     std::vector<int64_t> layers;     // model layer indices to load and run, ascending; empty: all
     int64_t swa_block_size = 64;     // window rows per block (vLLM DeepseekV4SWACache.block_size, §4.2)
     int64_t block_tokens = 256;      // tokens covered by a compressed / indexer-key block (vLLM kernel block, §4.2)
-    int64_t state_block_size = 0;    // compressor state rows per block; 0: coff·m
+    int64_t state_block_size = 0;    // compressor state rows per block; 0: coff·m; kFitStateBlocks: as many as
+                                     // fit in the largest other group's block (model_factory.h), at most coff·m
 };
 
 Expected<std::unique_ptr<AttentionModel>> load_deepseek_v4_model(const DeepseekV4Config& config,

@@ -131,6 +131,47 @@ TEST(DeepseekV4Golden, ExactProfileTinyBlocks) {
     }
 }
 
+// kFitStateBlocks with window rows in blocks of 16 and compressed and indexer blocks of 8 tokens: every
+// compressor-state group's block shrinks to as many rows as the largest other block has bytes (an engine with
+// one page size pads nothing to the state), its window spread over several blocks.
+TEST(DeepseekV4Golden, ExactProfileFittedStateBlocks) {
+    const Golden g = load_golden("deepseek_v4");
+    auto backend = make_backend("cpu");
+    ASSERT_TRUE(backend.has_value());
+    DeepseekV4Options o;
+    o.backend = backend->get();
+    o.swa_block_size = 16;
+    o.block_tokens = 8;
+    o.state_block_size = kFitStateBlocks;
+    auto model = load_deepseek_v4_model(*g.config.deepseek_v4(), *g.checkpoint, o);
+    ASSERT_TRUE(model.has_value()) << model.status().to_string();
+    int64_t largest_other = 0, n_split = 0;
+    for (const CacheGroupDesc& cg : (*model)->cache_groups())
+        if (cg.spec.name.find("compressor_state") == std::string::npos)
+            largest_other = std::max(largest_other, cg.block_size * cg.spec.entry_bytes);
+    for (const CacheGroupDesc& cg : (*model)->cache_groups()) {
+        if (cg.spec.name.find("compressor_state") == std::string::npos) continue;
+        EXPECT_EQ(cg.block_size, std::clamp<int64_t>(largest_other / cg.spec.entry_bytes, 1, cg.spec.window_tokens))
+            << cg.name;
+        n_split += cg.block_size < cg.spec.window_tokens;
+    }
+    EXPECT_GT(n_split, 0) << "every state window fits one block: nothing tested";
+
+    GoldenSchedule s;
+    s.name = "random chunks + decode";
+    auto rng = std::make_shared<std::mt19937_64>(11);
+    s.prompt_tokens = {3, 22, 101};
+    s.engine.scheduler.max_tokens_per_step = 9;
+    s.engine.scheduler.chunk_policy = [rng](RequestId, int64_t limit) {
+        return std::uniform_int_distribution<int64_t>(1, limit)(*rng);
+    };
+    s.engine.cache_budget_tokens = 4 * 150;
+    auto r = check_golden_fixture(**model, g.fixture, s, CheckOptions{});
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    print(*r, "exact fitted state blocks");
+    expect_exact(*r);
+}
+
 // ---- deployed ------------------------------------------------------------------------------------
 //
 // deployed = bf16 activations, bf16 / W8A16 linears, fp8_model1 window and compressed rows (the 24 of

@@ -91,10 +91,28 @@ TEST(DeepseekV4Load, FactoryAndLayerSelection) {
     ASSERT_FALSE(bad.has_value());
     EXPECT_NE(bad.status().message().find("layer 5 does not exist"), std::string::npos) << bad.status().message();
     mo.layers = {};
+    mo.state_block_size = -2;
+    bad = load_attention_model(g.config, *g.checkpoint, mo);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_NE(bad.status().message().find("block sizes"), std::string::npos) << bad.status().message();
+    mo.state_block_size = 0;
     mo.backend = nullptr;
     bad = load_attention_model(g.config, *g.checkpoint, mo);
     ASSERT_FALSE(bad.has_value());
     EXPECT_EQ(bad.status().code(), StatusCode::invalid_argument);
+}
+
+// Only DeepSeek-V4 keeps compressor states: another family refuses the option rather than ignore it.
+TEST(DeepseekV4Load, StateBlockSizeIsRefusedByOtherFamilies) {
+    const Golden g = load_golden("deepseek_v32");
+    auto backend = test_backend();
+    ModelOptions mo;
+    mo.backend = backend.get();
+    mo.state_block_size = kFitStateBlocks;
+    auto bad = load_attention_model(g.config, *g.checkpoint, mo);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_EQ(bad.status().code(), StatusCode::unsupported) << bad.status().to_string();
+    EXPECT_NE(bad.status().message().find("only deepseek_v4"), std::string::npos) << bad.status().message();
 }
 
 TEST(DeepseekV4Load, MissingTensorIsAClearError) {
