@@ -3,6 +3,7 @@
 #include "sieve/backends/backend.h"
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/host_copy/host_copy_backend.h"
 #include "backends/ref/ref_backend.h"
 
@@ -24,6 +25,7 @@ std::span<const BackendKind> backend_kinds() {
         {"ref", "ref", make_ref_backend_from_spec, ref_backend_variants},
         {"cpu", kCpuBackendSpecs, make_cpu_backend_from_spec, cpu_backend_variants},
         {"host-copy", kHostCopyBackendSpecs, make_host_copy_backend_from_spec, host_copy_backend_variants},
+        {"cuda", kCudaBackendSpecs, make_cuda_backend_from_spec, cuda_backend_variants},
     };
     return kinds;
 }

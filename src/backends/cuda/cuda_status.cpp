@@ -1,0 +1,22 @@
+#include "backends/cuda/cuda_status.h"
+
+namespace sieve::cuda {
+
+Status cuda_status(cudaError_t error, std::string_view what) {
+    if (error == cudaSuccess) return Status::ok();
+    const char* name = cudaGetErrorName(error);
+    const char* message = cudaGetErrorString(error);
+    switch (error) {
+        case cudaErrorMemoryAllocation:
+            return out_of_memory_error("cuda: {}: {} ({})", what, name, message);
+        case cudaErrorNoDevice:
+        case cudaErrorInsufficientDriver:
+        case cudaErrorInvalidDevice:
+        case cudaErrorNoKernelImageForDevice:
+            return unsupported_error("cuda: {}: {} ({})", what, name, message);
+        default:
+            return internal_error("cuda: {}: {} ({})", what, name, message);
+    }
+}
+
+}  // namespace sieve::cuda
