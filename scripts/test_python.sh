@@ -13,4 +13,5 @@ cd "$(mktemp -d)"
 "$env/bin/python" -m pytest -q "$repo/python/tests"
 echo "-- pip install python/vllm_plugin"
 "$env/bin/pip" install --quiet --progress-bar off --no-build-isolation --no-deps "$repo/python/vllm_plugin"
+"$env/bin/pip" install --quiet --progress-bar off --no-build-isolation --no-deps "$repo/tools/bench/vllm"; rm -rf "$repo/tools/bench/vllm/build"  # vLLM's own deepseek_v4 attention, for test_deepseek_v4_vllm_own.py
 "$env/bin/python" -m pytest -q "$repo/python/vllm_plugin/tests"
