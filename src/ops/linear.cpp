@@ -12,6 +12,22 @@ std::string_view linear_math_name(LinearMath m) {
     return "?";
 }
 
+float linear_weight_value(const LinearWeights& w, int64_t o, int64_t i) {
+    const int64_t src = o * w.weight_row_stride + i;
+    float v = 0.0f;
+    switch (w.weight_type) {
+        case DType::bf16: v = bf16_to_f32(static_cast<const uint16_t*>(w.weight)[src]); break;
+        case DType::f8_e4m3: {
+            const int64_t n_kb = (w.in_features + kLinearFp8Block - 1) / kLinearFp8Block;
+            v = fp8_e4m3_to_f32(static_cast<const uint8_t*>(w.weight)[src]) *
+                w.block_scale[(o / kLinearFp8Block) * n_kb + i / kLinearFp8Block];
+            break;
+        }
+        default: v = static_cast<const float*>(w.weight)[src]; break;
+    }
+    return w.math == LinearMath::bf16 ? round_to_bf16(v) : v;
+}
+
 Status validate(const LinearWeights& w) {
     constexpr std::string_view op = "linear weights";
     using namespace op_check;

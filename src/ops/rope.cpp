@@ -88,9 +88,12 @@ void rope_cos_sin(int64_t position, const float* inv_freq, int64_t n_freq, float
                   float* cos_out, float* sin_out) {
     const float pos = static_cast<float>(position);  // torch `positions.float()`: rounds above 2^24
     for (int64_t i = 0; i < n_freq; ++i) {
-        const float angle = pos * inv_freq[i];
-        cos_out[i] = std::cos(angle) * attention_factor;
-        sin_out[i] = std::sin(angle) * attention_factor;
+        const float angle = pos * inv_freq[i];  // fp32 product (ops/rope.h)
+        // cos/sin of the widened angle in double, rounded once to fp32 (ops/rope.h): reproducible by the CUDA
+        // backend's double cos/sin (backends/cuda/row_rope.cuh), which glibc's cosf/sinf are not.
+        const double a = static_cast<double>(angle);
+        cos_out[i] = static_cast<float>(std::cos(a)) * attention_factor;
+        sin_out[i] = static_cast<float>(std::sin(a)) * attention_factor;
     }
 }
 

@@ -717,7 +717,7 @@ TEST(CacheStoreKnownValues, DeepGemmIndexerKeyBlockByteByByte) {
 }
 
 // An indexer key store past the cache's slots, or with a slot below −1, is refused by check_indices and
-// by every backend.
+// by every backend whose index arrays the host reads (a GPU's kernels skip such a slot: backend.h).
 TEST(CacheStoreValidate, IndexerKeySlotsInsideTheCache) {
     PagedTestCache cache(2, 4, key_entry_bytes(CacheRecordFormat::f32, 4));
     auto ref = ref_backend();
@@ -727,8 +727,10 @@ TEST(CacheStoreValidate, IndexerKeySlotsInsideTheCache) {
     EXPECT_TRUE(validate(kw).is_ok()) << validate(kw).to_string();
     for (const Status& s : {check_indices(kw), validate_and_check_indices(kw), ref->cache_store(kw)})
         EXPECT_NE(s.message().find("slots[1] = 8, expected −1 or a slot in [0, 8)"), std::string::npos) << s.to_string();
-    for (auto& nb : backends_under_test())
+    for (auto& nb : backends_under_test()) {
+        if (nb.spec.starts_with("cuda")) continue;
         EXPECT_NE(nb.backend->cache_store(kw).message().find("slots[1] = 8"), std::string::npos) << nb.spec;
+    }
     slots[1] = -2;
     EXPECT_NE(check_indices(kw).message().find("slots[1] = -2"), std::string::npos) << check_indices(kw).to_string();
     slots[1] = 7;

@@ -63,7 +63,10 @@ TEST(QsaValidate, Expand) {
     p.out_row_stride = 11;
     expect_invalid_indices(p, "sel[0, 0] = 5");  // visible = 5: groups 0..4
     expect_invalid(ref_backend()->qsa_expand(p), "sel[0, 0] = 5");  // the host backends run check_indices
-    for (auto& nb : backends_under_test()) expect_invalid(nb.backend->qsa_expand(p), "sel[0, 0] = 5");
+    for (auto& nb : backends_under_test()) {
+        if (nb.spec.starts_with("cuda")) continue;  // a GPU's kernels skip such an entry (backend.h)
+        expect_invalid(nb.backend->qsa_expand(p), "sel[0, 0] = 5");
+    }
     sel = {4, -1};
     p.sel = sel.data();
     EXPECT_TRUE(validate(p).is_ok());

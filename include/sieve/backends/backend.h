@@ -5,7 +5,9 @@
 // Rules every implementation follows (DESIGN.md "Layers of the code"):
 //   * Each method validates its params with the op contract's validate() (shapes only, never reading
 //     memory) and returns that Status; a backend whose memory the host reads also runs check_indices()
-//     (the index arrays' contents: ops/op_common.h validate_and_check_indices).
+//     (the index arrays' contents: ops/op_common.h validate_and_check_indices). A GPU backend cannot
+//     without reading device memory back; its kernels treat an out-of-range entry as absent (skipped,
+//     or −1 / NaN where the op writes one) and never touch memory outside the views.
 //   * A combination the backend does not implement (op, dtype, ISA) returns unsupported_error naming
 //     it ("cpu:avx2: linear with ..."), never a silent fallback that changes numerics.
 //   * Run methods allocate nothing. Scratch memory comes from the caller as a Workspace sized by the

@@ -51,6 +51,9 @@ struct LinearWeights {
 // validate never reads memory behind the pointers; check_indices reads index arrays and may only be
 // called on host-readable memory (ops/op_common.h).
 Status validate(const LinearWeights& w);
+// W[o, i] as the math sees it (the weight_type table above), rounded to bf16 for LinearMath::bf16: what a
+// backend packs at prepare time. Reads the (host) weight memory.
+float linear_weight_value(const LinearWeights& w, int64_t o, int64_t i);
 // Nothing to read: weights, no index arrays.
 inline Status check_indices(const LinearWeights&) { return Status::ok(); }
 

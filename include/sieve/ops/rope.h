@@ -20,8 +20,14 @@
 // rot_dim dims starting at n = 0 (slice first: qsa.md §4.1, V3.2 indexer dsa_mla.md §2.2) or n = head_dim − r
 // (slice last: deepseek_v4.md §1.3, §2.3, MLA rope dims, Hy4 indexer):
 //   angle_i = float(p) · f_i                  fp32 product (torch `positions.float()` times inv_freq)
-//   c_i = cosf(angle_i) · a,  s_i = sinf(angle_i) · a     fp32; a = attention_factor (YaRN magnitude, 1 for the
-//                                                          released configs; deepseek_v4.md §1.4, dsa_mla.md "Decisions")
+//   c_i = (float)cos((double)angle_i) · a,  s_i = (float)sin((double)angle_i) · a
+//                                              the fp32 product; a = attention_factor (YaRN magnitude, 1 for the
+//                                              released configs; deepseek_v4.md §1.4, dsa_mla.md "Decisions")
+//     cos/sin are evaluated in double on the exactly widened fp32 angle and rounded once to fp32 (round to
+//     nearest even): correctly rounded but for vanishingly rare angles, and reproducible on a GPU, whose
+//     double cos/sin are within a couple of ulps of double (backends/cuda/row_rope.cuh), whereas the bits of
+//     glibc's fp32 cosf/sinf have no device counterpart. (Device reproducibility is the only reason: torch's
+//     fp32 cos/sin, the golden oracle, match neither bit for bit and are compared with a tolerance.)
 //   pair i = (x[n+2i], x[n+2i+1])   interleaved (GPT-J, deepseek_v4.md §2.3; dsa_mla.md §2.2 MLA slice)
 //          = (x[n+i], x[n+i+r/2])   half_split (NeoX rotate_half; qsa.md §4.1, V3.2 indexer)
 //   forward: y0 = x0·c − x1·s ;  y1 = x0·s + x1·c

@@ -23,23 +23,6 @@ constexpr int64_t kConvertBlockRows = 64;      // own GEMM: activations converte
 constexpr int64_t kDnnlChunkRows = 256;        // oneDNN: rows per call when staging buffers are needed
 #endif
 
-// W[o, i] as ops/linear.h defines it (fp32), rounded to bf16 for LinearMath::bf16.
-float weight_value(const LinearWeights& w, int64_t o, int64_t i) {
-    const int64_t src = o * w.weight_row_stride + i;
-    float v = 0.0f;
-    switch (w.weight_type) {
-        case DType::bf16: v = bf16_to_f32(static_cast<const uint16_t*>(w.weight)[src]); break;
-        case DType::f8_e4m3: {
-            const int64_t n_kb = (w.in_features + kLinearFp8Block - 1) / kLinearFp8Block;
-            v = fp8_e4m3_to_f32(static_cast<const uint8_t*>(w.weight)[src]) *
-                w.block_scale[(o / kLinearFp8Block) * n_kb + i / kLinearFp8Block];
-            break;
-        }
-        default: v = static_cast<const float*>(w.weight)[src]; break;
-    }
-    return w.math == LinearMath::bf16 ? round_to_bf16(v) : v;
-}
-
 // Can the fp8 panels (bytes decoded in the kernel, the block scale applied to the activation: (x·S)·e4m3)
 // stand for W? Needs no NaN byte and finite scales; for bf16 math, power-of-two scales ≥ 2^-100 (so that
 // W is exact in bf16, as LinearMath::bf16 requires). With a power-of-two S the kernel's products equal
@@ -107,11 +90,11 @@ Status pack_own(const LinearWeights& w, Isa isa, CpuPreparedLinear& out) {
             for (int64_t i = 0; i < k; ++i) {
                 switch (out.format) {
                     case PanelFormat::f32:
-                        reinterpret_cast<float*>(panel)[i * kPanelCols + c] = weight_value(w, o, i);
+                        reinterpret_cast<float*>(panel)[i * kPanelCols + c] = linear_weight_value(w, o, i);
                         break;
                     case PanelFormat::bf16_pairs:
                         reinterpret_cast<uint16_t*>(panel)[(i / 2) * kPanelCols * 2 + 2 * c + (i & 1)] =
-                            f32_to_bf16(weight_value(w, o, i));  // exact: weight_value is bf16-representable here
+                            f32_to_bf16(linear_weight_value(w, o, i));  // exact: bf16-representable for bf16 math
                         break;
                     case PanelFormat::fp8:
                         reinterpret_cast<uint8_t*>(panel)[i * kPanelCols + c] =
@@ -212,7 +195,7 @@ Expected<std::unique_ptr<PreparedLinear>> cpu_linear_prepare(const CpuLinearCont
         SIEVE_ASSIGN_OR_RETURN(Tensor dense, Tensor::zeros(bf16 ? DType::bf16 : DType::f32, {n, k}));
         for (int64_t o = 0; o < n; ++o)
             for (int64_t i = 0; i < k; ++i) {
-                const float v = weight_value(w, o, i);
+                const float v = linear_weight_value(w, o, i);
                 if (bf16)
                     dense.as<uint16_t>()[o * k + i] = f32_to_bf16(v);
                 else

@@ -5,27 +5,18 @@
 #include <cstdint>
 #include <string>
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/attention_kernels.h"
+#include "backends/cuda/cache_kernels.h"
+#include "backends/cuda/cuda_linear.h"
+#include "backends/cuda/norm_kernels.h"
+#include "backends/cuda/row_kernels.h"
+#include "backends/cuda/selection_kernels.h"
 #include "backends/cuda/cuda_status.h"
-#include "sieve/ops/cache_store.h"
-#include "sieve/ops/compressor.h"
-#include "sieve/ops/dsa_output_gate.h"
-#include "sieve/ops/hadamard.h"
-#include "sieve/ops/indexer_scores.h"
-#include "sieve/ops/kv_load.h"
-#include "sieve/ops/mla_head_proj.h"
-#include "sieve/ops/qsa_expand.h"
-#include "sieve/ops/qsa_pool.h"
-#include "sieve/ops/qsa_sparse_gqa.h"
-#include "sieve/ops/quant_fp8.h"
-#include "sieve/ops/rope.h"
-#include "sieve/ops/selected_slots.h"
-#include "sieve/ops/sparse_attention.h"
-#include "sieve/ops/topk.h"
 
 namespace sieve {
 
@@ -71,7 +62,20 @@ public:
     CudaBackend(int device, cudaStream_t stream, std::string name)
         : device_(device), stream_(stream), name_(std::move(name)) {}
     ~CudaBackend() override {
-        if (use_device(device_).is_ok()) cudaStreamDestroy(stream_);
+        if (!use_device(device_).is_ok()) return;
+        if (cublas_ != nullptr) cublasDestroy(cublas_);
+        cublas_workspace_.reset();
+        cudaStreamDestroy(stream_);
+    }
+
+    // cuBLAS on the backend's stream with a workspace of its own, given once: cuBLAS then allocates nothing
+    // during a GEMM, which a captured CUDA graph requires.
+    Status init_cublas() {
+        SIEVE_RETURN_IF_ERROR(cuda::cublas_status(cublasCreate(&cublas_), "creating a handle"));
+        SIEVE_RETURN_IF_ERROR(cuda::cublas_status(cublasSetStream(cublas_, stream_), "setting the stream"));
+        SIEVE_ASSIGN_OR_RETURN(cublas_workspace_, buffer_alloc(kCublasWorkspaceBytes, BufferUsage::workspace, "cuBLAS's workspace"));
+        return cuda::cublas_status(cublasSetWorkspace(cublas_, cublas_workspace_->data(), kCublasWorkspaceBytes),
+                                   "setting the workspace");
     }
 
     const std::string& name() const override { return name_; }
@@ -106,14 +110,19 @@ public:
         return cuda::cuda_status(cudaStreamSynchronize(stream_), fmt::format("{}: synchronize", name_));
     }
 
-    // ---- linear: not yet on this device ----
+    // ---- linear (cuda_linear.h) ----
     Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) override {
-        SIEVE_RETURN_IF_ERROR(validate(w));
-        return not_yet("linear");
+        SIEVE_RETURN_IF_ERROR(use_device(device_));
+        return cuda::linear_prepare(*this, w);
     }
-    Expected<LinearPlan> linear_plan(const PreparedLinear&, const LinearParams&) override { return not_yet("linear"); }
-    Status linear(const PreparedLinear&, const LinearPlan&, const LinearParams&, Workspace) override {
-        return not_yet("linear");
+    Expected<LinearPlan> linear_plan(const PreparedLinear& w, const LinearParams& shape) override {
+        SIEVE_ASSIGN_OR_RETURN(const cuda::CudaPreparedLinear* prepared, own(w));
+        return cuda::linear_plan(*prepared, shape);
+    }
+    Status linear(const PreparedLinear& w, const LinearPlan& plan, const LinearParams& p, Workspace ws) override {
+        SIEVE_ASSIGN_OR_RETURN(const cuda::CudaPreparedLinear* prepared, own(w));
+        SIEVE_RETURN_IF_ERROR(use_device(device_));
+        return cuda::linear_run(cublas_, stream_, *prepared, plan, p, ws);
     }
 
     // ---- row-wise ops ----
@@ -121,36 +130,66 @@ public:
     Status layer_norm(const LayerNormParams& p) override {
         return run(p, [&] { return cuda::layer_norm(p, stream_); });
     }
-    Status rope(const RopeParams& p) override { return checked_not_yet(p, "rope"); }
-    Status quant_fp8(const QuantFp8Params& p) override { return checked_not_yet(p, "quant_fp8"); }
-    Status hadamard(const HadamardParams& p) override { return checked_not_yet(p, "hadamard"); }
+    Status rope(const RopeParams& p) override { return run(p, [&] { return cuda::rope(p, stream_); }); }
+    Status quant_fp8(const QuantFp8Params& p) override { return run(p, [&] { return cuda::quant_fp8(p, stream_); }); }
+    Status hadamard(const HadamardParams& p) override { return run(p, [&] { return cuda::hadamard(p, stream_); }); }
 
-    Status cache_store(const CacheStoreParams& p) override { return checked_not_yet(p, "cache_store"); }
-
-    size_t indexer_scores_workspace_size(const IndexerScoresParams&) const override { return 0; }
-    Status indexer_scores(const IndexerScoresParams& p, Workspace) override { return checked_not_yet(p, "indexer_scores"); }
-    Status selected_slots(const SelectedSlotsParams& p) override { return checked_not_yet(p, "selected_slots"); }
-    size_t topk_workspace_size(const TopkParams&) const override { return 0; }
-    Status topk(const TopkParams& p, Workspace) override { return checked_not_yet(p, "topk"); }
-
-    size_t sparse_attention_workspace_size(const SparseAttentionParams&) const override { return 0; }
-    Status sparse_attention(const SparseAttentionParams& p, Workspace) override {
-        return checked_not_yet(p, "sparse_attention");
+    // ---- caches, DeepSeek-V4's cache reads and compressor ----
+    Status cache_store(const CacheStoreParams& p) override {
+        return run(p, [&] { return cuda::cache_store(p, stream_); });
     }
-    Status dsa_output_gate(const DsaOutputGateParams& p) override { return checked_not_yet(p, "dsa_output_gate"); }
-    size_t mla_head_proj_workspace_size(const MlaHeadProjParams&) const override { return 0; }
-    Status mla_head_proj(const MlaHeadProjParams& p, Workspace) override { return checked_not_yet(p, "mla_head_proj"); }
-
-    Status kv_load(const KvLoadParams& p) override { return checked_not_yet(p, "kv_load"); }
+    Status kv_load(const KvLoadParams& p) override { return run(p, [&] { return cuda::kv_load(p, stream_); }); }
     Status compressor_state_store(const CompressorStateStoreParams& p) override {
-        return checked_not_yet(p, "compressor_state_store");
+        return run(p, [&] { return cuda::compressor_state_store(p, stream_); });
     }
-    Status compressor_pool(const CompressorPoolParams& p) override { return checked_not_yet(p, "compressor_pool"); }
+    Status compressor_pool(const CompressorPoolParams& p) override {
+        return run(p, [&] { return cuda::compressor_pool(p, stream_); });
+    }
 
-    Status qsa_pool(const QsaPoolParams& p) override { return checked_not_yet(p, "qsa_pool"); }
-    Status qsa_expand(const QsaExpandParams& p) override { return checked_not_yet(p, "qsa_expand"); }
-    size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams&) const override { return 0; }
-    Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace) override { return checked_not_yet(p, "qsa_sparse_gqa"); }
+    // ---- selection ----
+    size_t indexer_scores_workspace_size(const IndexerScoresParams& p) const override {
+        return cuda::indexer_scores_workspace_size(p);
+    }
+    Status indexer_scores(const IndexerScoresParams& p, Workspace ws) override {
+        return run(p, [&] { return checked_workspace("indexer_scores", ws, cuda::indexer_scores_workspace_size(p),
+                                                      [&] { return cuda::indexer_scores(p, ws, stream_); }); });
+    }
+    Status selected_slots(const SelectedSlotsParams& p) override {
+        return run(p, [&] { return cuda::selected_slots(p, stream_); });
+    }
+    size_t topk_workspace_size(const TopkParams& p) const override { return cuda::topk_workspace_size(p); }
+    Status topk(const TopkParams& p, Workspace ws) override {
+        return run(p, [&] { return checked_workspace("topk", ws, cuda::topk_workspace_size(p),
+                                                      [&] { return cuda::topk(p, ws, stream_); }); });
+    }
+
+    // ---- attention ----
+    size_t sparse_attention_workspace_size(const SparseAttentionParams& p) const override {
+        return cuda::sparse_attention_workspace_size(p);
+    }
+    Status sparse_attention(const SparseAttentionParams& p, Workspace ws) override {
+        return run(p, [&] { return checked_workspace("sparse_attention", ws, cuda::sparse_attention_workspace_size(p),
+                                                      [&] { return cuda::sparse_attention(p, ws, stream_); }); });
+    }
+    Status dsa_output_gate(const DsaOutputGateParams& p) override {
+        return run(p, [&] { return cuda::dsa_output_gate(p, stream_); });
+    }
+    size_t mla_head_proj_workspace_size(const MlaHeadProjParams& p) const override {
+        return cuda::mla_head_proj_workspace_size(p);
+    }
+    Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) override {
+        return run(p, [&] { return checked_workspace("mla_head_proj", ws, cuda::mla_head_proj_workspace_size(p),
+                                                      [&] { return cuda::mla_head_proj(p, ws, stream_); }); });
+    }
+    Status qsa_pool(const QsaPoolParams& p) override { return run(p, [&] { return cuda::qsa_pool(p, stream_); }); }
+    Status qsa_expand(const QsaExpandParams& p) override { return run(p, [&] { return cuda::qsa_expand(p, stream_); }); }
+    size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const override {
+        return cuda::qsa_sparse_gqa_workspace_size(p);
+    }
+    Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws) override {
+        return run(p, [&] { return checked_workspace("qsa_sparse_gqa", ws, cuda::qsa_sparse_gqa_workspace_size(p),
+                                                      [&] { return cuda::qsa_sparse_gqa(p, ws, stream_); }); });
+    }
 
 protected:
     Status transfer_bytes(Transfer kind, void* dst, const void* src, size_t n) override {
@@ -175,19 +214,24 @@ private:
         SIEVE_RETURN_IF_ERROR(use_device(device_));
         return launch();
     }
-    Status not_yet(std::string_view op) const {
-        return unsupported_error("{}: {} has no CUDA kernel yet", name_, op);
+    Expected<const cuda::CudaPreparedLinear*> own(const PreparedLinear& w) const {
+        const auto* prepared = dynamic_cast<const cuda::CudaPreparedLinear*>(&w);
+        if (prepared == nullptr) return invalid_argument_error("{} linear: weights were prepared by another backend", name_);
+        return prepared;
     }
-    // Invalid params are invalid_argument on every backend, before the missing kernel is reported.
-    template <class P>
-    Status checked_not_yet(const P& p, std::string_view op) const {
-        SIEVE_RETURN_IF_ERROR(validate(p));
-        return not_yet(op);
+    template <class F>
+    Status checked_workspace(std::string_view op, Workspace ws, size_t needed, F&& launch) {
+        SIEVE_RETURN_IF_ERROR(check_workspace(op, ws, needed));
+        return launch();
     }
+
+    static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
 
     int device_;
     cudaStream_t stream_;
     std::string name_;
+    cublasHandle_t cublas_ = nullptr;
+    std::unique_ptr<DeviceBuffer> cublas_workspace_;
 };
 
 }  // namespace
@@ -217,7 +261,9 @@ Expected<std::unique_ptr<Backend>> make_cuda_backend(int device) {
     SIEVE_RETURN_IF_ERROR(use_device(device));
     cudaStream_t stream = nullptr;
     SIEVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
-    return std::unique_ptr<Backend>(new CudaBackend(device, stream, fmt::format("cuda:{}", device)));
+    auto backend = std::make_unique<CudaBackend>(device, stream, fmt::format("cuda:{}", device));
+    SIEVE_RETURN_IF_ERROR(backend->init_cublas());
+    return std::unique_ptr<Backend>(std::move(backend));
 }
 
 }  // namespace sieve

@@ -19,4 +19,14 @@ Status cuda_status(cudaError_t error, std::string_view what) {
     }
 }
 
+Status cublas_status(cublasStatus_t status, std::string_view what) {
+    switch (status) {
+        case CUBLAS_STATUS_SUCCESS: return Status::ok();
+        case CUBLAS_STATUS_ALLOC_FAILED: return out_of_memory_error("cublas: {}: {}", what, cublasGetStatusString(status));
+        case CUBLAS_STATUS_NOT_SUPPORTED:
+        case CUBLAS_STATUS_ARCH_MISMATCH: return unsupported_error("cublas: {}: {}", what, cublasGetStatusString(status));
+        default: return internal_error("cublas: {}: {}", what, cublasGetStatusString(status));
+    }
+}
+
 }  // namespace sieve::cuda

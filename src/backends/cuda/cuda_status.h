@@ -1,9 +1,10 @@
-// CUDA runtime errors as Status: out_of_memory for allocation failures, unsupported for a missing
+// CUDA runtime and cuBLAS errors as Status: out_of_memory for allocation failures, unsupported for a missing
 // device or driver, internal for the rest, each naming the call and the runtime's own message.
 #pragma once
 
 #include <string_view>
 
+#include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
 #include "sieve/core/status.h"
@@ -11,6 +12,7 @@
 namespace sieve::cuda {
 
 Status cuda_status(cudaError_t error, std::string_view what);
+Status cublas_status(cublasStatus_t status, std::string_view what);
 
 }  // namespace sieve::cuda
 

@@ -2,7 +2,7 @@
 // sums are fp32 (a strided per-thread partial, then a block reduction: order unspecified, as the contracts
 // allow); 1/sqrt is IEEE division and square root (nvcc's default -prec-div / -prec-sqrt), and the output
 // products are rounded as written, as in ref.
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/norm_kernels.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/dtype_access.cuh"
 

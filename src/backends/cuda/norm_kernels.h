@@ -1,4 +1,4 @@
-// The CUDA kernels' launchers, one per op (ops/<op>.h semantics), each enqueuing on `stream` and
+// The launchers of the norm kernels (ops/rms_norm.h, ops/layer_norm.h semantics), each enqueuing on `stream` and
 // returning the launch's Status. Params are validated by the backend before (cuda_backend.cpp); their
 // pointers are device addresses.
 #pragma once

@@ -1,0 +1,1045 @@
+// Attention: sparse attention over listed cache rows with a sink (ops/sparse_attention.h), QSA's pooling, expansion and sparse GQA (ops/qsa_pool.h, qsa_expand.h, qsa_sparse_gqa.h), DSA's output gate and per-head projection (ops/dsa_output_gate.h, mla_head_proj.h).
+//
+// The simple, correct first versions (fp32 CUDA-core arithmetic; no tensor cores, no TMA yet):
+//   sparse_attention, qsa_sparse_gqa  one thread block per (token, block of heads sharing the KV rows, split of
+//       the list): the listed entries are gathered (−1 skipped) in chunks of up to 32 rows, each dequantized
+//       ONCE into shared memory for all heads of the block, then logits, an fp32 online softmax (running max,
+//       sum, output accumulator) and the P·V update, all in shared memory (attention_step_* below). When the
+//       (token, head block) items alone would not fill the GPU (decode), each item's list is split over
+//       several blocks (split-K over the rows): every split writes its running max, sum, row count and
+//       accumulator to the workspace and a second kernel merges them (attention_combine_*), as vLLM's split-K
+//       decode does (qsa.md §9 item 5; ops/qsa_sparse_gqa.h allows it explicitly).
+//   qsa_pool      one block per group; each thread sums its dims over the members in member order.
+//   qsa_expand    one block per token; a block-wide compaction of the sel row, then the open tail and −1.
+//   dsa_output_gate  one block per (token, head) row.
+//   mla_head_proj a tiled fp32 GEMM per head (32 tokens × 64 outputs per block).
+//
+// Index arrays live on the device and are not range-checked by the backend (check_indices cannot run on
+// device memory): every kernel keeps its reads and writes in bounds whatever the indices hold, and the
+// comments at each index read say what an out-of-contract value does (it is skipped where possible).
+#include "backends/cuda/attention_kernels.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <fmt/format.h>
+
+#include "backends/cuda/attention_cache.cuh"
+#include "backends/cuda/cuda_status.h"
+#include "backends/cuda/dtype_access.cuh"
+
+namespace sieve::cuda {
+namespace {
+
+using namespace attn;  // attention_cache.cuh
+
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+    return v;
+}
+// fmaxf ignores a NaN operand: a NaN logit does not become the max, it shows through its own exp() (NaN)
+// in the sums instead, as the contracts require.
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+    return v;
+}
+__device__ __forceinline__ int warp_sum_int(int v) {
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+    return v;
+}
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// A runtime call's Status, its message formatted only on failure (a launcher allocates nothing when it works).
+Status launch_check(cudaError_t error, const char* op, const char* what) {
+    if (error == cudaSuccess) return Status::ok();
+    return cuda_status(error, fmt::format("{}: {}", op, what));
+}
+
+// ================================ the attention step (shared) ================================
+//
+// Both attention kernels keep, per block, nh ≤ heads_per_block heads and a chunk of n ≤ chunk ≤ 32 gathered
+// rows in dynamic shared memory (floats):
+//   sQ   [heads, q_dim]      the q rows, widened exactly
+//   sK   [chunk, k_stride]   the chunk's dequantized K rows (sparse attention: the whole entry, V = its prefix)
+//   sV   [chunk, v_stride]   qsa_sparse_gqa only: the chunk's V rows
+//   sAcc [heads, v_dim]      Σ_j p_j · V_j, rescaled to the running max
+//   sP   [heads, chunk]      the chunk's logits, then its weights p_j
+//   sM, sL, sAlpha [heads]   running max, running Σ p_j, the chunk's rescale factor exp(M_old − M_new)
+
+constexpr int kAttnThreads = 256;
+constexpr int kAttnWarps = kAttnThreads / kWarp;
+constexpr int kMaxChunk = 32;  // rows per chunk: one lane per row in attention_step_softmax and the gathers
+constexpr int kMaxHeadsPerBlock = 16;
+// Split-K: the grid aims at two blocks per multiprocessor of an H100 / H200 SXM (132 of them). A constant,
+// not a device query, so that the workspace size is a function of the shapes alone.
+constexpr int64_t kTargetBlocks = 2 * 132;
+constexpr int64_t kMinSplitPositions = 2 * kMaxChunk;  // list positions per split, at least
+constexpr int64_t kMaxSplits = 64;
+constexpr int kStats = 4;  // per (row, split) in the workspace: running max, running sum, rows gathered, 0
+
+// Floats of the dynamic shared memory (the layout above), host and device.
+__host__ __device__ inline int64_t attention_smem_floats(int64_t heads, int64_t chunk, int64_t q_dim, int64_t k_stride,
+                                                         int64_t v_stride, int64_t v_dim) {
+    return heads * q_dim + chunk * k_stride + chunk * v_stride + heads * v_dim + heads * chunk + 3 * heads;
+}
+
+// sP[hh·chunk + r] = scale · ⟨sQ[hh], sK[r]⟩ for hh < nh, r < n: one warp per (head, row) pair, the lanes
+// striding the dims (fp32 products and sums, order unspecified: ops/sparse_attention.h, qsa_sparse_gqa.h),
+// then one rounded product by the scale, as in ref (l = scale · dot).
+__device__ __forceinline__ void attention_step_logits(const float* sQ, const float* sK, int q_dim, int k_stride, int nh,
+                                                      int n, int chunk, float scale, float* sP) {
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    for (int pair = warp; pair < nh * n; pair += kAttnWarps) {
+        const int hh = pair / n, r = pair - hh * n;
+        const float* q = sQ + hh * q_dim;
+        const float* k = sK + r * k_stride;
+        float dot0 = 0.0f, dot1 = 0.0f;  // two chains: more loads in flight
+        int i = lane;
+        for (; i + kWarp < q_dim; i += 2 * kWarp) {
+            dot0 = fmaf(q[i], k[i], dot0);
+            dot1 = fmaf(q[i + kWarp], k[i + kWarp], dot1);
+        }
+        if (i < q_dim) dot0 = fmaf(q[i], k[i], dot0);
+        const float dot = warp_sum(dot0 + dot1);
+        if (lane == 0) sP[hh * chunk + r] = __fmul_rn(scale, dot);
+    }
+}
+
+// The online-softmax update of one chunk, one warp per head, one lane per row (n ≤ 32):
+//   M_new = max(M_old, max_r l_r);  p_r = exp(l_r − M_new);  alpha = exp(M_old − M_new);  L = L·alpha + Σ p_r
+// In exact arithmetic this is the contracts' exp(l_j − M) with M the global max (the rescales cancel).
+// Non-finite logits, following the contracts (ops/sparse_attention.h "never masked"):
+//   * a −inf logit weighs exactly 0 even while M is still −inf (ref: exp(−inf − M) = 0 beside any larger M);
+//     if no logit (and no sink) is ever finite, L stays 0 and the final quotient 0/0 is NaN, as ref's
+//     exp(−inf − (−inf)) = NaN makes it;
+//   * a NaN logit never becomes the max (fmaxf) but gives p = NaN, so L and the output are NaN;
+//   * a +inf logit makes M = +inf and its p = exp(inf − inf) = NaN: NaN output (inf / inf in ref).
+// alpha = 1 while M is −inf (nothing gathered can weigh yet: L and the accumulators are still 0).
+// p_bf16 (QSA math bf16, qsa_sparse_gqa.h): the P·V weight is bf16(p), the sum L takes p unrounded.
+__device__ __forceinline__ void attention_step_softmax(float* sP, float* sM, float* sL, float* sAlpha, int nh, int n,
+                                                       int chunk, bool p_bf16) {
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    for (int hh = warp; hh < nh; hh += kAttnWarps) {
+        const float l = lane < n ? sP[hh * chunk + lane] : -INFINITY;
+        const float m_old = sM[hh];
+        const float m_new = fmaxf(m_old, warp_max(l));
+        const float p = lane < n && l != -INFINITY ? expf(l - m_new) : 0.0f;
+        const float sum = warp_sum(p);
+        const float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
+        if (lane < n) sP[hh * chunk + lane] = p_bf16 ? round_bf16(p) : p;
+        __syncwarp();  // every lane has read sM[hh] before lane 0 overwrites it
+        if (lane == 0) {
+            sL[hh] = sL[hh] * alpha + sum;
+            sM[hh] = m_new;
+            sAlpha[hh] = alpha;
+        }
+    }
+}
+
+// sAcc[hh, i] = sAcc[hh, i] · alpha_hh + Σ_r P[hh, r] · V_r[i]: one thread per (head, dim) pair (fp32), two
+// (head, dim) pairs at a time (independent chains: more shared loads in flight).
+__device__ __forceinline__ void attention_step_accumulate(float* sAcc, const float* sP, const float* sAlpha,
+                                                          const float* sV, int v_stride, int v_dim, int nh, int n,
+                                                          int chunk) {
+    const int total = nh * v_dim;
+    for (int idx = threadIdx.x; idx < total; idx += 2 * kAttnThreads) {
+        const int idx1 = idx + kAttnThreads;
+        const bool two = idx1 < total;
+        const int h0 = idx / v_dim, i0 = idx - h0 * v_dim;
+        const int h1 = two ? idx1 / v_dim : h0, i1 = two ? idx1 - h1 * v_dim : i0;
+        const float* p0 = sP + h0 * chunk;
+        const float* p1 = sP + h1 * chunk;
+        float a0 = sAcc[idx] * sAlpha[h0];
+        float a1 = two ? sAcc[idx1] * sAlpha[h1] : 0.0f;
+        for (int r = 0; r < n; ++r) {
+            a0 = fmaf(p0[r], sV[r * v_stride + i0], a0);
+            a1 = fmaf(p1[r], sV[r * v_stride + i1], a1);
+        }
+        sAcc[idx] = a0;
+        if (two) sAcc[idx1] = a1;
+    }
+}
+
+// The weight of a split (or of the one running state) whose running max is m, against the row's max M:
+// exp(m − M), and exactly 0 for a split that weighed nothing yet (m = −inf: its sum and accumulator are 0,
+// or NaN where an entry held one, which must survive: 0 · NaN = NaN).
+__device__ __forceinline__ float attention_split_weight(float m, float M) { return m == -INFINITY ? 0.0f : expf(m - M); }
+
+// The launch shape of an attention kernel: heads per block, rows per chunk, head blocks per item, splits of
+// each item's list, the dynamic shared memory.
+struct AttentionShape {
+    int heads_per_block = 1, chunk = kMaxChunk;
+    int64_t head_blocks = 1, splits = 1;
+    size_t smem_bytes = 0;
+};
+
+// Splits of each item's list (split-K), from the shapes alone: enough blocks to fill the GPU at the nominal
+// heads per block, each split at least kMinSplitPositions list positions (−1 entries included).
+int64_t attention_splits(int64_t items, int64_t heads, int64_t positions) {
+    if (items <= 0 || heads < 1 || positions <= kMinSplitPositions) return 1;
+    const int64_t hb = std::min<int64_t>(heads, kMaxHeadsPerBlock);
+    const int64_t base = items * ((heads + hb - 1) / hb);
+    if (base >= kTargetBlocks) return 1;
+    int64_t s = (kTargetBlocks + base - 1) / base;
+    s = std::min(s, (positions + kMinSplitPositions - 1) / kMinSplitPositions);
+    return std::max<int64_t>(1, std::min(s, kMaxSplits));
+}
+
+// The split-K workspace: [rows, splits, v_dim] accumulators, then [rows, splits, kStats] statistics, each
+// part 64-byte aligned (rows = tokens × query heads). 0 without splits.
+struct SplitWorkspace {
+    size_t acc_bytes = 0, total = 0;
+};
+SplitWorkspace split_workspace(int64_t rows, int64_t splits, int64_t v_dim) {
+    SplitWorkspace w;
+    if (splits <= 1 || rows <= 0 || v_dim < 1) return w;  // (malformed shapes: validate refuses them before run)
+    const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(splits);
+    w.acc_bytes = workspace_round_up(n * static_cast<size_t>(v_dim) * 4);
+    w.total = w.acc_bytes + workspace_round_up(n * kStats * 4);
+    return w;
+}
+
+// Picks the shape for `items` work items (tokens, or (token, KV head) pairs) of `heads` heads each sharing
+// the rows, whose lists are `splits` ways split: up to 16 heads per block (every row dequantized once per
+// block), fewer while the grid would not fill the GPU (kTargetBlocks), and fewer heads or rows per chunk while
+// the shared memory would exceed the device's per-block limit. Unsupported when even one head and one row do
+// not fit.
+Status attention_shape(const char* op, int64_t items, int64_t heads, int64_t splits, int64_t q_dim, int64_t k_stride,
+                       int64_t v_stride, int64_t v_dim, const void* kernel, AttentionShape* shape) {
+    int device = 0, optin = 0;
+    SIEVE_RETURN_IF_ERROR(launch_check(cudaGetDevice(&device), op, "cudaGetDevice"));
+    SIEVE_RETURN_IF_ERROR(launch_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                                       op, "shared memory limit"));
+    // The kernels' static shared memory (the gathered row addresses) stays below 1 KiB.
+    const int64_t budget = static_cast<int64_t>(optin) - 1024;
+    auto bytes = [&](int64_t hb, int64_t c) { return 4 * attention_smem_floats(hb, c, q_dim, k_stride, v_stride, v_dim); };
+    // Dims this large could overflow the products below; no block could hold them anyway.
+    if (q_dim > budget || k_stride > budget || v_stride > budget || v_dim > budget || bytes(1, 1) > budget)
+        return unsupported_error("cuda: {}: one head and one cache row (q {} + K {} + V {} + out {} floats) exceed the "
+                                 "{} bytes of shared memory a block may use",
+                                 op, q_dim, k_stride, v_stride, v_dim, budget);
+    int64_t hb = std::min<int64_t>(heads, kMaxHeadsPerBlock);
+    while (hb > 1 && items * ((heads + hb - 1) / hb) * splits < kTargetBlocks) hb = (hb + 1) / 2;
+    int64_t c = kMaxChunk;
+    while (bytes(hb, c) > budget) {
+        if (c > 8)
+            c /= 2;
+        else if (hb > 1)
+            hb = (hb + 1) / 2;
+        else
+            c /= 2;  // bytes(1, 1) fits: c stays ≥ 1
+    }
+    // Balance the head blocks (the last one not much smaller than the others); this never grows hb, and
+    // (head_blocks − 1) · heads_per_block < heads: every block has a head.
+    shape->head_blocks = (heads + hb - 1) / hb;
+    shape->heads_per_block = static_cast<int>((heads + shape->head_blocks - 1) / shape->head_blocks);
+    shape->chunk = static_cast<int>(c);
+    shape->splits = splits;
+    shape->smem_bytes = static_cast<size_t>(bytes(shape->heads_per_block, c));
+    if (items > INT_MAX / shape->head_blocks / splits)
+        return unsupported_error("cuda: {}: {} items × {} head blocks × {} splits exceed the grid's 2^31 − 1 blocks", op,
+                                 items, shape->head_blocks, splits);
+    if (shape->smem_bytes > 48 * 1024)
+        SIEVE_RETURN_IF_ERROR(launch_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                                static_cast<int>(shape->smem_bytes)),
+                                           op, "raising the kernel's dynamic shared memory limit"));
+    return Status::ok();
+}
+
+// Where a block of the attention kernels writes its split's partial state (split-K), nullptr without splits.
+struct SplitOut {
+    float* acc = nullptr;    // [rows, splits, v_dim]
+    float* stats = nullptr;  // [rows, splits, kStats]: running max, running sum, rows gathered
+    int64_t splits = 1;
+};
+
+// Block-level epilogue of a split: the state of heads h0 … h0 + nh − 1 of token t (rows t·n_heads + h).
+__device__ __forceinline__ void attention_write_split(const SplitOut& so, int64_t split, int64_t row0, int nh,
+                                                      int v_dim, const float* sAcc, const float* sM, const float* sL,
+                                                      int64_t n_rows) {
+    for (int idx = threadIdx.x; idx < nh * v_dim; idx += kAttnThreads) {
+        const int hh = idx / v_dim, i = idx - hh * v_dim;
+        so.acc[((row0 + hh) * so.splits + split) * v_dim + i] = sAcc[idx];
+    }
+    if (static_cast<int>(threadIdx.x) < nh) {
+        float* st = so.stats + ((row0 + threadIdx.x) * so.splits + split) * kStats;
+        st[0] = sM[threadIdx.x];
+        st[1] = sL[threadIdx.x];
+        st[2] = static_cast<float>(n_rows);  // ≤ the list width: exact in fp32 up to 2^24, and only tested ≠ 0
+        st[3] = 0.0f;
+    }
+}
+
+// The merge of a row's split states (and of the sink σ, a virtual key of zero value): with
+//   M = max(σ, max_s m_s),  f_s = exp(m_s − M) (attention_split_weight),
+//   den = Σ_s f_s · L_s + exp(σ − M)  (no term for σ = −inf: no sink),  out_i = Σ_s f_s · acc_s,i / den,
+// which is the contract's quotient in exact arithmetic. One block per (token, head) row; thread 0 merges the
+// statistics, the threads then merge the accumulators. Returns through shared memory.
+struct CombineState {
+    float f[kMaxSplits];
+    float den;
+    bool zero;  // the row gets 0: no listed entry, or σ = +inf (ops/sparse_attention.h)
+};
+__device__ __forceinline__ void attention_combine_stats(const float* stats, int64_t splits, float sigma,
+                                                        CombineState* cs) {
+    if (threadIdx.x == 0) {
+        float M = sigma, rows = 0.0f;
+        for (int64_t s = 0; s < splits; ++s) {
+            M = fmaxf(M, stats[s * kStats]);
+            rows += stats[s * kStats + 2];
+        }
+        float den = sigma == -INFINITY ? 0.0f : expf(sigma - M);  // a NaN σ makes den NaN
+        for (int64_t s = 0; s < splits; ++s) {
+            const float f = attention_split_weight(stats[s * kStats], M);
+            cs->f[s] = f;
+            den += f * stats[s * kStats + 1];
+        }
+        cs->den = den;
+        cs->zero = rows == 0.0f || sigma == INFINITY;
+    }
+    __syncthreads();
+}
+__device__ __forceinline__ float attention_combine_value(const float* acc, int64_t splits, int v_dim, int i,
+                                                         const CombineState& cs) {
+    float a = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) a = fmaf(cs.f[s], acc[s * v_dim + i], a);
+    return __fdiv_rn(a, cs.den);
+}
+
+// ===================================== sparse_attention =====================================
+
+struct SparseListArgs {
+    AttnRecord rec;                 // the list's cache and entry format (attention_cache.cuh)
+    const int32_t* slots = nullptr; // [n_tokens, width] at slots + t·slots_stride
+    int64_t width = 0, slots_stride = 0;
+};
+
+struct SparseAttentionArgs {
+    const void* q = nullptr;
+    void* out = nullptr;
+    const float* sink = nullptr;
+    SparseListArgs main, extra;
+    SplitOut split;
+    float scale = 0.0f;
+    int64_t n_heads = 0, q_token_stride = 0, q_head_stride = 0, out_token_stride = 0, out_head_stride = 0;
+    int64_t head_blocks = 1;
+    int qk_dim = 0, v_dim = 0, heads_per_block = 1, chunk = kMaxChunk;
+    bool q_bf16 = false, out_bf16 = false;
+};
+
+// Warp 0 gathers the next up to `chunk` listed entries of token t in list positions [cursor, end) (main,
+// then extra; ops/sparse_attention.h "Token t reads, in this order") whose slot is valid: their data and
+// scale addresses and list. `cursor` is identical in every lane. Returns the rows gathered (0: the range is
+// exhausted). A slot of −1 is skipped (the contract); so is any other slot outside [0, n_slots), which
+// check_indices would have refused: on the device it is never addressed.
+__device__ __forceinline__ int sparse_attention_gather(const SparseAttentionArgs& a, int64_t t, int64_t& cursor,
+                                                       int64_t end, int chunk, const uint8_t** s_data,
+                                                       const uint8_t** s_scales, int* s_list) {
+    const int lane = threadIdx.x % kWarp;
+    int filled = 0;
+    while (filled < chunk && cursor < end) {
+        const int64_t c = cursor + lane;
+        bool valid = false;
+        int list = 0;
+        const uint8_t* data = nullptr;
+        const uint8_t* scales = nullptr;
+        if (c < end) {
+            list = c < a.main.width ? 0 : 1;
+            const SparseListArgs& l = list == 0 ? a.main : a.extra;
+            const int64_t j = list == 0 ? c : c - a.main.width;
+            const int64_t slot = l.slots[t * l.slots_stride + j];
+            valid = slot >= 0 && slot < l.rec.n_slots;
+            if (valid) {
+                const AttnBlockPos bp = attn_block_pos(slot, l.rec.block_size);
+                data = attn_record_data(l.rec, bp);
+                scales = attn_record_scales(l.rec, bp);
+            }
+        }
+        const unsigned ballot = __ballot_sync(kFullMask, valid);
+        const int count = __popc(ballot);
+        const int take = min(count, chunk - filled);
+        const int rank = __popc(ballot & ((1u << lane) - 1u));
+        if (valid && rank < take) {
+            s_data[filled + rank] = data;
+            s_scales[filled + rank] = scales;
+            s_list[filled + rank] = list;
+        }
+        if (take < count) {  // the chunk is full: resume at the first valid entry not taken
+            unsigned rest = ballot;
+            for (int k = 0; k < take; ++k) rest &= rest - 1u;
+            cursor += __ffs(static_cast<int>(rest)) - 1;
+        } else {
+            cursor += kWarp;
+        }
+        filled += take;
+    }
+    return filled;
+}
+
+// One block per (token, head block, split). Semantics: ops/sparse_attention.h; the step functions above.
+__global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAttentionArgs a) {
+    extern __shared__ float4 attention_smem[];
+    __shared__ const uint8_t* s_data[kMaxChunk];
+    __shared__ const uint8_t* s_scales[kMaxChunk];
+    __shared__ int s_list[kMaxChunk];
+    __shared__ int s_count;
+    const int HB = a.heads_per_block, C = a.chunk, Dk = a.qk_dim, Dv = a.v_dim;
+    float* sQ = reinterpret_cast<float*>(attention_smem);
+    float* sK = sQ + HB * Dk;
+    float* sAcc = sK + C * Dk;
+    float* sP = sAcc + HB * Dv;
+    float* sM = sP + HB * C;
+    float* sL = sM + HB;
+    float* sAlpha = sL + HB;
+
+    const int64_t split = blockIdx.x % a.split.splits, item = blockIdx.x / a.split.splits;
+    const int64_t t = item / a.head_blocks;
+    const int64_t h0 = (item % a.head_blocks) * HB;
+    const int nh = static_cast<int>(min(static_cast<int64_t>(HB), a.n_heads - h0));
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    // This split's list positions: [total·s/S, total·(s + 1)/S) of the concatenated main + extra lists.
+    const int64_t total = a.main.width + a.extra.width;
+    const int64_t begin = total * split / a.split.splits, end = total * (split + 1) / a.split.splits;
+
+    for (int hh = 0; hh < nh; ++hh) {
+        const int64_t qo = t * a.q_token_stride + (h0 + hh) * a.q_head_stride;
+        for (int i = threadIdx.x; i < Dk; i += kAttnThreads) sQ[hh * Dk + i] = load_act(a.q, a.q_bf16, qo + i);
+    }
+    for (int idx = threadIdx.x; idx < nh * Dv; idx += kAttnThreads) sAcc[idx] = 0.0f;
+    // The running state starts empty; the sink σ enters at the end (attention_combine_stats' formula).
+    if (static_cast<int>(threadIdx.x) < nh) {
+        sM[threadIdx.x] = -INFINITY;
+        sL[threadIdx.x] = 0.0f;
+    }
+
+    int64_t cursor = begin, n_rows = 0;  // cursor: warp 0's; n_rows: every thread's count of gathered rows
+    for (;;) {
+        __syncthreads();  // the previous chunk's readers are done (and the initial state is visible)
+        if (warp == 0) {
+            const int filled = sparse_attention_gather(a, t, cursor, end, C, s_data, s_scales, s_list);
+            if (lane == 0) s_count = filled;
+        }
+        __syncthreads();
+        const int n = s_count;
+        if (n == 0) break;
+        n_rows += n;
+        for (int r = warp; r < n; r += kAttnWarps) {  // dequantize each gathered entry once, for all heads
+            const AttnRecord& rec = s_list[r] == 0 ? a.main.rec : a.extra.rec;
+            const uint8_t* data = s_data[r];
+            const uint8_t* scales = s_scales[r];
+#pragma unroll 4
+            for (int i = lane; i < Dk; i += kWarp) sK[r * Dk + i] = attn_record_value(rec, data, scales, i);
+        }
+        __syncthreads();
+        attention_step_logits(sQ, sK, Dk, Dk, nh, n, C, a.scale, sP);
+        __syncthreads();
+        attention_step_softmax(sP, sM, sL, sAlpha, nh, n, C, false);
+        __syncthreads();
+        attention_step_accumulate(sAcc, sP, sAlpha, sK, Dk, Dv, nh, n, C);  // V_j = the first v_dim values of K_j
+    }
+    // The loop ends right after a barrier that follows the last accumulation: sAcc, sM and sL are complete.
+
+    if (a.split.splits > 1) {
+        attention_write_split(a.split, split, t * a.n_heads + h0, nh, Dv, sAcc, sM, sL, n_rows);
+        return;
+    }
+    // One split: attention_combine_stats' merge over the one running state. out = acc / den, one IEEE
+    // division, cast once; 0 for a token with no listed entry and for a head with σ = +inf, and only there.
+    for (int idx = threadIdx.x; idx < nh * Dv; idx += kAttnThreads) {
+        const int hh = idx / Dv, i = idx - hh * Dv;
+        const float sigma = a.sink ? a.sink[h0 + hh] : -INFINITY;
+        float o = 0.0f;
+        if (n_rows > 0 && sigma != INFINITY) {
+            const float M = fmaxf(sigma, sM[hh]);
+            const float f = attention_split_weight(sM[hh], M);
+            const float den = f * sL[hh] + (sigma == -INFINITY ? 0.0f : expf(sigma - M));
+            o = __fdiv_rn(f * sAcc[idx], den);
+        }
+        store_act(a.out, a.out_bf16, t * a.out_token_stride + (h0 + hh) * a.out_head_stride + i, o);
+    }
+}
+
+struct SparseCombineArgs {
+    const float* acc = nullptr;
+    const float* stats = nullptr;
+    const float* sink = nullptr;
+    void* out = nullptr;
+    int64_t splits = 1, n_heads = 0, out_token_stride = 0, out_head_stride = 0;
+    int v_dim = 0;
+    bool out_bf16 = false;
+};
+
+constexpr int kCombineThreads = 128;
+
+// The merge of the splits of one (token, head) row (attention_combine_stats), then the cast (once).
+__global__ void __launch_bounds__(kCombineThreads) sparse_attention_combine_kernel(SparseCombineArgs c) {
+    __shared__ CombineState cs;
+    const int64_t row = blockIdx.x, t = row / c.n_heads, h = row % c.n_heads;
+    const float sigma = c.sink ? c.sink[h] : -INFINITY;
+    attention_combine_stats(c.stats + row * c.splits * kStats, c.splits, sigma, &cs);
+    const float* acc = c.acc + row * c.splits * c.v_dim;
+    for (int i = threadIdx.x; i < c.v_dim; i += kCombineThreads) {
+        const float o = cs.zero ? 0.0f : attention_combine_value(acc, c.splits, c.v_dim, i, cs);
+        store_act(c.out, c.out_bf16, t * c.out_token_stride + h * c.out_head_stride + i, o);
+    }
+}
+
+SparseListArgs sparse_list_args(const SparseAttentionParams& p, const SparseKvList& l) {
+    SparseListArgs s;
+    s.width = l.width;
+    if (l.width == 0) return s;  // absent: never read (the gather's positions exclude it)
+    s.rec = make_attn_record(l.cache, p.layout(l), l.n_slots);
+    s.slots = l.slots;
+    s.slots_stride = l.slots_stride;
+    return s;
+}
+
+int64_t sparse_attention_splits(const SparseAttentionParams& p) {
+    return attention_splits(p.n_tokens, p.n_heads, p.main.width + p.extra.width);
+}
+
+// ======================================= qsa_sparse_gqa =======================================
+
+struct QsaGqaArgs {
+    const void* q = nullptr;
+    const void* gate = nullptr;
+    void* out = nullptr;
+    const uint8_t* kv_base = nullptr;
+    int64_t kv_block_bytes = 0, kv_block_size = 1, kv_entry_bytes = 0;
+    const int32_t* block_table = nullptr;
+    const int32_t* token_request = nullptr;
+    int64_t n_requests = 0, block_table_stride = 0;
+    const int32_t* indices = nullptr;
+    int64_t n_indices = 0, index_row_stride = 0;
+    int64_t n_heads = 0, n_kv_heads = 1, group = 1;  // group: query heads per KV head
+    int64_t q_token_stride = 0, q_head_stride = 0, gate_token_stride = 0, gate_head_stride = 0;
+    int64_t out_token_stride = 0, out_head_stride = 0;
+    int64_t head_blocks = 1;  // per KV head
+    SplitOut split;
+    float scale = 1.0f;
+    int head_dim = 0, heads_per_block = 1, chunk = kMaxChunk;
+    bool kv_ok = false;  // the kv view's geometry is usable (validate_paged_view's conditions)
+    bool q_bf16 = false, kv_bf16 = false, gate_bf16 = false, out_bf16 = false, p_bf16 = false;
+};
+
+// Warp 0 gathers the next up to `chunk` valid entries of token t's index row in positions [cursor, end): the
+// addresses of their kv entries (ops/block_tables.h paged_slot, then CacheView::row). Returns the rows
+// gathered (0: exhausted). A position of −1 is skipped (the contract). Out-of-contract values, which
+// check_indices would have refused, are skipped too and never addressed: another negative position, a
+// position whose block is past the table row (block_table_stride), a block id < 0 (released), a
+// token_request outside [0, n_requests), or an unusable kv view (then no entry is read: every row gives 0).
+// A block id beyond the cache cannot be detected here (neither BlockTables nor the view carries the cache's
+// block count).
+__device__ __forceinline__ int qsa_gqa_gather(const QsaGqaArgs& a, int64_t t, int64_t req, int64_t& cursor, int64_t end,
+                                              int chunk, const uint8_t** s_rows) {
+    const int lane = threadIdx.x % kWarp;
+    if (!(a.kv_ok && req >= 0 && req < a.n_requests)) return 0;
+    int filled = 0;
+    while (filled < chunk && cursor < end) {
+        const int64_t c = cursor + lane;
+        bool valid = false;
+        const uint8_t* row = nullptr;
+        if (c < end) {
+            const int64_t pos = a.indices[t * a.index_row_stride + c];
+            if (pos >= 0) {
+                const AttnBlockPos bp = attn_block_pos(pos, a.kv_block_size);
+                if (bp.block < a.block_table_stride) {
+                    const int64_t id = a.block_table[req * a.block_table_stride + bp.block];
+                    valid = id >= 0;
+                    if (valid) row = a.kv_base + id * a.kv_block_bytes + bp.entry * a.kv_entry_bytes;
+                }
+            }
+        }
+        const unsigned ballot = __ballot_sync(kFullMask, valid);
+        const int count = __popc(ballot);
+        const int take = min(count, chunk - filled);
+        const int rank = __popc(ballot & ((1u << lane) - 1u));
+        if (valid && rank < take) s_rows[filled + rank] = row;
+        if (take < count) {
+            unsigned rest = ballot;
+            for (int k = 0; k < take; ++k) rest &= rest - 1u;
+            cursor += __ffs(static_cast<int>(rest)) - 1;
+        } else {
+            cursor += kWarp;
+        }
+        filled += take;
+    }
+    return filled;
+}
+
+// y for output (t, h, i) from o (qsa_sparse_gqa.h §4.8, §9 item 6):
+//   math f32:  y = o / (1 + exp(−gate))       (ref: o · σ(gate) as one quotient)
+//   math bf16: y = bf16(bf16(o) · bf16(σ(gate))), σ in fp32 (ref: double, then rounded: within a bf16 ulp)
+// An empty row (o = 0) goes through the gate too (0 · σ), as in ref: a NaN gate still gives NaN there.
+__device__ __forceinline__ void qsa_gqa_store(const QsaGqaArgs& a, int64_t t, int64_t h, int i, float o) {
+    float y = o;
+    if (a.p_bf16) {
+        const float ob = round_bf16(o);
+        y = ob;
+        if (a.gate) {
+            const float gv = load_act(a.gate, a.gate_bf16, t * a.gate_token_stride + h * a.gate_head_stride + i);
+            const float s = round_bf16(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-gv))));
+            y = round_bf16(__fmul_rn(ob, s));  // the product of two bf16 values is exact in fp32
+        }
+    } else if (a.gate) {
+        const float gv = load_act(a.gate, a.gate_bf16, t * a.gate_token_stride + h * a.gate_head_stride + i);
+        y = __fdiv_rn(o, __fadd_rn(1.0f, expf(-gv)));
+    }
+    store_act(a.out, a.out_bf16, t * a.out_token_stride + h * a.out_head_stride + i, y);
+}
+
+// One block per (token, KV head, block of that KV head's query heads, split). Semantics: ops/qsa_sparse_gqa.h.
+__global__ void __launch_bounds__(kAttnThreads) qsa_sparse_gqa_kernel(QsaGqaArgs a) {
+    extern __shared__ float4 attention_smem[];
+    __shared__ const uint8_t* s_rows[kMaxChunk];
+    __shared__ int s_count;
+    const int HB = a.heads_per_block, C = a.chunk, D = a.head_dim;
+    float* sQ = reinterpret_cast<float*>(attention_smem);
+    float* sK = sQ + HB * D;
+    float* sV = sK + C * D;
+    float* sAcc = sV + C * D;
+    float* sP = sAcc + HB * D;
+    float* sM = sP + HB * C;
+    float* sL = sM + HB;
+    float* sAlpha = sL + HB;
+
+    const int64_t split = blockIdx.x % a.split.splits, block = blockIdx.x / a.split.splits;
+    const int64_t item = block / a.head_blocks;  // t · n_kv_heads + g
+    const int64_t t = item / a.n_kv_heads, g = item % a.n_kv_heads;
+    const int64_t first = (block % a.head_blocks) * HB;  // within the group
+    const int64_t h0 = g * a.group + first;               // consecutive query heads share KV head g (§4.7)
+    const int nh = static_cast<int>(min(static_cast<int64_t>(HB), a.group - first));
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int64_t req = a.token_request[t];
+    const int64_t begin = a.n_indices * split / a.split.splits, end = a.n_indices * (split + 1) / a.split.splits;
+
+    for (int hh = 0; hh < nh; ++hh) {
+        const int64_t qo = t * a.q_token_stride + (h0 + hh) * a.q_head_stride;
+        for (int i = threadIdx.x; i < D; i += kAttnThreads) sQ[hh * D + i] = load_act(a.q, a.q_bf16, qo + i);
+    }
+    for (int idx = threadIdx.x; idx < nh * D; idx += kAttnThreads) sAcc[idx] = 0.0f;
+    if (static_cast<int>(threadIdx.x) < nh) {
+        sM[threadIdx.x] = -INFINITY;  // no sink (§4.7)
+        sL[threadIdx.x] = 0.0f;
+    }
+
+    // KV head g's K and V inside an entry [n_kv_heads, 2, head_dim] (qsa_sparse_gqa.h "KV entry layout").
+    const int64_t elem = a.kv_bf16 ? 2 : 4;
+    const int64_t k_off = 2 * g * D * elem, v_off = (2 * g + 1) * D * elem;
+    int64_t cursor = begin, n_rows = 0;
+    for (;;) {
+        __syncthreads();
+        if (warp == 0) {
+            const int filled = qsa_gqa_gather(a, t, req, cursor, end, C, s_rows);
+            if (lane == 0) s_count = filled;
+        }
+        __syncthreads();
+        const int n = s_count;
+        if (n == 0) break;
+        n_rows += n;
+        for (int r = warp; r < n; r += kAttnWarps) {
+            const uint8_t* row = s_rows[r];
+#pragma unroll 4
+            for (int i = lane; i < D; i += kWarp) {
+                sK[r * D + i] = load_plain_le(row + k_off, a.kv_bf16, i);
+                sV[r * D + i] = load_plain_le(row + v_off, a.kv_bf16, i);
+            }
+        }
+        __syncthreads();
+        attention_step_logits(sQ, sK, D, D, nh, n, C, a.scale, sP);
+        __syncthreads();
+        attention_step_softmax(sP, sM, sL, sAlpha, nh, n, C, a.p_bf16);
+        __syncthreads();
+        attention_step_accumulate(sAcc, sP, sAlpha, sV, D, D, nh, n, C);
+    }
+
+    if (a.split.splits > 1) {
+        attention_write_split(a.split, split, t * a.n_heads + h0, nh, D, sAcc, sM, sL, n_rows);
+        return;
+    }
+    // o = acc / Σp (0 for a row with no valid entry, §4.6, and only there), then the gate.
+    for (int idx = threadIdx.x; idx < nh * D; idx += kAttnThreads) {
+        const int hh = idx / D, i = idx - hh * D;
+        // With no sink the merge of one state is acc / L (M = the running max): when every logit was −inf,
+        // L = 0 and acc = 0 and the quotient is NaN, as in ref.
+        const float o = n_rows > 0 ? __fdiv_rn(sAcc[idx], sL[hh]) : 0.0f;
+        qsa_gqa_store(a, t, h0 + hh, i, o);
+    }
+}
+
+// The merge of the splits of one (token, query head) row (attention_combine_stats, no sink), then the gate.
+__global__ void __launch_bounds__(kCombineThreads) qsa_sparse_gqa_combine_kernel(QsaGqaArgs a) {
+    __shared__ CombineState cs;
+    const int64_t row = blockIdx.x, t = row / a.n_heads, h = row % a.n_heads;
+    attention_combine_stats(a.split.stats + row * a.split.splits * kStats, a.split.splits, -INFINITY, &cs);
+    const float* acc = a.split.acc + row * a.split.splits * a.head_dim;
+    for (int i = threadIdx.x; i < a.head_dim; i += kCombineThreads) {
+        const float o = cs.zero ? 0.0f : attention_combine_value(acc, a.split.splits, a.head_dim, i, cs);
+        qsa_gqa_store(a, t, h, i, o);
+    }
+}
+
+int64_t qsa_sparse_gqa_splits(const QsaSparseGqaParams& p) {
+    if (p.n_kv_heads < 1 || p.n_heads % p.n_kv_heads != 0) return 1;
+    return attention_splits(p.n_tokens * p.n_kv_heads, p.n_heads / p.n_kv_heads, p.n_indices);
+}
+
+// ========================================== qsa_pool ==========================================
+
+constexpr int kPoolThreads = 128;
+
+// One block per group. sum = Σ_j key_j[i] in fp32, member order, then one fp32 division by ratio and one
+// cast (ops/qsa_pool.h): the same operations in the same order as ref, so the same bits.
+// A negative member slot (check_indices would refuse it) is skipped: it adds nothing and is never addressed.
+// A slot beyond the cache cannot be detected (QsaPoolParams carries no slot count).
+__global__ void __launch_bounds__(kPoolThreads) qsa_pool_kernel(QsaPoolParams p) {
+    const int64_t g = blockIdx.x;
+    const bool key_bf16 = p.key_type == DType::bf16, out_bf16 = p.out_type == DType::bf16;
+    const int64_t* members = p.member_slots + g * p.ratio;
+    for (int64_t i = threadIdx.x; i < p.head_dim; i += kPoolThreads) {
+        float sum = 0.0f;
+        for (int64_t j = 0; j < p.ratio; ++j) {
+            const int64_t slot = members[j];
+            if (slot < 0) continue;
+            // CacheView::row(slot)
+            const uint8_t* row = p.keys.base + (slot / p.keys.block_size) * p.keys.block_bytes +
+                                 (slot % p.keys.block_size) * p.keys.entry_bytes;
+            sum = __fadd_rn(sum, load_plain_le(row, key_bf16, i));
+        }
+        store_act(p.out, out_bf16, g * p.out_row_stride + i, __fdiv_rn(sum, static_cast<float>(p.ratio)));
+    }
+}
+
+// ========================================= qsa_expand =========================================
+
+constexpr int kExpandThreads = 128;
+constexpr int kExpandWarps = kExpandThreads / kWarp;
+
+// One block per token (ops/qsa_expand.h). Every write is to out[t, c] with c ∈ [0, out_width), whatever the
+// inputs hold; any produced value < 0, ≥ L or beyond int32 is written as −1 (§4.6).
+__global__ void __launch_bounds__(kExpandThreads) qsa_expand_kernel(QsaExpandParams p) {
+    __shared__ int s_warp[kExpandWarps];
+    __shared__ int s_valid[kExpandWarps];
+    const int64_t t = blockIdx.x;
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int64_t pos = p.positions[t], len = p.seq_lens[t], r = p.ratio, k = p.block_topk;
+    const int64_t visible = min((pos + 1) / r, len / r);  // §4.5, C++ division as in ref
+    int32_t* out = p.out + t * p.out_row_stride;
+    int valid = 0;  // this thread's valid entries
+    auto emit = [&](int64_t c, int64_t v) {
+        const bool ok = v >= 0 && v < len && v <= INT32_MAX;
+        out[c] = ok ? static_cast<int32_t>(v) : -1;
+        valid += ok ? 1 : 0;
+    };
+    int64_t nb = 0;  // whole groups written: out[0, nb·r)
+    if (visible <= k) {
+        // Dense: groups 0 … visible − 1, so out[c] = (c / r)·r + c % r = c; sel is not read.
+        nb = visible > 0 ? visible : 0;
+        for (int64_t c = threadIdx.x; c < nb * r; c += kExpandThreads) emit(c, c);
+    } else if (p.sel != nullptr) {
+        // The row's entries ≥ 0 in row order, left-compacted: entry e of rank m fills out[m·r, m·r + r).
+        // (A null sel with a selecting token is refused by check_indices; here it selects no group.)
+        const int32_t* sel = p.sel + t * p.sel_row_stride;
+        for (int64_t j0 = 0; j0 < k; j0 += kExpandThreads) {
+            const int64_t j = j0 + threadIdx.x;
+            const int32_t e = j < k ? sel[j] : -1;
+            const unsigned ballot = __ballot_sync(kFullMask, e >= 0);
+            if (lane == 0) s_warp[warp] = __popc(ballot);
+            __syncthreads();
+            int64_t before = 0, in_chunk = 0;
+            for (int w = 0; w < kExpandWarps; ++w) {
+                before += w < warp ? s_warp[w] : 0;
+                in_chunk += s_warp[w];
+            }
+            __syncthreads();  // s_warp is rewritten by the next chunk
+            if (e >= 0) {
+                const int64_t m = nb + before + __popc(ballot & ((1u << lane) - 1u));
+                for (int64_t u = 0; u < r; ++u)
+                    if (m * r + u < p.out_width) emit(m * r + u, static_cast<int64_t>(e) * r + u);
+            }
+            nb += in_chunk;
+        }
+    }
+    // The open tail: tail_start + j for j < (p + 1) − tail_start, then −1 up to out_width.
+    const int64_t tail_start = ((pos + 1) / r) * r, n_tail = (pos + 1) - tail_start;
+    for (int64_t c = nb * r + threadIdx.x; c < p.out_width; c += kExpandThreads) {
+        const int64_t j = c - nb * r;
+        emit(c, j < n_tail ? tail_start + j : -1);
+    }
+    if (p.out_count == nullptr) return;  // uniform over the block
+    const int w_valid = warp_sum_int(valid);
+    if (lane == 0) s_valid[warp] = w_valid;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int total = 0;
+        for (int w = 0; w < kExpandWarps; ++w) total += s_valid[w];
+        p.out_count[t] = total;
+    }
+}
+
+// ====================================== dsa_output_gate ======================================
+
+constexpr int kGateThreads = 128;
+
+// One block per (token, head) row: y = x · σ(g) as one IEEE quotient x / (1 + exp(−g)) in fp32 (ref: the same
+// quotient in double), cast once. In place (y = x, same view) is safe: each element is read, then written, by
+// one thread.
+__global__ void __launch_bounds__(kGateThreads) dsa_output_gate_kernel(DsaOutputGateParams p) {
+    const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
+    const bool x_bf16 = p.x_type == DType::bf16, g_bf16 = p.gate_type == DType::bf16, y_bf16 = p.y_type == DType::bf16;
+    const bool elementwise = p.mode == DsaGateMode::elementwise;
+    const int64_t xo = t * p.x_token_stride + h * p.x_head_stride, yo = t * p.y_token_stride + h * p.y_head_stride;
+    const int64_t go = t * p.gate_row_stride + (elementwise ? h * p.head_dim : h);
+    for (int64_t i = threadIdx.x; i < p.head_dim; i += kGateThreads) {
+        const float g = load_act(p.gate, g_bf16, elementwise ? go + i : go);
+        const float x = load_act(p.x, x_bf16, xo + i);
+        store_act(p.y, y_bf16, yo + i, __fdiv_rn(x, __fadd_rn(1.0f, expf(-g))));
+    }
+}
+
+// ======================================= mla_head_proj =======================================
+
+constexpr int kProjThreads = 256;
+constexpr int kProjTileT = 32;  // tokens per block
+constexpr int kProjTileO = 64;  // outputs per block
+constexpr int kProjTileK = 32;  // in_features per step
+
+// y[t, h, o] = Σ_i X(x[t, h, i]) · W[h, i, o] (ops/mla_head_proj.h): a 32 × 64 output tile of one head per
+// block; thread (tx, ty) of 16 × 16 owns tokens 2ty, 2ty + 1 and outputs tx + 16u (u < 4). fp32 FMA
+// accumulation over i in order (the contract leaves the order open). math bf16: X = round_bf16(x) and w is
+// bf16, so every product is exact in fp32 (ops/linear.h's rule); math f32 widens both.
+__global__ void __launch_bounds__(kProjThreads) mla_head_proj_kernel(MlaHeadProjParams p) {
+    __shared__ float sX[kProjTileT][kProjTileK + 1];
+    __shared__ float sW[kProjTileK][kProjTileO];
+    const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kProjTileT, o0 = static_cast<int64_t>(blockIdx.y) * kProjTileO;
+    const int64_t h = blockIdx.z;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const bool x_bf16 = p.x_type == DType::bf16, w_bf16 = p.w_type == DType::bf16, y_bf16 = p.y_type == DType::bf16;
+    const bool round_x = p.math == LinearMath::bf16;
+    const int64_t w0 = h * p.in_features * p.out_features;
+    float acc[2][4] = {};
+    for (int64_t k0 = 0; k0 < p.in_features; k0 += kProjTileK) {
+        for (int e = threadIdx.x; e < kProjTileT * kProjTileK; e += kProjThreads) {
+            const int row = e / kProjTileK, col = e % kProjTileK;
+            const int64_t tk = t0 + row, i = k0 + col;
+            float v = 0.0f;  // outside the matrix: 0 (those outputs are not stored; padded i meets a padded w)
+            if (tk < p.n_tokens && i < p.in_features) {
+                v = load_act(p.x, x_bf16, tk * p.x_token_stride + h * p.x_head_stride + i);
+                if (round_x) v = round_bf16(v);
+            }
+            sX[row][col] = v;
+        }
+        for (int e = threadIdx.x; e < kProjTileK * kProjTileO; e += kProjThreads) {
+            const int row = e / kProjTileO, col = e % kProjTileO;
+            const int64_t i = k0 + row, o = o0 + col;
+            sW[row][col] = i < p.in_features && o < p.out_features ? load_act(p.w, w_bf16, w0 + i * p.out_features + o)
+                                                                   : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int kk = 0; kk < kProjTileK; ++kk) {
+            const float a0 = sX[2 * ty][kk], a1 = sX[2 * ty + 1][kk];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const float b = sW[kk][tx + 16 * u];
+                acc[0][u] = fmaf(a0, b, acc[0][u]);
+                acc[1][u] = fmaf(a1, b, acc[1][u]);
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+        const int64_t tk = t0 + 2 * ty + m;
+        if (tk >= p.n_tokens) continue;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int64_t o = o0 + tx + 16 * u;
+            if (o < p.out_features) store_act(p.y, y_bf16, tk * p.y_token_stride + h * p.y_head_stride + o, acc[m][u]);
+        }
+    }
+}
+
+// One block per row: rows beyond the grid's x limit (2^31 − 1) are not expected of a step.
+Status launch_rows(int64_t rows, const char* op) {
+    if (rows > INT_MAX) return unsupported_error("cuda: {} over {} rows (at most 2^31 − 1)", op, rows);
+    return Status::ok();
+}
+
+}  // namespace
+
+// ---- sparse_attention ----
+
+size_t sparse_attention_workspace_size(const SparseAttentionParams& p) {
+    return split_workspace(p.n_tokens * p.n_heads, sparse_attention_splits(p), p.v_dim).total;
+}
+
+Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream_t stream) {
+    if (p.n_tokens == 0) return Status::ok();
+    const int64_t splits = sparse_attention_splits(p);
+    AttentionShape shape;
+    SIEVE_RETURN_IF_ERROR(attention_shape("sparse_attention", p.n_tokens, p.n_heads, splits, p.qk_dim, p.qk_dim, 0,
+                                          p.v_dim, reinterpret_cast<const void*>(&sparse_attention_kernel), &shape));
+    SparseAttentionArgs a;
+    a.q = p.q;
+    a.out = p.out;
+    a.sink = p.sink;
+    a.main = sparse_list_args(p, p.main);
+    a.extra = sparse_list_args(p, p.extra);
+    a.scale = p.scale;
+    a.n_heads = p.n_heads;
+    a.q_token_stride = p.q_token_stride;
+    a.q_head_stride = p.q_head_stride;
+    a.out_token_stride = p.out_token_stride;
+    a.out_head_stride = p.out_head_stride;
+    a.head_blocks = shape.head_blocks;
+    a.qk_dim = static_cast<int>(p.qk_dim);  // attention_shape bounded the dims by the shared memory
+    a.v_dim = static_cast<int>(p.v_dim);
+    a.heads_per_block = shape.heads_per_block;
+    a.chunk = shape.chunk;
+    a.q_bf16 = p.q_type == DType::bf16;
+    a.out_bf16 = p.out_type == DType::bf16;
+    const int64_t rows = p.n_tokens * p.n_heads;
+    a.split.splits = splits;
+    if (splits > 1) {  // the backend checked ws against sparse_attention_workspace_size
+        if (rows > INT_MAX) return unsupported_error("cuda: sparse_attention over {} rows (at most 2^31 − 1)", rows);
+        const SplitWorkspace w = split_workspace(rows, splits, p.v_dim);
+        a.split.acc = static_cast<float*>(ws.data);
+        a.split.stats = reinterpret_cast<float*>(static_cast<uint8_t*>(ws.data) + w.acc_bytes);
+    }
+    const int64_t blocks = p.n_tokens * shape.head_blocks * splits;
+    sparse_attention_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
+    SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "sparse_attention launch"));
+    if (splits == 1) return Status::ok();
+    SparseCombineArgs c;
+    c.acc = a.split.acc;
+    c.stats = a.split.stats;
+    c.sink = p.sink;
+    c.out = p.out;
+    c.splits = splits;
+    c.n_heads = p.n_heads;
+    c.out_token_stride = p.out_token_stride;
+    c.out_head_stride = p.out_head_stride;
+    c.v_dim = a.v_dim;
+    c.out_bf16 = a.out_bf16;
+    sparse_attention_combine_kernel<<<static_cast<unsigned>(rows), kCombineThreads, 0, stream>>>(c);
+    return cuda_status(cudaGetLastError(), "sparse_attention combine launch");
+}
+
+// ---- qsa ----
+
+Status qsa_pool(const QsaPoolParams& p, cudaStream_t stream) {
+    if (p.n_groups == 0) return Status::ok();
+    SIEVE_RETURN_IF_ERROR(launch_rows(p.n_groups, "qsa_pool"));
+    qsa_pool_kernel<<<static_cast<unsigned>(p.n_groups), kPoolThreads, 0, stream>>>(p);
+    return cuda_status(cudaGetLastError(), "qsa_pool launch");
+}
+
+Status qsa_expand(const QsaExpandParams& p, cudaStream_t stream) {
+    if (p.n_tokens == 0) return Status::ok();
+    SIEVE_RETURN_IF_ERROR(launch_rows(p.n_tokens, "qsa_expand"));
+    qsa_expand_kernel<<<static_cast<unsigned>(p.n_tokens), kExpandThreads, 0, stream>>>(p);
+    return cuda_status(cudaGetLastError(), "qsa_expand launch");
+}
+
+size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) {
+    return split_workspace(p.n_tokens * p.n_heads, qsa_sparse_gqa_splits(p), p.head_dim).total;
+}
+
+Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t stream) {
+    if (p.n_tokens == 0) return Status::ok();
+    const int64_t group = p.n_heads / p.n_kv_heads;  // validate: n_heads is a multiple of n_kv_heads
+    const int64_t splits = qsa_sparse_gqa_splits(p);
+    AttentionShape shape;
+    SIEVE_RETURN_IF_ERROR(attention_shape("qsa_sparse_gqa", p.n_tokens * p.n_kv_heads, group, splits, p.head_dim,
+                                          p.head_dim, p.head_dim, p.head_dim,
+                                          reinterpret_cast<const void*>(&qsa_sparse_gqa_kernel), &shape));
+    QsaGqaArgs a;
+    a.q = p.q;
+    a.gate = p.gate;
+    a.out = p.out;
+    // The view is only checked (check_indices) when some index is valid; validate_paged_view's conditions
+    // here decide whether any entry may be addressed at all.
+    const int64_t entry = 2 * p.n_kv_heads * p.head_dim * static_cast<int64_t>(dtype_size(p.kv_type));
+    a.kv_ok = p.kv.base != nullptr && p.kv.block_size >= 1 && p.kv.entry_bytes >= entry &&
+              p.kv.block_bytes / p.kv.block_size >= p.kv.entry_bytes;
+    a.kv_base = p.kv.base;
+    a.kv_block_bytes = p.kv.block_bytes;
+    a.kv_block_size = a.kv_ok ? p.kv.block_size : 1;
+    a.kv_entry_bytes = p.kv.entry_bytes;
+    a.block_table = p.tables.block_table;
+    a.token_request = p.tables.token_request;
+    a.n_requests = p.tables.n_requests;
+    a.block_table_stride = p.tables.block_table_stride;
+    a.indices = p.indices;
+    a.n_indices = p.indices != nullptr ? p.n_indices : 0;
+    a.index_row_stride = p.index_row_stride;
+    a.n_heads = p.n_heads;
+    a.n_kv_heads = p.n_kv_heads;
+    a.group = group;
+    a.q_token_stride = p.q_token_stride;
+    a.q_head_stride = p.q_head_stride;
+    a.gate_token_stride = p.gate_token_stride;
+    a.gate_head_stride = p.gate_head_stride;
+    a.out_token_stride = p.out_token_stride;
+    a.out_head_stride = p.out_head_stride;
+    a.head_blocks = shape.head_blocks;
+    a.scale = p.scale;
+    a.head_dim = static_cast<int>(p.head_dim);  // bounded by attention_shape
+    a.heads_per_block = shape.heads_per_block;
+    a.chunk = shape.chunk;
+    a.q_bf16 = p.q_type == DType::bf16;
+    a.kv_bf16 = p.kv_type == DType::bf16;
+    a.gate_bf16 = p.gate_type == DType::bf16;
+    a.out_bf16 = p.out_type == DType::bf16;
+    a.p_bf16 = p.math == QsaAttentionMath::bf16;
+    const int64_t rows = p.n_tokens * p.n_heads;
+    a.split.splits = splits;
+    if (splits > 1) {  // the backend checked ws against qsa_sparse_gqa_workspace_size
+        if (rows > INT_MAX) return unsupported_error("cuda: qsa_sparse_gqa over {} rows (at most 2^31 − 1)", rows);
+        const SplitWorkspace w = split_workspace(rows, splits, p.head_dim);
+        a.split.acc = static_cast<float*>(ws.data);
+        a.split.stats = reinterpret_cast<float*>(static_cast<uint8_t*>(ws.data) + w.acc_bytes);
+    }
+    const int64_t blocks = p.n_tokens * p.n_kv_heads * shape.head_blocks * splits;
+    if (blocks > INT_MAX)
+        return unsupported_error("cuda: qsa_sparse_gqa over {} blocks (at most 2^31 − 1)", blocks);
+    qsa_sparse_gqa_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
+    SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "qsa_sparse_gqa launch"));
+    if (splits == 1) return Status::ok();
+    qsa_sparse_gqa_combine_kernel<<<static_cast<unsigned>(rows), kCombineThreads, 0, stream>>>(a);
+    return cuda_status(cudaGetLastError(), "qsa_sparse_gqa combine launch");
+}
+
+// ---- dsa ----
+
+Status dsa_output_gate(const DsaOutputGateParams& p, cudaStream_t stream) {
+    const int64_t rows = p.n_tokens * p.n_heads;
+    if (rows == 0) return Status::ok();
+    SIEVE_RETURN_IF_ERROR(launch_rows(rows, "dsa_output_gate"));
+    dsa_output_gate_kernel<<<static_cast<unsigned>(rows), kGateThreads, 0, stream>>>(p);
+    return cuda_status(cudaGetLastError(), "dsa_output_gate launch");
+}
+
+size_t mla_head_proj_workspace_size(const MlaHeadProjParams&) { return 0; }
+
+Status mla_head_proj(const MlaHeadProjParams& p, Workspace, cudaStream_t stream) {
+    if (p.n_tokens == 0) return Status::ok();
+    const int64_t tiles_t = (p.n_tokens + kProjTileT - 1) / kProjTileT;
+    const int64_t tiles_o = (p.out_features + kProjTileO - 1) / kProjTileO;
+    if (tiles_t > INT_MAX || tiles_o > 65535 || p.n_heads > 65535)
+        return unsupported_error("cuda: mla_head_proj grid of {} token tiles × {} output tiles × {} heads exceeds the "
+                                 "grid limits (2^31 − 1 × 65535 × 65535)",
+                                 tiles_t, tiles_o, p.n_heads);
+    const dim3 grid(static_cast<unsigned>(tiles_t), static_cast<unsigned>(tiles_o), static_cast<unsigned>(p.n_heads));
+    mla_head_proj_kernel<<<grid, kProjThreads, 0, stream>>>(p);
+    return cuda_status(cudaGetLastError(), "mla_head_proj launch");
+}
+
+}  // namespace sieve::cuda

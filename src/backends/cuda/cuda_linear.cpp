@@ -1,0 +1,106 @@
+#include "backends/cuda/cuda_linear.h"
+
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_status.h"
+#include "backends/cuda/linear_kernels.h"
+#include "sieve/ops/op_common.h"
+
+namespace sieve::cuda {
+
+namespace {
+
+// The workspace of one call: the staged x, then the fp32 accumulator, each 64-byte aligned.
+struct LinearScratch {
+    size_t x_bytes = 0, acc_offset = 0, total = 0;
+};
+LinearScratch linear_scratch(int64_t m, int64_t n, int64_t k, LinearMath math) {
+    LinearScratch s;
+    s.x_bytes = workspace_round_up(static_cast<size_t>(m * k) * (math == LinearMath::bf16 ? 2 : 4));
+    s.acc_offset = s.x_bytes;
+    s.total = s.acc_offset + workspace_round_up(static_cast<size_t>(m * n) * 4);
+    return s;
+}
+
+}  // namespace
+
+std::string CudaPreparedLinear::describe() const {
+    return math() == LinearMath::bf16 ? "cuBLAS bf16 GEMM, fp32 accumulation (weights rounded to bf16: exact for bf16 "
+                                        "and for FP8 with power-of-two scales)"
+                                      : "cuBLAS fp32 GEMM (pedantic: no TF32; FP8 and bf16 weights widened exactly)";
+}
+
+Expected<std::unique_ptr<PreparedLinear>> linear_prepare(Backend& backend, const LinearWeights& w) {
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(w));
+    const int64_t n = w.out_features, k = w.in_features;
+    const bool bf16 = w.math == LinearMath::bf16;
+    const size_t count = static_cast<size_t>(n * k);
+    SIEVE_ASSIGN_OR_RETURN(auto weight, backend.buffer_alloc(count * (bf16 ? 2 : 4), BufferUsage::weights,
+                                                             fmt::format("linear weights [{}, {}]", n, k)));
+    if (bf16) {
+        std::vector<uint16_t> host(count);
+        for (int64_t o = 0; o < n; ++o)
+            for (int64_t i = 0; i < k; ++i) host[static_cast<size_t>(o * k + i)] = f32_to_bf16(linear_weight_value(w, o, i));
+        SIEVE_RETURN_IF_ERROR(backend.buffer_upload(*weight, 0, host.data(), host.size() * 2));
+    } else {
+        std::vector<float> host(count);
+        for (int64_t o = 0; o < n; ++o)
+            for (int64_t i = 0; i < k; ++i) host[static_cast<size_t>(o * k + i)] = linear_weight_value(w, o, i);
+        SIEVE_RETURN_IF_ERROR(backend.buffer_upload(*weight, 0, host.data(), host.size() * 4));
+    }
+    std::unique_ptr<DeviceBuffer> bias;
+    if (w.bias != nullptr) {
+        std::vector<float> host(static_cast<size_t>(n));
+        for (int64_t o = 0; o < n; ++o)
+            host[static_cast<size_t>(o)] = w.bias_type == DType::bf16 ? bf16_to_f32(static_cast<const uint16_t*>(w.bias)[o])
+                                                                       : static_cast<const float*>(w.bias)[o];
+        SIEVE_ASSIGN_OR_RETURN(bias, backend.buffer_alloc(host.size() * 4, BufferUsage::weights, "linear bias"));
+        SIEVE_RETURN_IF_ERROR(backend.buffer_upload(*bias, 0, host.data(), host.size() * 4));
+    }
+    return std::unique_ptr<PreparedLinear>(new CudaPreparedLinear(w, std::move(weight), std::move(bias)));
+}
+
+Expected<LinearPlan> linear_plan(const CudaPreparedLinear& w, const LinearParams& shape) {
+    SIEVE_RETURN_IF_ERROR(validate(shape, w.in_features(), w.out_features(), /*check_pointers=*/false));
+    LinearPlan plan;
+    plan.n_tokens = shape.n_tokens;
+    plan.x_row_stride = shape.x_row_stride;
+    plan.y_row_stride = shape.y_row_stride;
+    plan.x_type = shape.x_type;
+    plan.y_type = shape.y_type;
+    plan.workspace_bytes = shape.n_tokens == 0 ? 0 : linear_scratch(shape.n_tokens, w.out_features(), w.in_features(), w.math()).total;
+    plan.kernel = w.math() == LinearMath::bf16 ? "cublas_gemm_bf16_f32acc" : "cublas_sgemm_pedantic";
+    return plan;
+}
+
+Status linear_run(cublasHandle_t cublas, cudaStream_t stream, const CudaPreparedLinear& w, const LinearPlan& plan,
+                  const LinearParams& p, Workspace ws) {
+    SIEVE_RETURN_IF_ERROR(check_linear_plan(plan, p));
+    SIEVE_RETURN_IF_ERROR(validate(p, w.in_features(), w.out_features()));
+    SIEVE_RETURN_IF_ERROR(check_workspace("linear", ws, plan.workspace_bytes));
+    const int64_t m = p.n_tokens, n = w.out_features(), k = w.in_features();
+    if (m == 0) return Status::ok();
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return unsupported_error("cuda linear: {}×{}×{} exceeds cuBLAS's int dimensions", m, n, k);
+    const bool bf16 = w.math() == LinearMath::bf16;
+    const LinearScratch s = linear_scratch(m, n, k, w.math());
+    auto* base = static_cast<uint8_t*>(ws.data);
+    void* xs = base;
+    auto* acc = reinterpret_cast<float*>(base + s.acc_offset);
+    SIEVE_RETURN_IF_ERROR(linear_stage_x(p.x, p.x_type, p.x_row_stride, m, k, bf16, xs, stream));
+    // Row-major y[m, n] = x[m, k] · W[n, k]ᵀ is column-major yᵀ[n, m] = W[n, k] · xᵀ: W's row-major bytes
+    // are the column-major k×n matrix Wᵀ, taken transposed; x's are the column-major k×m matrix xᵀ.
+    const float alpha = 1.0f, beta = 0.0f;
+    const cudaDataType_t in_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasComputeType_t compute = bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
+    SIEVE_RETURN_IF_ERROR(cublas_status(
+        cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+                     &alpha, w.weight(), in_type, static_cast<int>(k), xs, in_type, static_cast<int>(k), &beta, acc,
+                     CUDA_R_32F, static_cast<int>(n), compute, CUBLAS_GEMM_DEFAULT),
+        fmt::format("linear {}×{}×{} GEMM", m, n, k)));
+    return linear_finish(acc, w.bias(), m, n, p.y, p.y_type, p.y_row_stride, stream);
+}
+
+}  // namespace sieve::cuda

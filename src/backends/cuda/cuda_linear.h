@@ -1,0 +1,38 @@
+// The cuda backend's linear (ops/linear.h): weights converted once to the GEMM's dtype and uploaded at
+// prepare time (fp32 for LinearMath::f32; bf16 for LinearMath::bf16, exact for bf16 weights and for FP8
+// weights with power-of-two block scales), then per call: x staged as a dense matrix of that dtype, one
+// cuBLAS GEMM with fp32 accumulation into the workspace, and the bias add + cast + strided store
+// (linear_kernels.h). Tensor-core FP8 GEMMs with block scales come later.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "sieve/backends/backend.h"
+
+namespace sieve::cuda {
+
+class CudaPreparedLinear final : public PreparedLinear {
+public:
+    CudaPreparedLinear(const LinearWeights& w, std::unique_ptr<DeviceBuffer> weight, std::unique_ptr<DeviceBuffer> bias)
+        : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type), weight_(std::move(weight)),
+          bias_(std::move(bias)) {}
+    size_t bytes() const override { return weight_->bytes() + (bias_ ? bias_->bytes() : 0); }
+    std::string describe() const override;
+    const void* weight() const { return weight_->data(); }  // [out, in] dense, fp32 or bf16 (math())
+    const float* bias() const { return bias_ ? bias_->as<float>() : nullptr; }  // [out] or null
+
+private:
+    std::unique_ptr<DeviceBuffer> weight_, bias_;
+};
+
+// `backend` allocates and uploads (its buffers; the weights stay valid while the prepared linear lives).
+Expected<std::unique_ptr<PreparedLinear>> linear_prepare(Backend& backend, const LinearWeights& w);
+Expected<LinearPlan> linear_plan(const CudaPreparedLinear& w, const LinearParams& shape);
+Status linear_run(cublasHandle_t cublas, cudaStream_t stream, const CudaPreparedLinear& w, const LinearPlan& plan,
+                  const LinearParams& p, Workspace ws);
+
+}  // namespace sieve::cuda

@@ -1,0 +1,337 @@
+// RoPE, FP8 quantisation and the Hadamard transform (ops/rope.h, ops/quant_fp8.h, ops/hadamard.h): bit for bit the ref backend's results, as those contracts promise.
+//
+// Every product and sum below that reaches an output is an explicit __fmul_rn / __fadd_rn / __fsub_rn:
+// nvcc contracts a·b ± c into an FMA by default (-fmad=true), which would change the bits ref produces.
+// Loads and stores go through dtype_access.cuh (ref's load()/store(), NaN included). No launcher allocates,
+// synchronises or copies: each enqueues one kernel on `stream`.
+//
+// Indices: none of these ops reads an index array that addresses memory. RoPE's positions only feed the
+// angle (any int value is a position, ops/rope.h check_indices), so no device value can send a kernel out
+// of the views that validate() checked.
+#include "backends/cuda/row_kernels.h"
+#include "backends/cuda/cuda_status.h"
+#include "backends/cuda/fp8.cuh"
+#include "backends/cuda/dtype_access.cuh"
+#include "backends/cuda/row_rope.cuh"
+
+namespace sieve::cuda {
+namespace {
+
+constexpr int64_t kMaxGridX = 0x7fffffff;  // gridDim.x limit (2^31 − 1)
+constexpr int64_t kMaxGridY = 65535;       // gridDim.y limit
+constexpr unsigned kFullMask = 0xffffffffu;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- rope ------------------------------------------------------------------------------------------
+// One block per (token, group of up to kRopeHeadsPerBlock heads). The block computes c/s of its token
+// chunk by chunk (kRopeChunk pairs at a time, any rot_dim) into shared memory, once for all its heads, then
+// each thread rotates one (head, pair) at a time: consecutive threads take consecutive pairs of a head, so
+// a warp's loads cover a contiguous span of the slice. Dims outside the slice are copied first (not when
+// in place: validate() makes y == x the same view, so they are already there). Each thread writes exactly
+// the elements it read, so in place needs no barrier.
+
+constexpr int kRopeChunk = 128;        // pairs per c/s chunk = the largest block
+constexpr int kRopeHeadsPerBlock = 8;  // heads sharing one token's c/s
+
+__global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p) {
+    __shared__ float cos_s[kRopeChunk], sin_s[kRopeChunk];
+    const int64_t t = blockIdx.x;
+    const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kRopeHeadsPerBlock;
+    const int nh = static_cast<int>(p.n_heads - h0 < kRopeHeadsPerBlock ? p.n_heads - h0 : kRopeHeadsPerBlock);
+    const bool xb = p.x_type == DType::bf16, yb = p.y_type == DType::bf16;
+    const bool interleaved = p.pairing == RopePairing::interleaved;
+    const int64_t half = p.rot_dim / 2;
+    const int64_t start = p.slice == RopeSlice::first ? 0 : p.head_dim - p.rot_dim;
+    const int64_t pos = p.positions_type == DType::i64 ? static_cast<const int64_t*>(p.positions)[t]
+                                                       : static_cast<const int32_t*>(p.positions)[t];
+    const int64_t xt = t * p.x_token_stride + h0 * p.x_head_stride;
+    const int64_t yt = t * p.y_token_stride + h0 * p.y_head_stride;
+
+    if (p.x != p.y) {  // dims outside the slice are copied (ops/rope.h); cast once to y_type
+        const int64_t n_copy = p.head_dim - p.rot_dim;
+        for (int hh = 0; hh < nh; ++hh) {
+            const int64_t xo = xt + hh * p.x_head_stride, yo = yt + hh * p.y_head_stride;
+            for (int64_t i = threadIdx.x; i < n_copy; i += blockDim.x) {
+                const int64_t d = i < start ? i : i + p.rot_dim;
+                store_act(p.y, yb, yo + d, load_act(p.x, xb, xo + d));
+            }
+        }
+    }
+
+    for (int64_t c0 = 0; c0 < half; c0 += kRopeChunk) {
+        const int nc = static_cast<int>(half - c0 < kRopeChunk ? half - c0 : kRopeChunk);
+        for (int i = threadIdx.x; i < nc; i += blockDim.x)
+            rope_cos_sin_one(pos, p.inv_freq[c0 + i], p.attention_factor, cos_s[i], sin_s[i]);
+        __syncthreads();
+        for (int k = threadIdx.x; k < nh * nc; k += blockDim.x) {
+            const int hh = k / nc, i = k % nc;
+            const int64_t pair = c0 + i;
+            // interleaved (GPT-J): (x[n+2i], x[n+2i+1]); half_split (NeoX): (x[n+i], x[n+i+r/2])  (ops/rope.h)
+            const int64_t i0 = start + (interleaved ? 2 * pair : pair);
+            const int64_t i1 = start + (interleaved ? 2 * pair + 1 : pair + half);
+            const int64_t xo = xt + hh * p.x_head_stride, yo = yt + hh * p.y_head_stride;
+            const float x0 = load_act(p.x, xb, xo + i0), x1 = load_act(p.x, xb, xo + i1);
+            const float c = cos_s[i], s = sin_s[i];
+            float y0, y1;
+            if (p.inverse) {  // y0 = x0·c + x1·s ; y1 = x1·c − x0·s   (conjugate rotation, deepseek_v4.md §2.3)
+                y0 = __fadd_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+                y1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+            } else {  // y0 = x0·c − x1·s ; y1 = x0·s + x1·c   (each product rounded, then the sum: no FMA)
+                y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+                y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+            }
+            store_act(p.y, yb, yo + i0, y0);
+            store_act(p.y, yb, yo + i1, y1);
+        }
+        __syncthreads();  // cos_s / sin_s are refilled by the next chunk
+    }
+}
+
+// ---- quant_fp8 --------------------------------------------------------------------------------------
+// One team of W lanes per group, W = the power of two ≥ group_size, at most a warp; a block of
+// kQuantThreads holds kQuantThreads / W teams (so groups of 1, 3 or 16 values do not leave most of a warp
+// idle). Teams of a warp are aligned to W lanes, so the xor shuffles of the amax reduction stay inside a
+// team. The group is read twice (amax, then codes), from L1/L2 the second time; each lane writes only the
+// elements it read, after the whole team's amax is known, so in-place dequant (dequant == x) is safe.
+// amax: max of |x| through the integer order of the bits (finite |x| order like their bit patterns; any
+// NaN or infinity gives bits ≥ 0x7F800000, the poisoned case of ops/quant_fp8.h). max is exact, so the
+// order of the reduction does not matter: the bytes are ref's.
+
+constexpr int kQuantThreads = 256;
+
+__global__ void __launch_bounds__(kQuantThreads) quant_fp8_kernel(QuantFp8Params p, int team, int64_t n_teams) {
+    const int lane = static_cast<int>(threadIdx.x) & (team - 1);
+    const int64_t team_id = static_cast<int64_t>(blockIdx.x) * (kQuantThreads / team) + threadIdx.x / team;
+    const bool active = team_id < n_teams;
+    const int64_t n_groups = p.dim / p.group_size;
+    const int64_t row = active ? team_id / n_groups : 0, g = active ? team_id % n_groups : 0;
+    const int64_t t = row / p.n_heads, h = row % p.n_heads;
+    const int64_t g0 = g * p.group_size;
+    const bool xb = p.x_type == DType::bf16, db = p.dequant_type == DType::bf16;
+    const int64_t xo = t * p.x_token_stride + h * p.x_head_stride + g0;
+
+    uint32_t amax_bits = 0;
+    if (active)
+        for (int64_t j = lane; j < p.group_size; j += team)
+            amax_bits = max(amax_bits, __float_as_uint(load_act(p.x, xb, xo + j)) & 0x7fffffffu);
+    for (int o = team / 2; o > 0; o /= 2)  // every lane of the warp takes part, inactive teams included
+        amax_bits = max(amax_bits, __shfl_xor_sync(kFullMask, amax_bits, o));
+    if (!active) return;
+
+    const int64_t so = t * p.scale_token_stride + h * p.scale_head_stride + g;
+    uint8_t* q = p.q ? p.q + t * p.q_token_stride + h * p.q_head_stride + g0 : nullptr;
+    const int64_t dqo = t * p.dequant_token_stride + h * p.dequant_head_stride + g0;
+
+    if (amax_bits >= 0x7f800000u) {  // a NaN or an infinity: the group is poisoned (ops/quant_fp8.h)
+        const float nan = __uint_as_float(0x7fc00000u);  // ref's quiet_NaN (bf16: 0x7FC0)
+        if (lane == 0) {
+            if (p.scale_ue8m0) p.scale_ue8m0[so] = 0xff;
+            if (p.scale_f32) p.scale_f32[so] = nan;
+        }
+        for (int64_t j = lane; j < p.group_size; j += team) {
+            if (q) q[j] = static_cast<uint8_t>(0x7fu | ((__float_as_uint(load_act(p.x, xb, xo + j)) >> 24) & 0x80u));
+            if (p.dequant) store_act(p.dequant, db, dqo + j, nan);
+        }
+        return;
+    }
+    // s = 2^ceil(log2(max(amax, 1e-4) · (1/448))) (core ue8m0_scale_for_amax; deepseek_v4.md §2.4). amax ≤
+    // FLT_MAX bounds the exponent to [−22, 120], so s and 1/s are normal powers of two built from their bits.
+    const uint8_t sb = ue8m0_byte_for_amax(__uint_as_float(amax_bits));
+    const float s = __uint_as_float(static_cast<uint32_t>(sb) << 23);
+    const float inv_s = __uint_as_float(static_cast<uint32_t>(254 - sb) << 23);
+    if (lane == 0) {
+        if (p.scale_ue8m0) p.scale_ue8m0[so] = sb;  // = log2(s) + 127, ref's ue8m0_from_pow2(s)
+        if (p.scale_f32) p.scale_f32[so] = s;
+    }
+    for (int64_t j = lane; j < p.group_size; j += team) {
+        // x·(1/s) is ref's x / s: both are the correctly rounded x·2^-e (1/s is exact), subnormals included
+        // (no -ftz in this build). The clamp to ±448 is ref's; f32_to_e4m3 saturates there anyway.
+        const float v = fmaxf(fminf(__fmul_rn(load_act(p.x, xb, xo + j), inv_s), kFp8E4m3Max), -kFp8E4m3Max);
+        const uint8_t code = f32_to_e4m3(v);
+        if (q) q[j] = code;
+        if (p.dequant) store_act(p.dequant, db, dqo + j, __fmul_rn(e4m3_to_f32(code), s));  // exact in f32 and bf16
+    }
+}
+
+// ---- hadamard ---------------------------------------------------------------------------------------
+// The butterfly of level h maps (v[j], v[j+h]), (j & h) == 0, to (v[j] + v[j+h], v[j] − v[j+h]), levels in
+// the order h = 1, 2, 4, … (ops/hadamard.h). Which thread computes a butterfly does not change its bits,
+// only the level order and the operand roles do, so any data layout that keeps both gives ref's bytes.
+// With element i = k·T + l held by thread l of a T-thread team as v[k]:
+//   levels h < T act on thread bits: the partner is thread l ^ h (a shuffle); the lower thread keeps
+//     v + w, the upper one w − v (w: the partner's value, so it is again lower − upper);
+//   levels h ≥ T act on register bits: v[k], v[k + h/T] inside one thread.
+// Loads and stores of a k are T consecutive elements: coalesced.
+
+// One butterfly level across the lanes of a team (h < team ≤ 32; the teams are h-aligned in the warp).
+__device__ __forceinline__ float butterfly_lanes(float v, int lane, int h) {
+    const float w = __shfl_xor_sync(kFullMask, v, h);
+    return (lane & h) ? __fsub_rn(w, v) : __fadd_rn(v, w);
+}
+
+// The register levels h = T, 2T, …: between v[k] and v[k + hk], hk = h / T, in increasing hk.
+template <int E>
+__device__ __forceinline__ void butterfly_registers(float (&v)[E]) {
+#pragma unroll
+    for (int hk = 1; hk < E; hk *= 2) {
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+            if (k & hk) continue;
+            const float a = v[k], b = v[k + hk];
+            v[k] = __fadd_rn(a, b);
+            v[k + hk] = __fsub_rn(a, b);
+        }
+    }
+}
+
+// dim ≤ 1024: one team of T = min(dim, 32) lanes per row, E = dim / T values per lane, in registers;
+// kHadamardThreads / T rows per block. Levels h < T: shuffles; h ≥ T: registers.
+constexpr int kHadamardThreads = 256;
+
+template <int E>
+__global__ void __launch_bounds__(kHadamardThreads) hadamard_team_kernel(HadamardParams p, int team, int64_t rows) {
+    const int lane = static_cast<int>(threadIdx.x) & (team - 1);
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * (kHadamardThreads / team) + threadIdx.x / team;
+    const bool active = row < rows;  // inactive teams still shuffle (full-warp masks), with zeros
+    const int64_t t = active ? row / p.n_heads : 0, hd = active ? row % p.n_heads : 0;
+    const bool xb = p.x_type == DType::bf16, yb = p.y_type == DType::bf16;
+    const int64_t xo = t * p.x_token_stride + hd * p.x_head_stride + lane;
+    float v[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) v[k] = active ? load_act(p.x, xb, xo + static_cast<int64_t>(k) * team) : 0.0f;
+    for (int h = 1; h < team; h *= 2) {
+#pragma unroll
+        for (int k = 0; k < E; ++k) v[k] = butterfly_lanes(v[k], lane, h);
+    }
+    butterfly_registers<E>(v);
+    if (!active) return;
+    const int64_t yo = t * p.y_token_stride + hd * p.y_head_stride + lane;
+#pragma unroll
+    for (int k = 0; k < E; ++k) store_act(p.y, yb, yo + static_cast<int64_t>(k) * team, __fmul_rn(v[k], p.scale));
+}
+
+// dim ≥ 2048: one block of 1024 threads per row, E = dim / 1024 values per thread, i = k·1024 + w·32 + l
+// (warp w, lane l). Levels h = 1 … 16 (lane bits): shuffles. Levels h = 32 … 512 are warp bits: the row
+// goes through shared memory (dim·4 bytes ≤ 64 KiB) and comes back transposed, thread (w, l) holding
+// i = k·1024 + l·32 + w, so that they are lane bits again (shuffles of h / 32). Levels h ≥ 1024: registers.
+// The scaled row goes back to shared memory and out in the first layout (coalesced stores). Shared index
+// i ^ ((i >> 5) & 31) (an xor swizzle of the low 5 bits by the next 5): both layouts then hit 32 distinct
+// banks per warp access. In place is safe: every load of x precedes the first barrier, every store of y
+// follows it.
+constexpr int kHadamardBlockThreads = 1024;
+constexpr int64_t kHadamardTeamMaxDim = 1024;  // the largest dim of hadamard_team_kernel (E = 32)
+
+__device__ __forceinline__ int hadamard_swizzle(int i) { return i ^ ((i >> 5) & 31); }
+
+template <int E>
+__global__ void __launch_bounds__(kHadamardBlockThreads) hadamard_block_kernel(HadamardParams p) {
+    extern __shared__ float row_s[];  // [dim], swizzled
+    const int64_t row = blockIdx.x;
+    const int64_t t = row / p.n_heads, hd = row % p.n_heads;
+    const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+    const bool xb = p.x_type == DType::bf16, yb = p.y_type == DType::bf16;
+    const int64_t xo = t * p.x_token_stride + hd * p.x_head_stride;
+    const int64_t yo = t * p.y_token_stride + hd * p.y_head_stride;
+    float v[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) v[k] = load_act(p.x, xb, xo + k * kHadamardBlockThreads + tid);
+    for (int h = 1; h < 32; h *= 2) {  // levels 1 … 16
+#pragma unroll
+        for (int k = 0; k < E; ++k) v[k] = butterfly_lanes(v[k], lane, h);
+    }
+#pragma unroll
+    for (int k = 0; k < E; ++k) row_s[hadamard_swizzle(k * kHadamardBlockThreads + tid)] = v[k];
+    __syncthreads();
+    const int tr = lane * 32 + warp;  // the transposed position of this thread
+#pragma unroll
+    for (int k = 0; k < E; ++k) v[k] = row_s[hadamard_swizzle(k * kHadamardBlockThreads + tr)];
+    for (int h = 1; h < 32; h *= 2) {  // levels 32 … 512: the partner of i ^ (32·h) is lane ^ h
+#pragma unroll
+        for (int k = 0; k < E; ++k) v[k] = butterfly_lanes(v[k], lane, h);
+    }
+    butterfly_registers<E>(v);  // levels 1024 … dim/2
+    // Each thread overwrites the very elements it read: no barrier needed before these stores.
+#pragma unroll
+    for (int k = 0; k < E; ++k) row_s[hadamard_swizzle(k * kHadamardBlockThreads + tr)] = __fmul_rn(v[k], p.scale);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+        const int i = k * kHadamardBlockThreads + tid;
+        store_act(p.y, yb, yo + i, row_s[hadamard_swizzle(i)]);
+    }
+}
+
+template <int E>
+Status launch_hadamard_team(const HadamardParams& p, int64_t rows, cudaStream_t stream) {
+    const int team = static_cast<int>(p.dim / E);  // E = 1: team = dim ≤ 32; else 32
+    const int64_t blocks = ceil_div(rows, kHadamardThreads / team);
+    if (blocks > kMaxGridX) return unsupported_error("cuda: hadamard over {} rows of dim {} (grid of {} blocks)", rows, p.dim, blocks);
+    hadamard_team_kernel<E><<<static_cast<unsigned>(blocks), kHadamardThreads, 0, stream>>>(p, team, rows);
+    return cuda_status(cudaGetLastError(), "hadamard launch");
+}
+
+template <int E>
+Status launch_hadamard_block(const HadamardParams& p, int64_t rows, cudaStream_t stream) {
+    if (rows > kMaxGridX) return unsupported_error("cuda: hadamard over {} rows of dim {} (at most 2^31 − 1)", rows, p.dim);
+    const size_t smem = static_cast<size_t>(p.dim) * sizeof(float);
+    if (smem > 48 * 1024) {  // above the default dynamic shared memory limit: opt in (not a stream operation)
+        SIEVE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(hadamard_block_kernel<E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        static_cast<int>(smem)),
+                                   "hadamard shared memory attribute");
+    }
+    hadamard_block_kernel<E><<<static_cast<unsigned>(rows), kHadamardBlockThreads, smem, stream>>>(p);
+    return cuda_status(cudaGetLastError(), "hadamard launch");
+}
+
+}  // namespace
+
+Status rope(const RopeParams& p, cudaStream_t stream) {
+    if (p.n_tokens == 0 || p.n_heads == 0) return Status::ok();
+    const int64_t head_groups = ceil_div(p.n_heads, kRopeHeadsPerBlock);
+    if (p.n_tokens > kMaxGridX || head_groups > kMaxGridY)
+        return unsupported_error("cuda: rope over {} tokens × {} heads (at most 2^31 − 1 tokens and {} heads)", p.n_tokens,
+                                 p.n_heads, kMaxGridY * kRopeHeadsPerBlock);
+    // Threads: enough for one chunk of pairs of every head of a block, in whole warps, at most kRopeChunk.
+    const int64_t half = p.rot_dim / 2;
+    const int64_t work = (p.n_heads < kRopeHeadsPerBlock ? p.n_heads : kRopeHeadsPerBlock) * (half < kRopeChunk ? half : kRopeChunk);
+    const int threads = static_cast<int>(work >= kRopeChunk ? kRopeChunk : ceil_div(work, 32) * 32);
+    const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(head_groups));
+    rope_kernel<<<grid, threads, 0, stream>>>(p);
+    return cuda_status(cudaGetLastError(), "rope launch");
+}
+
+Status quant_fp8(const QuantFp8Params& p, cudaStream_t stream) {
+    const int64_t n_teams = p.n_tokens * p.n_heads * (p.dim / p.group_size);  // one team per group
+    if (n_teams == 0) return Status::ok();
+    int team = 1;
+    while (team < 32 && team < p.group_size) team *= 2;
+    const int64_t blocks = ceil_div(n_teams, kQuantThreads / team);
+    if (blocks > kMaxGridX)
+        return unsupported_error("cuda: quant_fp8 over {} groups of {} (grid of {} blocks, at most 2^31 − 1)", n_teams,
+                                 p.group_size, blocks);
+    quant_fp8_kernel<<<static_cast<unsigned>(blocks), kQuantThreads, 0, stream>>>(p, team, n_teams);
+    return cuda_status(cudaGetLastError(), "quant_fp8 launch");
+}
+
+Status hadamard(const HadamardParams& p, cudaStream_t stream) {
+    const int64_t rows = p.n_tokens * p.n_heads;
+    if (rows == 0) return Status::ok();
+    static_assert(kHadamardMaxDim == 16384 && kHadamardTeamMaxDim == 1024, "hadamard: the dispatch covers every dim");
+    switch (p.dim) {  // a power of two in [1, kHadamardMaxDim] (validate)
+        case 1: case 2: case 4: case 8: case 16: case 32: return launch_hadamard_team<1>(p, rows, stream);
+        case 64: return launch_hadamard_team<2>(p, rows, stream);
+        case 128: return launch_hadamard_team<4>(p, rows, stream);
+        case 256: return launch_hadamard_team<8>(p, rows, stream);
+        case 512: return launch_hadamard_team<16>(p, rows, stream);
+        case 1024: return launch_hadamard_team<32>(p, rows, stream);
+        case 2048: return launch_hadamard_block<2>(p, rows, stream);
+        case 4096: return launch_hadamard_block<4>(p, rows, stream);
+        case 8192: return launch_hadamard_block<8>(p, rows, stream);
+        case 16384: return launch_hadamard_block<16>(p, rows, stream);
+        default: break;
+    }
+    return unsupported_error("cuda: hadamard dim {} is not a power of two in [1, {}]", p.dim, kHadamardMaxDim);
+}
+
+}  // namespace sieve::cuda
