@@ -172,7 +172,9 @@ Expected<CheckReport> check_golden_fixture(AttentionModel& model, const GoldenFi
                                            const GoldenSchedule& schedule, const CheckOptions& options) {
     SIEVE_RETURN_IF_ERROR(validate(options));
     SIEVE_ASSIGN_OR_RETURN(const GoldenRun run, run_golden_fixture(model, fixture, schedule, options));
-    return judge_golden_run(fixture, run, schedule.name, options);
+    SIEVE_ASSIGN_OR_RETURN(CheckReport report, judge_golden_run(fixture, run, schedule.name, options));
+    report.backend = model.backend().name();
+    return report;
 }
 
 Expected<CheckReport> run_golden_check(const std::filesystem::path& fixture_dir, const CheckOptions& options) {

@@ -73,6 +73,7 @@ struct LayerCheck {
 struct CheckReport {
     std::string model_type;
     std::string schedule;
+    std::string backend;  // the backend the model ran on (check_golden_fixture), e.g. "cuda:0"
     double max_tie_fraction = kMaxTieFraction;
     std::vector<LayerCheck> layers;  // per request, per layer
     bool passed = false;

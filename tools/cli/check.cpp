@@ -29,6 +29,7 @@ Expected<bool> run_check(const CheckCommandOptions& command, std::ostream& out) 
         nlohmann::json j{{"fixture", options.fixture.string()},
                          {"model_type", report.model_type},
                          {"schedule", report.schedule},
+                         {"backend", report.backend},
                          {"profile", numerics_profile_name(options.check.profile)},
                          {"rel_tolerance", options.check.rel_tolerance},
                          {"min_topk_agreement", options.check.min_topk_agreement},
@@ -51,8 +52,8 @@ Expected<bool> run_check(const CheckCommandOptions& command, std::ostream& out) 
                                    {"reason", c.reason}});
         out << j.dump(2) << "\n";
     } else {
-        fmt::print(out, "{} ({}), schedule {}, profile {}, tolerance {:.2g}, top-k agreement ≥ {:.2f}, ties ≤ {:g}%\n",
-                   options.fixture.string(), report.model_type, report.schedule,
+        fmt::print(out, "{} ({}) on {}, schedule {}, profile {}, tolerance {:.2g}, top-k agreement ≥ {:.2f}, ties ≤ {:g}%\n",
+                   options.fixture.string(), report.model_type, report.backend, report.schedule,
                    numerics_profile_name(options.check.profile), options.check.rel_tolerance,
                    options.check.min_topk_agreement, 100 * report.max_tie_fraction);
         fmt::print(out, "{:>7} {:>5} {:>6} {:>12} {:>12} {:>14} {:>5}  {}\n", "request", "layer", "tokens", "max |Δ|",
