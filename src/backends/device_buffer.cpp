@@ -1,6 +1,9 @@
 // The checked buffer transfers every backend shares (backends/backend.h): ownership and range
-// checks here, the device's own byte moves behind transfer_bytes and fill_bytes.
+// checks here, the device's own byte moves behind transfer_bytes and fill_bytes; the wall-clock
+// stream timer of host backends.
 #include "sieve/backends/backend.h"
+
+#include <chrono>
 
 namespace sieve {
 
@@ -36,6 +39,30 @@ Expected<std::unique_ptr<DeviceBuffer>> Backend::buffer_wrap(void*, size_t bytes
     return unsupported_error("{}: backend {} cannot take {} bytes of {} memory it does not own", what, name(), bytes,
                              buffer_usage_name(usage));
 }
+
+namespace {
+
+// Host backends finish every op inside its call: the wall clock between two marks is the ops' time.
+class WallClockTimer final : public StreamTimer {
+public:
+    Status start() override {
+        start_ = Clock::now();
+        return Status::ok();
+    }
+    Status stop() override {
+        stop_ = Clock::now();
+        return Status::ok();
+    }
+    Expected<double> seconds() override { return std::chrono::duration<double>(stop_ - start_).count(); }
+
+private:
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start_ = Clock::now(), stop_ = start_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<StreamTimer>> Backend::stream_timer() { return std::unique_ptr<StreamTimer>(new WallClockTimer); }
 
 Status Backend::buffer_upload(DeviceBuffer& dst, size_t dst_offset, const void* src, size_t n) {
     SIEVE_RETURN_IF_ERROR(check_range(*this, "buffer_upload", dst, dst_offset, n));

@@ -15,6 +15,7 @@
 
 #include "sieve/backends/backend.h"
 #include "bench.h"
+#include "bench_gpu.h"
 #include "check.h"
 #include "core/assert.h"
 #include "flag_checks.h"
@@ -255,6 +256,11 @@ int main(int argc, char** argv) {
     add_text_flag(bench_cmd, "--compare-isa", bench.layers.compare_isa, check_isa_or_default,
                   "ISA compared with the main runs ('' for none)");
     add_int_flag(bench_cmd, "--reps", bench.layers.reps, reps, "timed repetitions per point (the median is reported)");
+    std::string bench_backend = "cpu";
+    add_text_flag(bench_cmd, "--backend", bench_backend, sieve::cli::check_backend_flag,
+                  "cpu (the layer sweep above), or cuda | cuda:<N>: the GPU's ceilings and its sparse-attention, "
+                  "indexer, top-k and QSA kernels at the CUDA targets' shapes, against the peers (--quick, --json and "
+                  "--reps apply; the layer-sweep flags do not)");
 
     // Errors of the command line read as sieve's other errors do.
     app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
@@ -270,7 +276,23 @@ int main(int argc, char** argv) {
     // The commands return errors as Status; an exception that still escapes one (an allocation the
     // sizing checks did not foresee, a library's own throw) is an error too, never a crash.
     try {
+        if (bench_cmd->parsed() && bench_backend.rfind("cuda", 0) == 0) {
+            for (const char* flag : {"--ceilings-only", "--svg", "--presets", "--contexts", "--batches", "--prefill-chunks",
+                                     "--no-prefill", "--prefill-context", "--dense-max-batch", "--compare-context", "--isa",
+                                     "--compare-isa"})
+                if (bench_cmd->count(flag) > 0)
+                    return report(sieve::invalid_argument_error("sieve bench: {} applies to the CPU layer sweep, not to --backend {}",
+                                                                 flag, bench_backend));
+            sieve::cli::GpuBenchOptions gpu;
+            gpu.backend = bench_backend;
+            gpu.quick = bench.quick;
+            gpu.json = bench.json;
+            if (bench_cmd->count("--reps") > 0) gpu.reps = bench.layers.reps;
+            return report(sieve::cli::run_gpu_bench(gpu, std::cout));
+        }
         if (bench_cmd->parsed()) {
+            if (bench_backend != "cpu")
+                return report(sieve::invalid_argument_error("sieve bench --backend {}: the layer sweep runs on cpu (choose its ISA with --isa) or a cuda backend", bench_backend));
             if (no_prefill) bench.layers.prefill_chunks.clear();
             if (sieve::Status s = sieve::cli::check_bench_flags(bench.layers); !s.is_ok()) return report(s);
             return report(sieve::cli::run_bench(bench, std::cout));

@@ -127,6 +127,18 @@ inline Status check_workspace(std::string_view op, Workspace ws, size_t needed) 
     return Status::ok();
 }
 
+// Device time between two marks in a backend's stream order (`sieve bench` on a GPU: the device's own
+// time, without the host's launch gaps). A host backend runs each op before its call returns, so its
+// marks are wall-clock instants (the default stream_timer()).
+class StreamTimer {
+public:
+    virtual ~StreamTimer() = default;
+    virtual Status start() = 0;  // marks the stream: work issued after it is timed
+    virtual Status stop() = 0;   // marks the stream: work issued before it is timed
+    // Seconds between the last start and stop marks; waits for the stop mark to be reached.
+    virtual Expected<double> seconds() = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -160,6 +172,8 @@ public:
     Status buffer_fill(DeviceBuffer& dst, size_t dst_offset, uint8_t value, size_t n);
     // Waits for every op and transfer issued so far; an error an op raised on the device surfaces here.
     virtual Status synchronize() = 0;
+    // A timer on this backend's stream (StreamTimer above); the default measures wall-clock time.
+    virtual Expected<std::unique_ptr<StreamTimer>> stream_timer();
 
     // ---- linear (ops/linear.h) ----
     virtual Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) = 0;

@@ -57,6 +57,41 @@ private:
     bool owned_;
 };
 
+// Two CUDA events on the backend's stream: the device's own time between them (cudaEventElapsedTime,
+// about 0.5 µs resolution).
+class CudaStreamTimer final : public StreamTimer {
+public:
+    CudaStreamTimer(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+    ~CudaStreamTimer() override {
+        if (!use_device(device_).is_ok()) return;
+        if (start_ != nullptr) cudaEventDestroy(start_);
+        if (stop_ != nullptr) cudaEventDestroy(stop_);
+    }
+    Status init() {
+        SIEVE_RETURN_IF_ERROR(use_device(device_));
+        SIEVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start_), "stream timer: creating an event");
+        return cuda::cuda_status(cudaEventCreate(&stop_), "stream timer: creating an event");
+    }
+    Status start() override { return record(start_); }
+    Status stop() override { return record(stop_); }
+    Expected<double> seconds() override {
+        SIEVE_RETURN_IF_ERROR(use_device(device_));
+        SIEVE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop_), "stream timer: waiting for the stop mark");
+        float ms = 0.0f;
+        SIEVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_, stop_), "stream timer: elapsed time");
+        return static_cast<double>(ms) * 1e-3;
+    }
+
+private:
+    Status record(cudaEvent_t event) {
+        SIEVE_RETURN_IF_ERROR(use_device(device_));
+        return cuda::cuda_status(cudaEventRecord(event, stream_), "stream timer: recording an event");
+    }
+    int device_;
+    cudaStream_t stream_;
+    cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
 class CudaBackend final : public Backend {
 public:
     CudaBackend(int device, cudaStream_t stream, std::string name)
@@ -108,6 +143,11 @@ public:
     Status synchronize() override {
         SIEVE_RETURN_IF_ERROR(use_device(device_));
         return cuda::cuda_status(cudaStreamSynchronize(stream_), fmt::format("{}: synchronize", name_));
+    }
+    Expected<std::unique_ptr<StreamTimer>> stream_timer() override {
+        auto timer = std::make_unique<CudaStreamTimer>(device_, stream_);
+        SIEVE_RETURN_IF_ERROR(timer->init());
+        return std::unique_ptr<StreamTimer>(std::move(timer));
     }
 
     // ---- linear (cuda_linear.h) ----

@@ -1,6 +1,8 @@
 // Selection: the Lightning Indexer's scores with the optional fused top-k (ops/indexer_scores.h), top-k (ops/topk.h) and top-k → cache slots (ops/selected_slots.h).
 //
-// indexer_scores: one thread block per (token, tile of keys). The block's q[t] (a chunk of heads × a
+// indexer_scores: tensor cores where q and the keys are bf16 / e4m3 (indexer_scores_mma.cu: every deployed
+// family); otherwise (f32 operands, more than 128 heads or dims) the fp32 kernel here: one thread block per
+// (token, tile of keys). The block's q[t] (a chunk of heads × a
 // chunk of dims at a time) and its keys (the same dims, converted to fp32 once) are staged in shared
 // memory; each thread keeps a 4 heads × 4 keys register tile of dot products (fp32, fmaf, dims in
 // ascending order), then adds w_h·ReLU(d) for its heads, and the head groups' partial sums are added in a
@@ -25,67 +27,26 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include "backends/cuda/selection_kernels.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/fp8.cuh"
+#include "backends/cuda/indexer_scores_args.cuh"
+#include "backends/cuda/indexer_scores_mma.h"
 #include "backends/cuda/selection_key_cache.cuh"
 #include "sieve/ops/cache_record.h"
 
 namespace sieve::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int64_t kMaxGridX = 0x7fffffff;  // grid x limit (2^31 − 1)
 constexpr int64_t kMaxGridY = 65535;       // grid y limit
 
 // ============================== indexer scores ==================================================
-
-enum IndexerQFormat : int32_t { kIndexerQF32 = 0, kIndexerQBf16 = 1, kIndexerQE4m3 = 2 };
-
-struct ScoresArgs {
-    const void* q = nullptr;  // [n_tokens, n_heads, head_dim]
-    int32_t q_format = kIndexerQF32;
-    const float* q_scale = nullptr;  // [n_tokens, n_heads], e4m3 q only
-    const float* weights = nullptr;  // [n_tokens, n_heads] or nullptr
-    float weight_scale = 1.0f;
-    IndexerKeyCache keys;
-    const int32_t* block_table = nullptr;    // [n_requests, block_table_stride]
-    const int32_t* token_request = nullptr;  // [n_tokens]
-    int64_t n_requests = 0, block_table_stride = 0;
-    const int32_t* n_keys = nullptr;  // [n_tokens]
-    float* out = nullptr;             // [n_tokens, n_cols], row t at out + t·out_row_stride
-    int64_t out_row_stride = 0;
-    int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_cols = 0;
-    int64_t q_token_stride = 0, q_head_stride = 0, q_scale_token_stride = 0, weights_token_stride = 0;
-    // False when q (or q_scale for e4m3 q) is absent or the key cache view is not a valid view of n_slots
-    // slots (validate() does not look at the view; check_indices would refuse any candidate then): every
-    // candidate scores NaN and neither q nor the cache is read.
-    bool inputs_ok = false;
-};
-
-// Marks in the per-key location array: no candidate (j ≥ n_keys[t]: nothing written) and a candidate
-// whose key cannot be located safely (its token's request row out of [0, n_requests), its block past
-// the table row, released (id < 0) or past the cache's n_slots, or inputs_ok false: scored NaN, the
-// sentinel a downstream top-k ranks last; check_indices refuses all of these on host backends).
-constexpr int64_t kNoCandidate = -1;
-constexpr int64_t kUnlocatable = -2;
-
-__device__ __forceinline__ float indexer_q_value(const ScoresArgs& a, int64_t i) {
-    if (a.q_format == kIndexerQE4m3) return e4m3_to_f32(static_cast<const uint8_t*>(a.q)[i]);
-    if (a.q_format == kIndexerQBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(a.q)[i]);
-    return static_cast<const float*>(a.q)[i];
-}
-
-// w[t, h] of the contract: fl32(weights[t, h] · weight_scale) (weight_scale alone without weights), then
-// for e4m3 q fl32(w · q_scale[t, h]) (DeepGEMM fp8_mqa_logits, dsa_mla.md §2.6 "FP8 execution"). Each
-// product is rounded on its own (__fmul_rn: never contracted into a later FMA), so weights pre-scaled
-// by the caller in fp32 with weight_scale 1 give the same bits.
-__device__ __forceinline__ float indexer_head_weight(const ScoresArgs& a, int64_t t, int64_t h) {
-    float w = a.weights != nullptr ? __fmul_rn(a.weights[t * a.weights_token_stride + h], a.weight_scale) : a.weight_scale;
-    if (a.q_format == kIndexerQE4m3) w = __fmul_rn(w, a.q_scale[t * a.q_scale_token_stride + h]);
-    return w;
-}
 
 // HG head groups × KG key groups of threads (HG·KG = 256); each thread holds heads ty + HG·b and keys
 // tx + KG·c (b, c < 4): a block covers HC = 4·HG heads per pass over the dims and KT = 4·KG keys. DC dims
@@ -111,22 +72,7 @@ __global__ void __launch_bounds__(HG * KG) indexer_scores_kernel(ScoresArgs a) {
         const int64_t req = a.token_request[t];
         const bool req_ok = a.inputs_ok && req >= 0 && req < a.n_requests;
         const int32_t* row = a.block_table + (req_ok ? req : 0) * a.block_table_stride;
-        for (int jl = tid; jl < KT; jl += kThreads) {
-            const int64_t j = j0 + jl;
-            int64_t loc = kNoCandidate;
-            if (j < n) {
-                loc = kUnlocatable;
-                if (req_ok) {
-                    const int64_t b = j / a.keys.block_size;  // paged_slot (ops/block_tables.h)
-                    if (b < a.block_table_stride) {
-                        const int64_t id = row[b];
-                        if (id >= 0 && id < a.keys.n_blocks)
-                            loc = indexer_key_data_offset(a.keys, id, j - b * a.keys.block_size);
-                    }
-                }
-            }
-            loc_s[jl] = loc;
-        }
+        for (int jl = tid; jl < KT; jl += kThreads) loc_s[jl] = indexer_key_location(a, row, req_ok, j0 + jl, n);
         __syncthreads();
 
         // Without q or a valid key view (inputs_ok false) every candidate is kUnlocatable: nothing to compute.
@@ -193,13 +139,8 @@ __global__ void __launch_bounds__(HG * KG) indexer_scores_kernel(ScoresArgs a) {
             if (loc >= 0) {
                 float sum = 0.0f;
                 for (int g = 0; g < HG; ++g) sum = __fadd_rn(sum, red[g * KT + jl]);
-                if (a.keys.format == kIndexerKeyFp8RowScale) {
-                    // s_j, the fp32 row scale (deepseek_v4.md §4.3, dsa_mla.md §3.3), applied once to the sum
-                    // (the contract lets a factor common to every term go on the sum). The block is the one
-                    // located above (same row, same entry).
-                    const int64_t b = j / a.keys.block_size, e = j - b * a.keys.block_size;
-                    sum = __fmul_rn(indexer_key_scale(a.keys, row[b], e), sum);
-                }
+                // s_j applied once to the sum (the contract lets a factor common to every term go on the sum).
+                sum = __fmul_rn(indexer_key_scale_of(a, row, j), sum);
                 v = sum;
             }
             out_row[j] = v;
@@ -391,8 +332,171 @@ __global__ void __launch_bounds__(kTopkThreads) topk_f32_kernel(TopkArgs a) {
     if (a.out_count != nullptr && tid == 0) a.out_count[r] = static_cast<int32_t>(picks);
 }
 
+// ---- top-k over a cluster of blocks (sm_90 thread-block clusters) ----
+//
+// The same selection with a row spread over the kClusterBlocks blocks of one cluster: each block turns its
+// segment of the row into rank keys in its own shared memory ONCE, and every radix pass then histograms
+// shared memory only; the blocks add each other's histograms through distributed shared memory and so
+// take the same digit. At the end each block counts its picks, learns the counts of the blocks before it
+// (so the output stays in ascending index order and the ties go to the lowest indices of the whole row),
+// and compacts its own segment. One read of the row from global memory instead of five.
+constexpr int kClusterBlocks = 8;
+constexpr int64_t kClusterMaxSegment = 24576;  // keys per block (96 KiB of shared memory): rows up to 196 608
+
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kTopkThreads)
+    topk_cluster_kernel(TopkArgs a, int64_t segment) {
+    extern __shared__ uint32_t keys_s[];  // [segment] rank keys of this block's part of the row
+    __shared__ uint32_t hist[kTopkBins];
+    __shared__ uint32_t total_s[kTopkBins];
+    __shared__ uint32_t warp_sums[kTopkWarps];
+    __shared__ uint32_t s_digit, s_remaining, s_counts[2];  // s_counts: keys > T, keys = T in this segment
+
+    cg::cluster_group cluster = cg::this_cluster();
+    const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+    const int rank = static_cast<int>(cluster.block_rank());
+    for (int64_t r = blockIdx.y; r < a.n_rows; r += gridDim.y) {  // uniform over the cluster
+        const float* s = a.scores + r * a.scores_row_stride;
+        int32_t* o = a.out + r * a.out_row_stride;
+        const int64_t n =
+            a.valid_len != nullptr ? min(max(static_cast<int64_t>(a.valid_len[r]), int64_t{0}), a.n_cols) : a.n_cols;
+        const int64_t picks = min(a.k, n);
+        const int64_t begin = min(rank * segment, n), len = min(segment, n - begin);
+        if (picks == n) {
+            for (int64_t i = tid; i < len; i += kTopkThreads) o[begin + i] = static_cast<int32_t>(begin + i);
+        } else {
+            for (int64_t i = tid; i < len; i += kTopkThreads) keys_s[i] = topk_rank_key(s[begin + i]);
+            uint32_t prefix = 0u, mask = 0u, remaining = static_cast<uint32_t>(picks);
+            for (int shift = 24; shift >= 0; shift -= 8) {
+                for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0u;
+                __syncthreads();
+                for (int64_t i0 = 0; i0 < len; i0 += kTopkThreads) {
+                    const int64_t i = i0 + tid;
+                    uint32_t key = 0u;
+                    bool take = false;
+                    if (i < len) {
+                        key = keys_s[i];
+                        take = (key & mask) == prefix;
+                    }
+                    const uint32_t digit = (key >> shift) & 0xffu;
+                    const uint32_t takers = __ballot_sync(0xffffffffu, take);
+                    if (take) {
+                        const uint32_t peers = __match_any_sync(takers, digit);
+                        if (lane == __ffs(peers) - 1) atomicAdd(&hist[digit], static_cast<uint32_t>(__popc(peers)));
+                    }
+                }
+                cluster.sync();  // every block's histogram is complete
+                for (int d = tid; d < kTopkBins; d += kTopkThreads) {
+                    uint32_t sum = 0u;
+                    for (int b = 0; b < kClusterBlocks; ++b) sum += cluster.map_shared_rank(hist, b)[d];
+                    total_s[d] = sum;
+                }
+                cluster.sync();  // nobody reads a histogram any more: the next pass may clear them
+                if (tid < 32) {
+                    uint32_t c[8], local = 0u;
+#pragma unroll
+                    for (int q = 0; q < 8; ++q) {
+                        c[q] = total_s[kTopkBins - 1 - 8 * lane - q];
+                        local += c[q];
+                    }
+                    uint32_t incl = local;
+#pragma unroll
+                    for (int off = 1; off < 32; off *= 2) {
+                        const uint32_t y = __shfl_up_sync(0xffffffffu, incl, off);
+                        if (lane >= off) incl += y;
+                    }
+                    const uint32_t above = incl - local;
+                    if (above < remaining && remaining <= incl) {
+                        uint32_t acc = above;
+#pragma unroll
+                        for (int q = 0; q < 8; ++q) {
+                            if (acc + c[q] >= remaining) {
+                                s_digit = static_cast<uint32_t>(kTopkBins - 1 - 8 * lane - q);
+                                s_remaining = remaining - acc;
+                                break;
+                            }
+                            acc += c[q];
+                        }
+                    }
+                }
+                __syncthreads();
+                prefix |= s_digit << shift;
+                mask |= 0xffu << shift;
+                remaining = s_remaining;
+            }
+            const uint32_t threshold = prefix, take_equal = remaining;
+            // This segment's keys above and equal to T, then the same of the blocks before it.
+            uint32_t above = 0u, equal = 0u;
+            for (int64_t i = tid; i < len; i += kTopkThreads) {
+                above += keys_s[i] > threshold ? 1u : 0u;
+                equal += keys_s[i] == threshold ? 1u : 0u;
+            }
+            uint32_t above_total = 0u, equal_total = 0u;
+            topk_block_exclusive_scan(above, warp_sums, above_total);
+            topk_block_exclusive_scan(equal, warp_sums, equal_total);
+            if (tid == 0) s_counts[0] = above_total, s_counts[1] = equal_total;
+            cluster.sync();
+            uint32_t picked_before = 0u, equal_before = 0u;
+            for (int b = 0; b < rank; ++b) {
+                const uint32_t* other = cluster.map_shared_rank(s_counts, b);
+                const uint32_t eq = other[1];
+                const uint32_t eq_taken = equal_before >= take_equal ? 0u : min(eq, take_equal - equal_before);
+                picked_before += other[0] + eq_taken;
+                equal_before += eq;
+            }
+            // In-order compaction of this segment (as topk_f32_kernel's, over shared memory).
+            for (int64_t c0 = 0; c0 < len; c0 += int64_t{kTopkThreads} * kTopkItems) {
+                const int64_t i0 = c0 + int64_t{tid} * kTopkItems;
+                uint32_t ab = 0u, eq = 0u;
+#pragma unroll
+                for (int q = 0; q < kTopkItems; ++q) {
+                    if (i0 + q >= len) break;
+                    const uint32_t key = keys_s[i0 + q];
+                    if (key > threshold) ab |= 1u << q;
+                    if (key == threshold) eq |= 1u << q;
+                }
+                uint32_t eq_step = 0u, picked_step = 0u;
+                uint32_t equal_rank = equal_before + topk_block_exclusive_scan(static_cast<uint32_t>(__popc(eq)), warp_sums, eq_step);
+                uint32_t pick = ab;
+#pragma unroll
+                for (int q = 0; q < kTopkItems; ++q) {
+                    if ((eq >> q) & 1u) {
+                        if (equal_rank < take_equal) pick |= 1u << q;
+                        ++equal_rank;
+                    }
+                }
+                uint32_t pos = picked_before + topk_block_exclusive_scan(static_cast<uint32_t>(__popc(pick)), warp_sums, picked_step);
+#pragma unroll
+                for (int q = 0; q < kTopkItems; ++q) {
+                    if ((pick >> q) & 1u) {
+                        if (pos < static_cast<uint32_t>(picks)) o[pos] = static_cast<int32_t>(begin + i0 + q);
+                        ++pos;
+                    }
+                }
+                equal_before += eq_step;
+                picked_before += picked_step;
+            }
+        }
+        if (rank == 0) {
+            for (int64_t i = picks + tid; i < a.k; i += kTopkThreads) o[i] = -1;  // −1 up to width k
+            if (a.out_count != nullptr && tid == 0) a.out_count[r] = static_cast<int32_t>(picks);
+        }
+        cluster.sync();  // no block leaves (or reuses its shared memory) while another still reads it
+    }
+}
+
 Status launch_topk(const TopkArgs& a, cudaStream_t stream) {
     if (a.n_rows == 0) return Status::ok();
+    const int64_t segment = (a.n_cols + kClusterBlocks - 1) / kClusterBlocks;
+    if (segment <= kClusterMaxSegment) {
+        static const cudaError_t attribute =
+            cudaFuncSetAttribute(topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kClusterMaxSegment * sizeof(uint32_t)));
+        SIEVE_RETURN_IF_ERROR(cuda_status(attribute, "topk: shared memory of the cluster kernel"));
+        const dim3 grid(kClusterBlocks, static_cast<unsigned>(std::min(a.n_rows, kMaxGridY)));
+        topk_cluster_kernel<<<grid, kTopkThreads, static_cast<size_t>(std::max<int64_t>(segment, 1)) * sizeof(uint32_t), stream>>>(
+            a, std::max<int64_t>(segment, 1));
+        return cuda_status(cudaGetLastError(), "topk launch (cluster)");
+    }
     if (a.n_rows > kMaxGridX) return unsupported_error("cuda: topk over {} rows (at most 2^31 − 1)", a.n_rows);
     topk_f32_kernel<<<static_cast<unsigned>(a.n_rows), kTopkThreads, 0, stream>>>(a);
     return cuda_status(cudaGetLastError(), "topk launch");
@@ -496,9 +600,12 @@ Status indexer_scores(const IndexerScoresParams& p, Workspace ws, cudaStream_t s
         a.q_head_stride = p.q_head_stride;
         a.q_scale_token_stride = p.q_scale_token_stride;
         a.weights_token_stride = p.weights_token_stride;
-        // The thread layout follows the head count (QSA: 4 heads, V4 / DSA: 64), so that few heads do not
-        // leave most threads idle.
-        if (p.n_heads <= 4) {
+        // Tensor cores where the operands allow (indexer_scores_mma.h). Otherwise the fp32 kernel, whose
+        // thread layout follows the head count (QSA: 4 heads, V4 / DSA: 64), so that few heads do not leave
+        // most threads idle.
+        if (indexer_scores_mma_supported(a)) {
+            SIEVE_RETURN_IF_ERROR(launch_indexer_scores_mma(a, stream));
+        } else if (p.n_heads <= 4) {
             SIEVE_RETURN_IF_ERROR((launch_indexer_scores<1, 256, 8>(a, stream)));  // 4 heads × 1024 keys per block
         } else if (p.n_heads <= 16) {
             SIEVE_RETURN_IF_ERROR((launch_indexer_scores<4, 64, 16>(a, stream)));  // 16 heads × 256 keys per pass

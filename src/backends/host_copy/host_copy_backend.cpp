@@ -89,6 +89,7 @@ public:
         return std::unique_ptr<DeviceBuffer>(new HostCopyBuffer(p, bytes, mapped, usage, maps_));
     }
     Status synchronize() override { return inner().synchronize(); }
+    Expected<std::unique_ptr<StreamTimer>> stream_timer() override { return inner().stream_timer(); }
 
 protected:
     Status transfer_bytes(Transfer, void* dst, const void* src, size_t n) override {
