@@ -427,17 +427,22 @@ Expected<bool> run_gpu_bench(const GpuBenchOptions& options, std::ostream& out) 
         return Status::ok();
     };
     if (!options.json) out << "kernels (L2 flushed, device time, median) ...\n";
+    auto wanted = [&](const char* kind) {
+        return options.only.empty() || std::find(options.only.begin(), options.only.end(), kind) != options.only.end();
+    };
     const std::vector<int64_t> batches = options.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 16, 64, 128};
     for (int64_t s_q : {1, 2})
-        for (int64_t bsz : batches) SIEVE_RETURN_IF_ERROR(add(sparse_decode_point(g, *flush, reps, kV4, bsz, s_q)));
+        for (int64_t bsz : batches)
+            if (wanted("v4")) SIEVE_RETURN_IF_ERROR(add(sparse_decode_point(g, *flush, reps, kV4, bsz, s_q)));
     for (int64_t s_q : {1, 2})
-        for (int64_t bsz : batches) SIEVE_RETURN_IF_ERROR(add(sparse_decode_point(g, *flush, reps, kV32, bsz, s_q)));
+        for (int64_t bsz : batches)
+            if (wanted("v32")) SIEVE_RETURN_IF_ERROR(add(sparse_decode_point(g, *flush, reps, kV32, bsz, s_q)));
     for (int64_t t : options.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 64})
-        SIEVE_RETURN_IF_ERROR(add(indexer_point(g, *flush, reps, t, options.quick ? 8192 : 131072, 2048)));
+        if (wanted("indexer")) SIEVE_RETURN_IF_ERROR(add(indexer_point(g, *flush, reps, t, options.quick ? 8192 : 131072, 2048)));
     for (int64_t rows : options.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 64})
-        SIEVE_RETURN_IF_ERROR(add(topk_point(g, *flush, reps, rows, options.quick ? 8192 : 131072, 2048)));
+        if (wanted("topk")) SIEVE_RETURN_IF_ERROR(add(topk_point(g, *flush, reps, rows, options.quick ? 8192 : 131072, 2048)));
     for (int64_t bsz : options.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 16, 64})
-        SIEVE_RETURN_IF_ERROR(add(qsa_point(g, *flush, reps, bsz, copy_gbps)));
+        if (wanted("qsa")) SIEVE_RETURN_IF_ERROR(add(qsa_point(g, *flush, reps, bsz, copy_gbps)));
 
     bool all_met = true;
     int evaluated = 0;

@@ -12,6 +12,7 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "sieve/core/status.h"
 
@@ -22,7 +23,12 @@ struct GpuBenchOptions {
     bool quick = false;            // the smallest point of each kind, 3 repetitions (a smoke test: no targets)
     bool json = false;
     int reps = 20;                 // timed calls per point
+    // The kinds of points to time (empty: all): "v4", "v32", "indexer", "topk", "qsa".
+    std::vector<std::string> only;
 };
+
+// The kinds of points the GPU benchmark has, for --only.
+inline constexpr const char* kGpuBenchKinds[] = {"v4", "v32", "indexer", "topk", "qsa"};
 
 // True when every target evaluated was met.
 Expected<bool> run_gpu_bench(const GpuBenchOptions& options, std::ostream& out);

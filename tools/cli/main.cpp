@@ -256,6 +256,10 @@ int main(int argc, char** argv) {
     add_text_flag(bench_cmd, "--compare-isa", bench.layers.compare_isa, check_isa_or_default,
                   "ISA compared with the main runs ('' for none)");
     add_int_flag(bench_cmd, "--reps", bench.layers.reps, reps, "timed repetitions per point (the median is reported)");
+    std::vector<std::string> bench_only;
+    bench_cmd->add_option("--only", bench_only, "--backend cuda: time only these kinds of points (v4, v32, indexer, topk, qsa; comma-separated)")
+        ->delimiter(',')
+        ->check(CLI::IsMember(std::vector<std::string>(std::begin(sieve::cli::kGpuBenchKinds), std::end(sieve::cli::kGpuBenchKinds))));
     std::string bench_backend = "cpu";
     add_text_flag(bench_cmd, "--backend", bench_backend, sieve::cli::check_backend_flag,
                   "cpu (the layer sweep above), or cuda | cuda:<N>: the GPU's ceilings and its sparse-attention, "
@@ -288,9 +292,12 @@ int main(int argc, char** argv) {
             gpu.quick = bench.quick;
             gpu.json = bench.json;
             if (bench_cmd->count("--reps") > 0) gpu.reps = bench.layers.reps;
+            gpu.only = bench_only;
             return report(sieve::cli::run_gpu_bench(gpu, std::cout));
         }
         if (bench_cmd->parsed()) {
+            if (!bench_only.empty())
+                return report(sieve::invalid_argument_error("sieve bench: --only applies to --backend cuda"));
             if (bench_backend != "cpu")
                 return report(sieve::invalid_argument_error("sieve bench --backend {}: the layer sweep runs on cpu (choose its ISA with --isa) or a cuda backend", bench_backend));
             if (no_prefill) bench.layers.prefill_chunks.clear();

@@ -30,6 +30,7 @@
 #include "backends/cuda/attention_cache.cuh"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/dtype_access.cuh"
+#include "backends/cuda/mma_sync.cuh"
 
 namespace sieve::cuda {
 namespace {
@@ -465,6 +466,355 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAt
     }
 }
 
+// ---- sparse_attention on tensor cores: fp8 records (fp8_model1, fp8_v32), bf16 q ----
+//
+// The same contract and the same split-K / combine / sink handling as sparse_attention_kernel, with the two
+// products on mma.sync (bf16 operands, fp32 accumulation) over chunks of kMmaChunk gathered entries and
+// blocks of kMmaHeads heads. The entries' e4m3 values enter the products unscaled (an e4m3 value is exactly
+// a bf16 value) and their scales are applied in fp32 (ops/sparse_attention.h: fp32 products and sums in any
+// order):
+//   logits  l_j = scale · (Σ_groups s_jg · ⟨q_g, e_jg⟩ + ⟨q_rope, K_j,rope⟩): one mma chain per quantization
+//           group, multiplied by the entry's group scale as it is added
+//   P·V     Σ_j p_j · V_j,i = Σ_j (p_j · s_jg) · e_j,i for output dims i of group g: the weight p_j · s_jg in
+//           fp32, split into two bf16 terms (mma::split_bf16: 16 significant bits, not bf16's 8) that both
+//           multiply the exact bf16 value; the bf16 rope tail takes the weight p_j itself.
+// Warp w computes the logits of head m-tile w / 4 and entry n-tile w % 4 over all dims, and owns output dims
+// [w·v_dim/8, (w + 1)·v_dim/8) of every head of the block (an fp32 accumulator in registers), which lie in
+// one quantization group or in the rope tail (mma_attention_supported).
+constexpr int kMmaHeads = 32;    // heads per block: two m-tiles of 16
+constexpr int kMmaChunk = 32;    // gathered entries per chunk: four n-tiles of 8
+constexpr int kMmaThreads = 256;  // 8 warps (= kAttnThreads: the softmax step and the split writers are shared)
+constexpr int kMmaWarps = kMmaThreads / kWarp;
+constexpr int kMmaMaxQkDim = 576;
+constexpr int kMmaMaxVDim = 512;
+constexpr int kMmaMaxTiles = kMmaMaxVDim / kMmaWarps / 8;  // output n-tiles per warp
+constexpr int kMmaPad = 8;        // bf16 values of padding per shared row: ldmatrix's 8 rows hit distinct banks
+constexpr int64_t kMmaMinSplitPositions = kMmaChunk;
+static_assert(kMmaThreads == kAttnThreads, "attention_step_softmax strides heads by kAttnWarps");
+
+// The entry format's numbers the kernel needs (host-computed from CacheRecordLayout).
+struct MmaRecordNumbers {
+    int quant_dim = 0;     // e4m3 values per entry, then the bf16 tail up to qk_dim
+    int group = 0;         // values per scale
+    int data_bytes = 0;    // the entry's data part in its block (CacheRecordLayout::data_bytes)
+    int scale_bytes = 0;   // fp8_model1: its UE8M0 tile bytes, kept after the block's data parts; fp8_v32: 0 (inside the data)
+    int tail_offset = 0;   // bytes from the data to the bf16 tail
+    int scales_offset = 0; // bytes from a staged entry's start to its scales
+    bool model1 = false;
+};
+
+struct MmaAttentionShape {
+    int row = 0;         // bf16 values per shared row of q and of the converted entries (qk_dim + kMmaPad)
+    int n_groups = 0;    // scales per entry
+    int stage_row = 0;   // bytes per staged raw entry: its data part, then (fp8_model1) its scales; 16-byte multiple
+    size_t q_off = 0, kv_off = 0, stage_off = 0, p_off = 0, scale_off = 0, stats_off = 0, bytes = 0;
+};
+__host__ __device__ inline MmaAttentionShape mma_attention_shape(int qk_dim, const MmaRecordNumbers& r) {
+    MmaAttentionShape s;
+    s.row = qk_dim + kMmaPad;
+    s.n_groups = (r.quant_dim + r.group - 1) / r.group;
+    s.stage_row = (r.data_bytes + r.scale_bytes + 15) / 16 * 16;
+    s.q_off = 0;
+    s.kv_off = s.q_off + static_cast<size_t>(kMmaHeads) * s.row * 2;
+    s.stage_off = s.kv_off + static_cast<size_t>(kMmaChunk) * s.row * 2;
+    s.p_off = s.stage_off + static_cast<size_t>(kMmaChunk) * s.stage_row;
+    s.scale_off = s.p_off + static_cast<size_t>(kMmaHeads) * kMmaChunk * 4;
+    s.stats_off = s.scale_off + static_cast<size_t>(kMmaChunk) * s.n_groups * 4;
+    s.bytes = s.stats_off + 3 * kMmaHeads * 4;
+    return s;
+}
+
+// Whether sparse_attention_mma_kernel takes these params: bf16 q; every present list fp8_model1, or every one
+// fp8_v32; dims in whole mma steps (qk_dim, quant_dim and the group a multiple of 16, qk_dim ≤ 576); v_dim a
+// multiple of 64 up to 512 whose per-warp share divides the group and quant_dim (a warp's output dims share
+// one scale).
+bool mma_attention_supported(const SparseAttentionParams& p) {
+    if (p.q_type != DType::bf16) return false;
+    const SparseKvList* lists[2] = {&p.main, &p.extra};
+    CacheRecordFormat format = CacheRecordFormat::f32;
+    bool any = false;
+    for (const SparseKvList* l : lists) {
+        if (l->width == 0) continue;
+        if (l->format != CacheRecordFormat::fp8_model1 && l->format != CacheRecordFormat::fp8_v32) return false;
+        if (any && l->format != format) return false;
+        format = l->format;
+        any = true;
+    }
+    if (!any) return false;
+    const CacheRecordLayout layout{format, p.qk_dim, p.rope_dim};
+    const int64_t quant = layout.quant_dim(), group = layout.group_size(), share = p.v_dim / kMmaWarps;
+    return p.qk_dim % 16 == 0 && p.qk_dim <= kMmaMaxQkDim && quant % 16 == 0 && group % 16 == 0 && p.v_dim % 64 == 0 &&
+           p.v_dim <= kMmaMaxVDim && group % share == 0 && quant % share == 0;
+}
+
+struct MmaAttentionArgs {
+    SparseAttentionArgs base;
+    MmaRecordNumbers rec;
+    // Every entry's data part 16-byte aligned and (fp8_model1) its scales 8-byte aligned: the chunk is staged
+    // with cp.async while the previous chunk is computed. Otherwise (views the contract allows but no cache
+    // pool makes) it is staged with byte copies, synchronously.
+    bool async_ok = false;
+};
+
+__device__ __forceinline__ void cp_async(void* dst, const void* src, int bytes_16_or_8) {
+    const uint32_t d = mma::smem_address(dst);
+    if (bytes_16_or_8 == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Stages the raw bytes of the chunk's n gathered entries (data part, then the fp8_model1 scales) into
+// `stage`, every thread of the block taking a share; with cp.async the bytes land by the next
+// cp_async_wait_all and barrier.
+__device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int stage_row, int n, const uint8_t* const* s_data,
+                                                const uint8_t* const* s_scales, uint8_t* stage) {
+    const MmaRecordNumbers& r = ma.rec;
+    if (ma.async_ok) {
+        const int data_pieces = r.data_bytes / 16, pieces = data_pieces + r.scale_bytes / 8;
+        for (int c = threadIdx.x; c < n * pieces; c += kMmaThreads) {
+            const int e = c / pieces, k = c - e * pieces;
+            uint8_t* dst = stage + e * stage_row;
+            if (k < data_pieces)
+                cp_async(dst + 16 * k, s_data[e] + 16 * k, 16);
+            else
+                cp_async(dst + r.data_bytes + 8 * (k - data_pieces), s_scales[e] + 8 * (k - data_pieces), 8);
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        return;
+    }
+    const int bytes = r.data_bytes + r.scale_bytes;
+    for (int c = threadIdx.x; c < n * bytes; c += kMmaThreads) {
+        const int e = c / bytes, k = c - e * bytes;
+        stage[e * stage_row + k] = static_cast<uint8_t>(k < r.data_bytes ? load_u8(s_data[e] + k) : load_u8(s_scales[e] + (k - r.data_bytes)));
+    }
+}
+
+// Four consecutive values [i, i + 4) of a staged entry as bf16 bits (e4m3 values unscaled: exact; the bf16
+// tail as stored), two per 32-bit word. Staged rows are 16-byte aligned and i, quant_dim are multiples of 4.
+__device__ __forceinline__ uint2 mma_entry_quad(const uint8_t* staged, const MmaRecordNumbers& r, int i) {
+    if (i < r.quant_dim) {
+        const uint32_t four = *reinterpret_cast<const uint32_t*>(staged + i);
+        return make_uint2(mma::e4m3x2_to_operand<false>(four & 0xffffu), mma::e4m3x2_to_operand<false>(four >> 16));
+    }
+    const uint8_t* t = staged + r.tail_offset + 2 * (i - r.quant_dim);
+    return make_uint2(*reinterpret_cast<const uint32_t*>(t), *reinterpret_cast<const uint32_t*>(t + 4));
+}
+// Scale gi of a staged entry. A scale so large that its group's largest e4m3 value (448) would dequantize to
+// infinity counts as poisoned (NaN): the kernel multiplies scales into sums and weights instead of
+// dequantizing each value, and so could not otherwise reproduce the infinity (a scale no quantizer writes:
+// ue8m0_scale_for_amax of any finite amax stays far below).
+__device__ __forceinline__ float mma_entry_scale(const uint8_t* staged, const MmaRecordNumbers& r, int gi) {
+    const uint8_t* sc = staged + r.scales_offset;
+    const float s = r.model1 ? ue8m0_to_f32(sc[gi]) : *reinterpret_cast<const float*>(sc + 4 * gi);
+    return isfinite(__fmul_rn(s, 448.0f)) ? s : __uint_as_float(0x7fc00000u);
+}
+
+// One block per (token, block of kMmaHeads heads, split). Semantics: ops/sparse_attention.h.
+__global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(MmaAttentionArgs ma) {
+    const SparseAttentionArgs& a = ma.base;
+    extern __shared__ float4 attention_smem[];
+    __shared__ const uint8_t* s_data[kMmaChunk];
+    __shared__ const uint8_t* s_scales[kMmaChunk];
+    __shared__ int s_list[kMmaChunk];
+    __shared__ int s_count[2];  // the entries gathered for chunks of even and odd index
+    const MmaRecordNumbers& R = ma.rec;
+    const MmaAttentionShape S = mma_attention_shape(a.qk_dim, R);
+    uint8_t* smem = reinterpret_cast<uint8_t*>(attention_smem);
+    uint16_t* const sQ = reinterpret_cast<uint16_t*>(smem + S.q_off);    // [kMmaHeads][row] bf16
+    uint16_t* const sKV = reinterpret_cast<uint16_t*>(smem + S.kv_off);  // [kMmaChunk][row] bf16
+    uint8_t* const stage = smem + S.stage_off;                           // [kMmaChunk][stage_row] raw entries
+    float* const sP = reinterpret_cast<float*>(smem + S.p_off);          // [kMmaHeads][kMmaChunk]
+    float* const sScale = reinterpret_cast<float*>(smem + S.scale_off);  // [kMmaChunk][n_groups]
+    float* const sM = reinterpret_cast<float*>(smem + S.stats_off);
+    float* const sL = sM + kMmaHeads;
+    float* const sAlpha = sL + kMmaHeads;
+
+    const int64_t split = blockIdx.x % a.split.splits, item = blockIdx.x / a.split.splits;
+    const int64_t t = item / a.head_blocks;
+    const int64_t h0 = (item % a.head_blocks) * kMmaHeads;
+    const int nh = static_cast<int>(min(static_cast<int64_t>(kMmaHeads), a.n_heads - h0));
+    const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp, g = lane / 4, tq = lane % 4;
+    const int Dk = a.qk_dim, Dv = a.v_dim;
+    const int64_t total = a.main.width + a.extra.width;
+    const int64_t begin = total * split / a.split.splits, end = total * (split + 1) / a.split.splits;
+
+    // q rows as bf16 (the heads past nh are zero), the running state empty.
+    for (int idx = tid; idx < kMmaHeads * (Dk / 2); idx += kMmaThreads) {
+        const int hh = idx / (Dk / 2), i = 2 * (idx % (Dk / 2));
+        uint32_t v = 0u;
+        if (hh < nh) {
+            const auto* q = static_cast<const uint16_t*>(a.q) + t * a.q_token_stride + (h0 + hh) * a.q_head_stride + i;
+            v = static_cast<uint32_t>(q[0]) | (static_cast<uint32_t>(q[1]) << 16);
+        }
+        *reinterpret_cast<uint32_t*>(sQ + hh * S.row + i) = v;
+    }
+    if (tid < kMmaHeads) {
+        sM[tid] = -INFINITY;
+        sL[tid] = 0.0f;
+    }
+
+    // The warp's output dims and the scale they share (0: the rope tail, weight p_j alone).
+    const int share = Dv / kMmaWarps, tiles = share / 8, d0 = warp * share;
+    const int own_group = d0 < R.quant_dim ? d0 / R.group : -1;
+    float acc[2][kMmaMaxTiles][4] = {};
+    const int mt_logit = warp / 4, nt_logit = warp % 4;
+
+    // Chunk c + 1 is gathered and staged while chunk c is computed: warp 0 gathers it once the staged bytes
+    // of chunk c are converted (the stage is free again), every thread issues its share of the copies.
+    int64_t cursor = begin, n_rows = 0;
+    if (warp == 0) {
+        const int filled = sparse_attention_gather(a, t, cursor, end, kMmaChunk, s_data, s_scales, s_list);
+        if (lane == 0) s_count[0] = filled;
+    }
+    __syncthreads();
+    mma_stage_chunk(ma, S.stage_row, s_count[0], s_data, s_scales, stage);
+    for (int chunk = 0;; ++chunk) {
+        cp_async_wait_all();
+        __syncthreads();  // chunk's bytes are staged; the previous chunk's readers are done
+        const int n = s_count[chunk & 1];
+        if (n == 0) break;
+        n_rows += n;
+        // The chunk's entries as bf16 rows (zero past n) and their scales; warp 0 first gathers the next chunk.
+        if (warp == 0) {
+            const int filled = sparse_attention_gather(a, t, cursor, end, kMmaChunk, s_data, s_scales, s_list);
+            if (lane == 0) s_count[(chunk + 1) & 1] = filled;
+        }
+        for (int idx = tid; idx < kMmaChunk * (Dk / 4); idx += kMmaThreads) {
+            const int r = idx / (Dk / 4), i = 4 * (idx % (Dk / 4));
+            const uint2 v = r < n ? mma_entry_quad(stage + r * S.stage_row, R, i) : make_uint2(0u, 0u);
+            *reinterpret_cast<uint2*>(sKV + r * S.row + i) = v;
+        }
+        for (int idx = tid; idx < kMmaChunk * S.n_groups; idx += kMmaThreads) {
+            const int r = idx / S.n_groups, gi = idx % S.n_groups;
+            sScale[idx] = r < n ? mma_entry_scale(stage + r * S.stage_row, R, gi) : 0.0f;
+        }
+        __syncthreads();
+        mma_stage_chunk(ma, S.stage_row, s_count[(chunk + 1) & 1], s_data, s_scales, stage);
+
+        // Logits of heads 16·mt_logit … and entries 8·nt_logit …: per group, then scaled and added.
+        {
+            float l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const uint16_t* qa = sQ + (16 * mt_logit + (lane & 15)) * S.row + (lane >> 4) * 8;
+            const uint16_t* kb = sKV + (8 * nt_logit + (lane & 7)) * S.row + ((lane >> 3) & 1) * 8;
+            const int key0 = 8 * nt_logit + 2 * tq;
+            for (int gi = 0; gi < S.n_groups; ++gi) {
+                float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                const int k_end = min((gi + 1) * R.group, R.quant_dim);
+                for (int k0 = gi * R.group; k0 < k_end; k0 += 16) {
+                    uint32_t af[4], bf[2];
+                    mma::ldmatrix_x4(af, qa + k0);
+                    mma::ldmatrix_x2(bf, kb + k0);
+                    mma::mma_16816<false>(part, af, bf[0], bf[1]);
+                }
+                const float s0 = sScale[key0 * S.n_groups + gi], s1 = sScale[(key0 + 1) * S.n_groups + gi];
+                l[0] = fmaf(part[0], s0, l[0]);
+                l[1] = fmaf(part[1], s1, l[1]);
+                l[2] = fmaf(part[2], s0, l[2]);
+                l[3] = fmaf(part[3], s1, l[3]);
+            }
+            for (int k0 = R.quant_dim; k0 < Dk; k0 += 16) {  // the bf16 tail, unscaled
+                uint32_t af[4], bf[2];
+                mma::ldmatrix_x4(af, qa + k0);
+                mma::ldmatrix_x2(bf, kb + k0);
+                mma::mma_16816<false>(l, af, bf[0], bf[1]);
+            }
+            // Entries past n weigh exactly 0 in P·V (the softmax step writes p only for the first n).
+            const int h1 = 16 * mt_logit + g;
+            sP[h1 * kMmaChunk + key0] = key0 < n ? __fmul_rn(a.scale, l[0]) : 0.0f;
+            sP[h1 * kMmaChunk + key0 + 1] = key0 + 1 < n ? __fmul_rn(a.scale, l[1]) : 0.0f;
+            sP[(h1 + 8) * kMmaChunk + key0] = key0 < n ? __fmul_rn(a.scale, l[2]) : 0.0f;
+            sP[(h1 + 8) * kMmaChunk + key0 + 1] = key0 + 1 < n ? __fmul_rn(a.scale, l[3]) : 0.0f;
+        }
+        __syncthreads();
+        attention_step_softmax(sP, sM, sL, sAlpha, kMmaHeads, n, kMmaChunk, false);
+        __syncthreads();
+
+        // acc = acc · alpha + P'·V over the warp's dims; entries past n have p = 0 and zero values.
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+            const float al0 = sAlpha[16 * mt + g], al1 = sAlpha[16 * mt + g + 8];
+#pragma unroll
+            for (int nt = 0; nt < kMmaMaxTiles; ++nt) {
+                acc[mt][nt][0] *= al0;
+                acc[mt][nt][1] *= al0;
+                acc[mt][nt][2] *= al1;
+                acc[mt][nt][3] *= al1;
+            }
+        }
+#pragma unroll
+        for (int ks = 0; ks < kMmaChunk / 16; ++ks) {
+            uint32_t a_head[2][4], a_tail[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int h = 16 * mt + g + 8 * (q & 1), key = 16 * ks + 2 * tq + 8 * (q >> 1);
+                    float w[2];
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const float p = sP[h * kMmaChunk + key + c];
+                        w[c] = own_group >= 0 ? p * sScale[(key + c) * S.n_groups + own_group] : p;
+                    }
+                    const mma::Bf16Split s0 = mma::split_bf16(w[0]), s1 = mma::split_bf16(w[1]);
+                    a_head[mt][q] = mma::pack_bf16x2(s0.head, s1.head);
+                    a_tail[mt][q] = mma::pack_bf16x2(s0.tail, s1.tail);
+                }
+#pragma unroll
+            for (int np = 0; np < kMmaMaxTiles / 2; ++np) {
+                if (2 * np >= tiles) break;
+                uint32_t b[4];
+                mma::ldmatrix_x4_trans(b, sKV + (16 * ks + (lane & 7) + ((lane >> 3) & 1) * 8) * S.row + d0 + 16 * np +
+                                              (lane >> 4) * 8);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    mma::mma_16816<false>(acc[mt][2 * np], a_head[mt], b[0], b[1]);
+                    mma::mma_16816<false>(acc[mt][2 * np], a_tail[mt], b[0], b[1]);
+                    if (2 * np + 1 < tiles) {
+                        mma::mma_16816<false>(acc[mt][2 * np + 1], a_head[mt], b[2], b[3]);
+                        mma::mma_16816<false>(acc[mt][2 * np + 1], a_tail[mt], b[2], b[3]);
+                    }
+                }
+            }
+        }
+    }
+    // The loop ends right after a barrier: sM and sL are complete.
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kMmaMaxTiles; ++nt) {
+            if (nt >= tiles) break;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int hh = 16 * mt + g + 8 * (c >> 1), i = d0 + 8 * nt + 2 * tq + (c & 1);
+                if (hh >= nh) continue;
+                const float v = acc[mt][nt][c];
+                if (a.split.splits > 1) {
+                    a.split.acc[((t * a.n_heads + h0 + hh) * a.split.splits + split) * Dv + i] = v;
+                    continue;
+                }
+                // One split: out = f · acc / den as in sparse_attention_kernel (0 for a lonely row or σ = +inf).
+                const float sigma = a.sink ? a.sink[h0 + hh] : -INFINITY;
+                float o = 0.0f;
+                if (n_rows > 0 && sigma != INFINITY) {
+                    const float M = fmaxf(sigma, sM[hh]);
+                    const float f = attention_split_weight(sM[hh], M);
+                    const float den = f * sL[hh] + (sigma == -INFINITY ? 0.0f : expf(sigma - M));
+                    o = __fdiv_rn(f * v, den);
+                }
+                store_act(a.out, a.out_bf16, t * a.out_token_stride + (h0 + hh) * a.out_head_stride + i, o);
+            }
+        }
+    if (a.split.splits > 1 && tid < nh) {
+        float* st = a.split.stats + ((t * a.n_heads + h0 + tid) * a.split.splits + split) * kStats;
+        st[0] = sM[tid];
+        st[1] = sL[tid];
+        st[2] = static_cast<float>(n_rows);
+        st[3] = 0.0f;
+    }
+}
+
 struct SparseCombineArgs {
     const float* acc = nullptr;
     const float* stats = nullptr;
@@ -500,8 +850,15 @@ SparseListArgs sparse_list_args(const SparseAttentionParams& p, const SparseKvLi
     return s;
 }
 
+// Splits of each token's lists: the fp32 kernel's (attention_splits), or for the tensor-core kernel enough
+// (token, head block) items to fill the GPU, each split at least one chunk.
 int64_t sparse_attention_splits(const SparseAttentionParams& p) {
-    return attention_splits(p.n_tokens, p.n_heads, p.main.width + p.extra.width);
+    const int64_t positions = p.main.width + p.extra.width;
+    if (!mma_attention_supported(p)) return attention_splits(p.n_tokens, p.n_heads, positions);
+    const int64_t base = p.n_tokens * ((p.n_heads + kMmaHeads - 1) / kMmaHeads);
+    if (base <= 0 || base >= kTargetBlocks || positions <= kMmaMinSplitPositions) return 1;
+    const int64_t s = std::min((kTargetBlocks + base - 1) / base, (positions + kMmaMinSplitPositions - 1) / kMmaMinSplitPositions);
+    return std::max<int64_t>(1, std::min(s, kMaxSplits));
 }
 
 // ======================================= qsa_sparse_gqa =======================================
@@ -883,9 +1240,20 @@ size_t sparse_attention_workspace_size(const SparseAttentionParams& p) {
 Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream_t stream) {
     if (p.n_tokens == 0) return Status::ok();
     const int64_t splits = sparse_attention_splits(p);
+    const bool mma = mma_attention_supported(p);
     AttentionShape shape;
-    SIEVE_RETURN_IF_ERROR(attention_shape("sparse_attention", p.n_tokens, p.n_heads, splits, p.qk_dim, p.qk_dim, 0,
-                                          p.v_dim, reinterpret_cast<const void*>(&sparse_attention_kernel), &shape));
+    if (mma) {
+        shape.head_blocks = (p.n_heads + kMmaHeads - 1) / kMmaHeads;
+        shape.heads_per_block = kMmaHeads;
+        shape.chunk = kMmaChunk;
+        shape.splits = splits;
+        if (p.n_tokens > INT_MAX / shape.head_blocks / splits)
+            return unsupported_error("cuda: sparse_attention: {} tokens × {} head blocks × {} splits exceed the grid's 2^31 − 1 blocks",
+                                     p.n_tokens, shape.head_blocks, splits);
+    } else {
+        SIEVE_RETURN_IF_ERROR(attention_shape("sparse_attention", p.n_tokens, p.n_heads, splits, p.qk_dim, p.qk_dim, 0,
+                                              p.v_dim, reinterpret_cast<const void*>(&sparse_attention_kernel), &shape));
+    }
     SparseAttentionArgs a;
     a.q = p.q;
     a.out = p.out;
@@ -914,7 +1282,38 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
         a.split.stats = reinterpret_cast<float*>(static_cast<uint8_t*>(ws.data) + w.acc_bytes);
     }
     const int64_t blocks = p.n_tokens * shape.head_blocks * splits;
-    sparse_attention_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
+    if (mma) {
+        MmaAttentionArgs ma;
+        ma.base = a;
+        const CacheRecordLayout layout = p.layout(p.main.width > 0 ? p.main : p.extra);
+        MmaRecordNumbers& r = ma.rec;
+        r.model1 = layout.format == CacheRecordFormat::fp8_model1;
+        r.quant_dim = static_cast<int>(layout.quant_dim());
+        r.group = static_cast<int>(layout.group_size());
+        r.data_bytes = static_cast<int>(layout.data_bytes());
+        r.scale_bytes = r.model1 ? static_cast<int>(layout.scale_bytes()) : 0;
+        r.tail_offset = static_cast<int>(r.model1 ? r.quant_dim : r.quant_dim + layout.scale_bytes());
+        r.scales_offset = r.model1 ? r.data_bytes : r.quant_dim;
+        ma.async_ok = r.data_bytes % 16 == 0 && r.scale_bytes % 8 == 0;
+        for (const SparseListArgs* l : {&a.main, &a.extra})
+            if (l->width > 0)
+                ma.async_ok = ma.async_ok && reinterpret_cast<uintptr_t>(l->rec.base) % 16 == 0 && l->rec.block_bytes % 16 == 0;
+        const MmaAttentionShape ms = mma_attention_shape(a.qk_dim, r);
+        int device = 0, optin = 0;
+        SIEVE_RETURN_IF_ERROR(launch_check(cudaGetDevice(&device), "sparse_attention", "cudaGetDevice"));
+        SIEVE_RETURN_IF_ERROR(launch_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                                           "sparse_attention", "shared memory limit"));
+        if (ms.bytes + 1024 > static_cast<size_t>(optin))
+            return unsupported_error("cuda: sparse_attention: the tensor-core kernel's {} bytes of shared memory exceed the {} a block may use",
+                                     ms.bytes, optin);
+        // The device's whole per-block allowance, once: every launch below stays under it.
+        static const cudaError_t attribute =
+            cudaFuncSetAttribute(sparse_attention_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
+        SIEVE_RETURN_IF_ERROR(launch_check(attribute, "sparse_attention", "shared memory of the tensor-core kernel"));
+        sparse_attention_mma_kernel<<<static_cast<unsigned>(blocks), kMmaThreads, ms.bytes, stream>>>(ma);
+    } else {
+        sparse_attention_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
+    }
     SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "sparse_attention launch"));
     if (splits == 1) return Status::ok();
     SparseCombineArgs c;

@@ -72,6 +72,39 @@ __device__ __forceinline__ int64_t indexer_key_location(const ScoresArgs& a, con
     return indexer_key_data_offset(a.keys, id, j - b * a.keys.block_size);
 }
 
+// indexer_key_location in two steps and with 32-bit index math, for a kernel that reads the block table
+// one step before it needs the key: indexer_key_lookup reads candidate j's table entry (or marks it),
+// indexer_key_lookup_location turns that into the offset or mark indexer_key_location gives. 32 bits
+// are exact here: j < n ≤ INT32_MAX (n_keys is int32; j itself may reach n + 127 < 2^32 in a last
+// tile), and block_size_u32 = min(block_size, 2^31) gives the same block b = j / block_size (0 for any
+// larger block) and entry j − b·block_size.
+struct IndexerKeyLookup {
+    int32_t mark = static_cast<int32_t>(kNoCandidate);  // kNoCandidate, kUnlocatable, or 0: `id`, `entry` read
+    int32_t id = 0;                                     // the table's block id (not yet checked)
+    uint32_t entry = 0;                                 // entry within the block
+};
+__device__ __forceinline__ uint32_t indexer_block_size_u32(const IndexerKeyCache& c) {
+    return c.block_size >= (int64_t{1} << 31) ? 0x80000000u : static_cast<uint32_t>(c.block_size);
+}
+__device__ __forceinline__ IndexerKeyLookup indexer_key_lookup(const ScoresArgs& a, const int32_t* row, bool req_ok, uint32_t j,
+                                                               uint32_t n, uint32_t block_size_u32) {
+    IndexerKeyLookup k;
+    if (j >= n) return k;
+    k.mark = static_cast<int32_t>(kUnlocatable);
+    if (!req_ok) return k;
+    const uint32_t b = j / block_size_u32;  // paged_slot (ops/block_tables.h)
+    if (static_cast<int64_t>(b) >= a.block_table_stride) return k;
+    k.mark = 0;
+    k.id = __ldg(row + b);
+    k.entry = j - b * block_size_u32;
+    return k;
+}
+__device__ __forceinline__ int64_t indexer_key_lookup_location(const ScoresArgs& a, const IndexerKeyLookup& k) {
+    if (k.mark != 0) return k.mark;
+    if (k.id < 0 || k.id >= a.keys.n_blocks) return kUnlocatable;
+    return indexer_key_data_offset(a.keys, k.id, k.entry);
+}
+
 // s_j of candidate j < n whose key was located: the fp32 row scale for fp8_row_scale keys (deepseek_v4.md
 // §4.3, dsa_mla.md §3.3), else 1.
 __device__ __forceinline__ float indexer_key_scale_of(const ScoresArgs& a, const int32_t* row, int64_t j) {

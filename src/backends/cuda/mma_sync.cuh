@@ -1,0 +1,84 @@
+// Warp-level tensor-core primitives (PTX mma.sync m16n8k16 with fp32 accumulation, ldmatrix) and the
+// exact operand conversions the kernels feed them, shared by every tensor-core kernel of the backend.
+//
+// Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16"), g = lane / 4, t = lane % 4:
+//   A (16 × 16, row-major)  a0: (g, 2t..2t+1)  a1: (g+8, 2t..)  a2: (g, 2t+8..)  a3: (g+8, 2t+8..)
+//   B (16 × 8, k × n)       b0: (k 2t..2t+1, n g)  b1: (k 2t+8.., n g)
+//   C (16 × 8, fp32)        c0, c1: (g, 2t, 2t+1)  c2, c3: (g+8, 2t, 2t+1)
+// Each 32-bit register holds two 16-bit values, the lower index in the low half.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+namespace sieve::cuda::mma {
+
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8 × 8 matrices of 16-bit values; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(p)));
+}
+// The same, each matrix transposed (a k-major B operand).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(p)));
+}
+// Two matrices; lanes 0 … 15 give the addresses.
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(smem_address(p)));
+}
+
+// c += a · b with f16 (kHalf) or bf16 operands, fp32 accumulation.
+template <bool kHalf>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if constexpr (kHalf) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                     "{%0, %1, %2, %3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                     "{%0, %1, %2, %3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+// Two e4m3 values (the first in the low byte) as two f16 or bf16 values: exact (every e4m3 value is both).
+template <bool kHalf>
+__device__ __forceinline__ uint32_t e4m3x2_to_operand(uint32_t pair) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
+    if constexpr (kHalf) return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+    const float2 f = __half22float2(__half2(h));
+    const __nv_bfloat162 b = __float22bfloat162_rn(f);
+    return static_cast<uint32_t>(__bfloat16_as_ushort(b.x)) | (static_cast<uint32_t>(__bfloat16_as_ushort(b.y)) << 16);
+}
+
+// Two fp32 values as a bf16 pair, each rounded to nearest even.
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+           (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+}
+
+// x = head + tail with head = bf16(x) and tail = bf16(x − head): two bf16 terms carrying 16 significant
+// bits, so that a bf16 product by an exact bf16 operand errs by at most 2^-16 |x| (not 2^-8). A non-finite
+// head gets a zero tail (x − head would be NaN for an infinite x).
+struct Bf16Split {
+    float head, tail;
+};
+__device__ __forceinline__ Bf16Split split_bf16(float x) {
+    const float head = __bfloat162float(__float2bfloat16_rn(x));
+    const float tail = isfinite(head) ? __bfloat162float(__float2bfloat16_rn(x - head)) : 0.0f;
+    return {head, tail};
+}
+
+}  // namespace sieve::cuda::mma
