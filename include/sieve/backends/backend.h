@@ -7,7 +7,10 @@
 //     memory) and returns that Status; a backend whose memory the host reads also runs check_indices()
 //     (the index arrays' contents: ops/op_common.h validate_and_check_indices). A GPU backend cannot
 //     without reading device memory back; its kernels treat an out-of-range entry as absent (skipped,
-//     or −1 / NaN where the op writes one) and never touch memory outside the views.
+//     or −1 / NaN where the op writes one) and never touch memory outside the views. The cuda
+//     backend's tensor-core sparse attention over fp8_v32 entries applies each group's fp32 scale to
+//     sums instead of to every value, so a scale large enough to overflow its group (448 · s = inf, which
+//     no quantizer writes) counts as NaN there (src/backends/cuda/attention_kernels.cu).
 //   * A combination the backend does not implement (op, dtype, ISA) returns unsupported_error naming
 //     it ("cpu:avx2: linear with ..."), never a silent fallback that changes numerics.
 //   * Run methods allocate nothing. Scratch memory comes from the caller as a Workspace sized by the

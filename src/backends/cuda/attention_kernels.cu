@@ -280,7 +280,7 @@ __device__ __forceinline__ void attention_write_split(const SplitOut& so, int64_
 // The merge of a row's split states (and of the sink σ, a virtual key of zero value): with
 //   M = max(σ, max_s m_s),  f_s = exp(m_s − M) (attention_split_weight),
 //   den = Σ_s f_s · L_s + exp(σ − M)  (no term for σ = −inf: no sink),  out_i = Σ_s f_s · acc_s,i / den,
-// which is the contract's quotient in exact arithmetic. One block per (token, head) row; thread 0 merges the
+// which is the contract's quotient in exact arithmetic. One block per (token, head) row; warp 0 merges the
 // statistics, the threads then merge the accumulators. Returns through shared memory.
 struct CombineState {
     float f[kMaxSplits];
@@ -289,26 +289,34 @@ struct CombineState {
 };
 __device__ __forceinline__ void attention_combine_stats(const float* stats, int64_t splits, float sigma,
                                                         CombineState* cs) {
-    if (threadIdx.x == 0) {
+    // Warp 0, its lanes striding the splits (their loads in flight together, not one after another).
+    if (threadIdx.x < kWarp) {
+        const int lane = static_cast<int>(threadIdx.x);
         float M = sigma, rows = 0.0f;
-        for (int64_t s = 0; s < splits; ++s) {
+        for (int64_t s = lane; s < splits; s += kWarp) {
             M = fmaxf(M, stats[s * kStats]);
             rows += stats[s * kStats + 2];
         }
-        float den = sigma == -INFINITY ? 0.0f : expf(sigma - M);  // a NaN σ makes den NaN
-        for (int64_t s = 0; s < splits; ++s) {
+        M = warp_max(M);
+        rows = warp_sum(rows);
+        float den = 0.0f;
+        for (int64_t s = lane; s < splits; s += kWarp) {
             const float f = attention_split_weight(stats[s * kStats], M);
             cs->f[s] = f;
             den += f * stats[s * kStats + 1];
         }
-        cs->den = den;
-        cs->zero = rows == 0.0f || sigma == INFINITY;
+        den = warp_sum(den);
+        if (lane == 0) {
+            cs->den = den + (sigma == -INFINITY ? 0.0f : expf(sigma - M));  // a NaN σ makes den NaN
+            cs->zero = rows == 0.0f || sigma == INFINITY;
+        }
     }
     __syncthreads();
 }
 __device__ __forceinline__ float attention_combine_value(const float* acc, int64_t splits, int v_dim, int i,
                                                          const CombineState& cs) {
     float a = 0.0f;
+#pragma unroll 8  // eight loads in flight: the splits' accumulators are read once each
     for (int64_t s = 0; s < splits; ++s) a = fmaf(cs.f[s], acc[s * v_dim + i], a);
     return __fdiv_rn(a, cs.den);
 }
@@ -468,48 +476,50 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAt
 
 // ---- sparse_attention on tensor cores: fp8 records (fp8_model1, fp8_v32), bf16 q ----
 //
-// The same contract and the same split-K / combine / sink handling as sparse_attention_kernel, with the two
+// The same contract and the same split-K / combine / sink handling as sparse_attention_kernel, with both
 // products on mma.sync (bf16 operands, fp32 accumulation) over chunks of kMmaChunk gathered entries and
-// blocks of kMmaHeads heads. The entries' e4m3 values enter the products unscaled (an e4m3 value is exactly
-// a bf16 value) and their scales are applied in fp32 (ops/sparse_attention.h: fp32 products and sums in any
-// order):
-//   logits  l_j = scale · (Σ_groups s_jg · ⟨q_g, e_jg⟩ + ⟨q_rope, K_j,rope⟩): one mma chain per quantization
-//           group, multiplied by the entry's group scale as it is added
-//   P·V     Σ_j p_j · V_j,i = Σ_j (p_j · s_jg) · e_j,i for output dims i of group g: the weight p_j · s_jg in
-//           fp32, split into two bf16 terms (mma::split_bf16: 16 significant bits, not bf16's 8) that both
-//           multiply the exact bf16 value; the bf16 rope tail takes the weight p_j itself.
-// Warp w computes the logits of head m-tile w / 4 and entry n-tile w % 4 over all dims, and owns output dims
-// [w·v_dim/8, (w + 1)·v_dim/8) of every head of the block (an fp32 accumulator in registers), which lie in
-// one quantization group or in the rope tail (mma_attention_supported).
-constexpr int kMmaHeads = 32;    // heads per block: two m-tiles of 16
-constexpr int kMmaChunk = 32;    // gathered entries per chunk: four n-tiles of 8
-constexpr int kMmaThreads = 256;  // 8 warps (= kAttnThreads: the softmax step and the split writers are shared)
+// blocks of kMmaHeads heads. Values enter the products exactly (ops/sparse_attention.h: fp32 products and
+// sums in any order):
+//   fp8_model1  e4m3 · 2^k (a UE8M0 scale) is a bf16 value: the entries are dequantized into bf16 exactly,
+//               and P·V takes the weights p_j split into two bf16 terms (mma::split_bf16: 16 significant
+//               bits instead of bf16's 8), each multiplied by the exact value
+//   fp8_v32     an fp32 scale times e4m3 is not a bf16 value, so the e4m3 values enter unscaled and the
+//               scales are applied in fp32: l_j = scale · Σ_groups s_jg · ⟨q_g, e_jg⟩ (one mma chain per
+//               group, scaled as it is added), and for output dims of group g the weight p_j · s_jg is split
+//               into two bf16 terms that multiply e_j
+// The bf16 rope tail is exact in both. Warp w computes the logits of head m-tile w / 4 and entry n-tile w % 4
+// over all dims, and owns output dims [w·v_dim/8, (w + 1)·v_dim/8) of every head of the block (an fp32
+// accumulator in registers), which lie in one fp8_v32 group or in the tail (mma_attention_supported). The
+// next chunk is gathered and staged (cp.async) while the current one is computed.
+constexpr int kMmaHeads = 32;     // heads per block: two m-tiles of 16
+constexpr int kMmaChunk = 32;     // gathered entries per chunk: four n-tiles of 8
+constexpr int kMmaThreads = 256;  // 8 warps (= kAttnThreads: the softmax step is shared)
 constexpr int kMmaWarps = kMmaThreads / kWarp;
 constexpr int kMmaMaxQkDim = 576;
 constexpr int kMmaMaxVDim = 512;
 constexpr int kMmaMaxTiles = kMmaMaxVDim / kMmaWarps / 8;  // output n-tiles per warp
 constexpr int kMmaPad = 8;        // bf16 values of padding per shared row: ldmatrix's 8 rows hit distinct banks
+constexpr int kMmaPRow = kMmaChunk + kMmaPad;  // bf16 values per row of the split weights
 constexpr int64_t kMmaMinSplitPositions = kMmaChunk;
 static_assert(kMmaThreads == kAttnThreads, "attention_step_softmax strides heads by kAttnWarps");
 
 // The entry format's numbers the kernel needs (host-computed from CacheRecordLayout).
 struct MmaRecordNumbers {
-    int quant_dim = 0;     // e4m3 values per entry, then the bf16 tail up to qk_dim
-    int group = 0;         // values per scale
-    int data_bytes = 0;    // the entry's data part in its block (CacheRecordLayout::data_bytes)
-    int scale_bytes = 0;   // fp8_model1: its UE8M0 tile bytes, kept after the block's data parts; fp8_v32: 0 (inside the data)
-    int tail_offset = 0;   // bytes from the data to the bf16 tail
-    int scales_offset = 0; // bytes from a staged entry's start to its scales
-    bool model1 = false;
+    int quant_dim = 0;      // e4m3 values per entry, then the bf16 tail up to qk_dim
+    int group = 0;          // values per scale
+    int data_bytes = 0;     // the entry's data part in its block (CacheRecordLayout::data_bytes)
+    int scale_bytes = 0;    // fp8_model1: its UE8M0 tile bytes, kept after the block's data parts; fp8_v32: 0 (inside the data)
+    int tail_offset = 0;    // bytes from the data to the bf16 tail
+    int scales_offset = 0;  // bytes from a staged entry's start to its scales
 };
 
 struct MmaAttentionShape {
-    int row = 0;         // bf16 values per shared row of q and of the converted entries (qk_dim + kMmaPad)
-    int n_groups = 0;    // scales per entry
-    int stage_row = 0;   // bytes per staged raw entry: its data part, then (fp8_model1) its scales; 16-byte multiple
-    size_t q_off = 0, kv_off = 0, stage_off = 0, p_off = 0, scale_off = 0, stats_off = 0, bytes = 0;
+    int row = 0;        // bf16 values per shared row of q and of the converted entries (qk_dim + kMmaPad)
+    int n_groups = 0;   // scales per entry
+    int stage_row = 0;  // bytes per staged raw entry: its data part, then (fp8_model1) its scales; 16-byte multiple
+    size_t q_off = 0, kv_off = 0, stage_off = 0, p_off = 0, ph_off = 0, scale_off = 0, stats_off = 0, bytes = 0;
 };
-__host__ __device__ inline MmaAttentionShape mma_attention_shape(int qk_dim, const MmaRecordNumbers& r) {
+__host__ __device__ inline MmaAttentionShape mma_attention_shape(int qk_dim, const MmaRecordNumbers& r, bool model1) {
     MmaAttentionShape s;
     s.row = qk_dim + kMmaPad;
     s.n_groups = (r.quant_dim + r.group - 1) / r.group;
@@ -518,8 +528,10 @@ __host__ __device__ inline MmaAttentionShape mma_attention_shape(int qk_dim, con
     s.kv_off = s.q_off + static_cast<size_t>(kMmaHeads) * s.row * 2;
     s.stage_off = s.kv_off + static_cast<size_t>(kMmaChunk) * s.row * 2;
     s.p_off = s.stage_off + static_cast<size_t>(kMmaChunk) * s.stage_row;
-    s.scale_off = s.p_off + static_cast<size_t>(kMmaHeads) * kMmaChunk * 4;
-    s.stats_off = s.scale_off + static_cast<size_t>(kMmaChunk) * s.n_groups * 4;
+    s.ph_off = s.p_off + static_cast<size_t>(kMmaHeads) * kMmaChunk * 4;
+    // fp8_model1: the split weights (head and tail terms); fp8_v32: the group scales, [group][entry].
+    s.scale_off = s.ph_off + (model1 ? 2 * static_cast<size_t>(kMmaHeads) * kMmaPRow * 2 : 0);
+    s.stats_off = s.scale_off + (model1 ? 0 : static_cast<size_t>(kMmaChunk) * s.n_groups * 4);
     s.bytes = s.stats_off + 3 * kMmaHeads * 4;
     return s;
 }
@@ -554,6 +566,7 @@ struct MmaAttentionArgs {
     // with cp.async while the previous chunk is computed. Otherwise (views the contract allows but no cache
     // pool makes) it is staged with byte copies, synchronously.
     bool async_ok = false;
+    bool q_vector_ok = false;  // q rows 16-byte aligned: 16-byte loads
 };
 
 __device__ __forceinline__ void cp_async(void* dst, const void* src, int bytes_16_or_8) {
@@ -566,52 +579,60 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src, int bytes_1
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 // Stages the raw bytes of the chunk's n gathered entries (data part, then the fp8_model1 scales) into
-// `stage`, every thread of the block taking a share; with cp.async the bytes land by the next
-// cp_async_wait_all and barrier.
+// `stage`, warp w taking entries w, w + 8, …; with cp.async the bytes land by the next cp_async_wait_all and
+// barrier.
 __device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int stage_row, int n, const uint8_t* const* s_data,
                                                 const uint8_t* const* s_scales, uint8_t* stage) {
     const MmaRecordNumbers& r = ma.rec;
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     if (ma.async_ok) {
-        const int data_pieces = r.data_bytes / 16, pieces = data_pieces + r.scale_bytes / 8;
-        for (int c = threadIdx.x; c < n * pieces; c += kMmaThreads) {
-            const int e = c / pieces, k = c - e * pieces;
+        for (int e = warp; e < n; e += kMmaWarps) {
             uint8_t* dst = stage + e * stage_row;
-            if (k < data_pieces)
-                cp_async(dst + 16 * k, s_data[e] + 16 * k, 16);
-            else
-                cp_async(dst + r.data_bytes + 8 * (k - data_pieces), s_scales[e] + 8 * (k - data_pieces), 8);
+            for (int k = lane; k < r.data_bytes / 16; k += kWarp) cp_async(dst + 16 * k, s_data[e] + 16 * k, 16);
+            for (int k = lane; k < r.scale_bytes / 8; k += kWarp) cp_async(dst + r.data_bytes + 8 * k, s_scales[e] + 8 * k, 8);
         }
         asm volatile("cp.async.commit_group;\n" ::: "memory");
         return;
     }
-    const int bytes = r.data_bytes + r.scale_bytes;
-    for (int c = threadIdx.x; c < n * bytes; c += kMmaThreads) {
-        const int e = c / bytes, k = c - e * bytes;
-        stage[e * stage_row + k] = static_cast<uint8_t>(k < r.data_bytes ? load_u8(s_data[e] + k) : load_u8(s_scales[e] + (k - r.data_bytes)));
+    for (int e = warp; e < n; e += kMmaWarps) {
+        for (int k = lane; k < r.data_bytes; k += kWarp) stage[e * stage_row + k] = static_cast<uint8_t>(load_u8(s_data[e] + k));
+        for (int k = lane; k < r.scale_bytes; k += kWarp)
+            stage[e * stage_row + r.data_bytes + k] = static_cast<uint8_t>(load_u8(s_scales[e] + k));
     }
 }
 
-// Four consecutive values [i, i + 4) of a staged entry as bf16 bits (e4m3 values unscaled: exact; the bf16
-// tail as stored), two per 32-bit word. Staged rows are 16-byte aligned and i, quant_dim are multiples of 4.
+// Four consecutive values [i, i + 4) of a staged entry as bf16 bits, two per 32-bit word: fp8_model1 e4m3
+// values times their UE8M0 scale (exact), fp8_v32 e4m3 values unscaled (exact), the bf16 tail as stored.
+// Staged rows are 16-byte aligned; i, quant_dim and the groups are multiples of 4.
+template <bool kModel1>
 __device__ __forceinline__ uint2 mma_entry_quad(const uint8_t* staged, const MmaRecordNumbers& r, int i) {
     if (i < r.quant_dim) {
         const uint32_t four = *reinterpret_cast<const uint32_t*>(staged + i);
-        return make_uint2(mma::e4m3x2_to_operand<false>(four & 0xffffu), mma::e4m3x2_to_operand<false>(four >> 16));
+        if constexpr (kModel1) {
+            static_assert(kFp8Model1Tile == 64, "fp8_model1 groups are 64 values (ops/cache_record.h)");
+            const float s = ue8m0_to_f32(staged[r.scales_offset + (i >> 6)]);
+            const __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(four & 0xffffu), __NV_E4M3);
+            const __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(four >> 16), __NV_E4M3);
+            const float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
+            return make_uint2(mma::pack_bf16x2(f0.x * s, f0.y * s), mma::pack_bf16x2(f1.x * s, f1.y * s));
+        } else {
+            return make_uint2(mma::e4m3x2_to_operand<false>(four & 0xffffu), mma::e4m3x2_to_operand<false>(four >> 16));
+        }
     }
     const uint8_t* t = staged + r.tail_offset + 2 * (i - r.quant_dim);
     return make_uint2(*reinterpret_cast<const uint32_t*>(t), *reinterpret_cast<const uint32_t*>(t + 4));
 }
-// Scale gi of a staged entry. A scale so large that its group's largest e4m3 value (448) would dequantize to
-// infinity counts as poisoned (NaN): the kernel multiplies scales into sums and weights instead of
-// dequantizing each value, and so could not otherwise reproduce the infinity (a scale no quantizer writes:
-// ue8m0_scale_for_amax of any finite amax stays far below).
+// Scale gi of a staged fp8_v32 entry. A scale so large that its group's largest e4m3 value (448) would
+// dequantize to infinity counts as poisoned (NaN): the kernel multiplies scales into sums and weights
+// instead of dequantizing each value, and so could not otherwise reproduce the infinity (a scale no
+// quantizer writes: the scale of any finite amax stays far below).
 __device__ __forceinline__ float mma_entry_scale(const uint8_t* staged, const MmaRecordNumbers& r, int gi) {
-    const uint8_t* sc = staged + r.scales_offset;
-    const float s = r.model1 ? ue8m0_to_f32(sc[gi]) : *reinterpret_cast<const float*>(sc + 4 * gi);
+    const float s = *reinterpret_cast<const float*>(staged + r.scales_offset + 4 * gi);
     return isfinite(__fmul_rn(s, 448.0f)) ? s : __uint_as_float(0x7fc00000u);
 }
 
 // One block per (token, block of kMmaHeads heads, split). Semantics: ops/sparse_attention.h.
+template <bool kModel1>
 __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(MmaAttentionArgs ma) {
     const SparseAttentionArgs& a = ma.base;
     extern __shared__ float4 attention_smem[];
@@ -620,13 +641,15 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
     __shared__ int s_list[kMmaChunk];
     __shared__ int s_count[2];  // the entries gathered for chunks of even and odd index
     const MmaRecordNumbers& R = ma.rec;
-    const MmaAttentionShape S = mma_attention_shape(a.qk_dim, R);
+    const MmaAttentionShape S = mma_attention_shape(a.qk_dim, R, kModel1);
     uint8_t* smem = reinterpret_cast<uint8_t*>(attention_smem);
     uint16_t* const sQ = reinterpret_cast<uint16_t*>(smem + S.q_off);    // [kMmaHeads][row] bf16
     uint16_t* const sKV = reinterpret_cast<uint16_t*>(smem + S.kv_off);  // [kMmaChunk][row] bf16
     uint8_t* const stage = smem + S.stage_off;                           // [kMmaChunk][stage_row] raw entries
-    float* const sP = reinterpret_cast<float*>(smem + S.p_off);          // [kMmaHeads][kMmaChunk]
-    float* const sScale = reinterpret_cast<float*>(smem + S.scale_off);  // [kMmaChunk][n_groups]
+    float* const sP = reinterpret_cast<float*>(smem + S.p_off);          // [kMmaHeads][kMmaChunk] logits, then p
+    uint16_t* const sPh = reinterpret_cast<uint16_t*>(smem + S.ph_off);  // fp8_model1: [kMmaHeads][kMmaPRow] head terms of p
+    uint16_t* const sPt = sPh + kMmaHeads * kMmaPRow;                    //   and tail terms
+    float* const sScale = reinterpret_cast<float*>(smem + S.scale_off);  // fp8_v32: [n_groups][kMmaChunk]
     float* const sM = reinterpret_cast<float*>(smem + S.stats_off);
     float* const sL = sM + kMmaHeads;
     float* const sAlpha = sL + kMmaHeads;
@@ -640,29 +663,30 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
     const int64_t total = a.main.width + a.extra.width;
     const int64_t begin = total * split / a.split.splits, end = total * (split + 1) / a.split.splits;
 
-    // q rows as bf16 (the heads past nh are zero), the running state empty.
-    for (int idx = tid; idx < kMmaHeads * (Dk / 2); idx += kMmaThreads) {
-        const int hh = idx / (Dk / 2), i = 2 * (idx % (Dk / 2));
-        uint32_t v = 0u;
-        if (hh < nh) {
-            const auto* q = static_cast<const uint16_t*>(a.q) + t * a.q_token_stride + (h0 + hh) * a.q_head_stride + i;
-            v = static_cast<uint32_t>(q[0]) | (static_cast<uint32_t>(q[1]) << 16);
+    // q rows as bf16 (the heads past nh zero), warp w taking heads w, w + 8, …; the running state empty.
+    for (int hh = warp; hh < kMmaHeads; hh += kMmaWarps) {
+        uint16_t* dst = sQ + hh * S.row;
+        const auto* q = static_cast<const uint16_t*>(a.q) + t * a.q_token_stride + (h0 + hh) * a.q_head_stride;
+        if (hh >= nh) {
+            for (int i = 8 * lane; i < Dk; i += 8 * kWarp) *reinterpret_cast<uint4*>(dst + i) = make_uint4(0u, 0u, 0u, 0u);
+        } else if (ma.q_vector_ok) {
+#pragma unroll 3
+            for (int i = 8 * lane; i < Dk; i += 8 * kWarp) *reinterpret_cast<uint4*>(dst + i) = __ldg(reinterpret_cast<const uint4*>(q + i));
+        } else {
+            for (int i = lane; i < Dk; i += kWarp) dst[i] = q[i];
         }
-        *reinterpret_cast<uint32_t*>(sQ + hh * S.row + i) = v;
     }
     if (tid < kMmaHeads) {
         sM[tid] = -INFINITY;
         sL[tid] = 0.0f;
     }
 
-    // The warp's output dims and the scale they share (0: the rope tail, weight p_j alone).
+    // The warp's output dims; fp8_v32: the group whose scale they share (−1: the bf16 tail, weight p_j alone).
     const int share = Dv / kMmaWarps, tiles = share / 8, d0 = warp * share;
-    const int own_group = d0 < R.quant_dim ? d0 / R.group : -1;
+    const int own_group = !kModel1 && d0 < R.quant_dim ? d0 / R.group : -1;
     float acc[2][kMmaMaxTiles][4] = {};
     const int mt_logit = warp / 4, nt_logit = warp % 4;
 
-    // Chunk c + 1 is gathered and staged while chunk c is computed: warp 0 gathers it once the staged bytes
-    // of chunk c are converted (the stage is free again), every thread issues its share of the copies.
     int64_t cursor = begin, n_rows = 0;
     if (warp == 0) {
         const int filled = sparse_attention_gather(a, t, cursor, end, kMmaChunk, s_data, s_scales, s_list);
@@ -672,66 +696,98 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
     mma_stage_chunk(ma, S.stage_row, s_count[0], s_data, s_scales, stage);
     for (int chunk = 0;; ++chunk) {
         cp_async_wait_all();
-        __syncthreads();  // chunk's bytes are staged; the previous chunk's readers are done
+        __syncthreads();  // the chunk's bytes are staged; the previous chunk's readers are done
         const int n = s_count[chunk & 1];
         if (n == 0) break;
         n_rows += n;
-        // The chunk's entries as bf16 rows (zero past n) and their scales; warp 0 first gathers the next chunk.
+        // Warp 0 first gathers the next chunk; then the chunk's entries as bf16 rows (zero past n), warp w
+        // converting rows w, w + 8, …, and (fp8_v32) their scales.
         if (warp == 0) {
             const int filled = sparse_attention_gather(a, t, cursor, end, kMmaChunk, s_data, s_scales, s_list);
             if (lane == 0) s_count[(chunk + 1) & 1] = filled;
         }
-        for (int idx = tid; idx < kMmaChunk * (Dk / 4); idx += kMmaThreads) {
-            const int r = idx / (Dk / 4), i = 4 * (idx % (Dk / 4));
-            const uint2 v = r < n ? mma_entry_quad(stage + r * S.stage_row, R, i) : make_uint2(0u, 0u);
-            *reinterpret_cast<uint2*>(sKV + r * S.row + i) = v;
+        for (int r = warp; r < kMmaChunk; r += kMmaWarps) {
+            const uint8_t* staged = stage + r * S.stage_row;
+            uint16_t* dst = sKV + r * S.row;
+            if (r < n) {
+#pragma unroll 5
+                for (int i = 4 * lane; i < Dk; i += 4 * kWarp) *reinterpret_cast<uint2*>(dst + i) = mma_entry_quad<kModel1>(staged, R, i);
+            } else {
+#pragma unroll 5
+                for (int i = 4 * lane; i < Dk; i += 4 * kWarp) *reinterpret_cast<uint2*>(dst + i) = make_uint2(0u, 0u);
+            }
         }
-        for (int idx = tid; idx < kMmaChunk * S.n_groups; idx += kMmaThreads) {
-            const int r = idx / S.n_groups, gi = idx % S.n_groups;
-            sScale[idx] = r < n ? mma_entry_scale(stage + r * S.stage_row, R, gi) : 0.0f;
-        }
+        if constexpr (!kModel1)
+            for (int idx = tid; idx < kMmaChunk * S.n_groups; idx += kMmaThreads) {
+                const int r = idx % kMmaChunk, gi = idx / kMmaChunk;
+                sScale[idx] = r < n ? mma_entry_scale(stage + r * S.stage_row, R, gi) : 0.0f;
+            }
         __syncthreads();
         mma_stage_chunk(ma, S.stage_row, s_count[(chunk + 1) & 1], s_data, s_scales, stage);
 
-        // Logits of heads 16·mt_logit … and entries 8·nt_logit …: per group, then scaled and added.
+        // Logits of heads 16·mt_logit … and entries 8·nt_logit … (fp8_v32: per group, scaled as added).
         {
             float l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             const uint16_t* qa = sQ + (16 * mt_logit + (lane & 15)) * S.row + (lane >> 4) * 8;
             const uint16_t* kb = sKV + (8 * nt_logit + (lane & 7)) * S.row + ((lane >> 3) & 1) * 8;
             const int key0 = 8 * nt_logit + 2 * tq;
-            for (int gi = 0; gi < S.n_groups; ++gi) {
-                float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                const int k_end = min((gi + 1) * R.group, R.quant_dim);
-                for (int k0 = gi * R.group; k0 < k_end; k0 += 16) {
-                    uint32_t af[4], bf[2];
-                    mma::ldmatrix_x4(af, qa + k0);
-                    mma::ldmatrix_x2(bf, kb + k0);
-                    mma::mma_16816<false>(part, af, bf[0], bf[1]);
+            int k_scaled_end = 0;
+            if constexpr (!kModel1) {
+                k_scaled_end = R.quant_dim;
+                for (int gi = 0; gi < S.n_groups; ++gi) {
+                    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    const int k_end = min((gi + 1) * R.group, R.quant_dim);
+#pragma unroll 4
+                    for (int k0 = gi * R.group; k0 < k_end; k0 += 16) {
+                        uint32_t af[4], bf[2];
+                        mma::ldmatrix_x4(af, qa + k0);
+                        mma::ldmatrix_x2(bf, kb + k0);
+                        mma::mma_16816<false>(part, af, bf[0], bf[1]);
+                    }
+                    const float s0 = sScale[gi * kMmaChunk + key0], s1 = sScale[gi * kMmaChunk + key0 + 1];
+                    l[0] = fmaf(part[0], s0, l[0]);
+                    l[1] = fmaf(part[1], s1, l[1]);
+                    l[2] = fmaf(part[2], s0, l[2]);
+                    l[3] = fmaf(part[3], s1, l[3]);
                 }
-                const float s0 = sScale[key0 * S.n_groups + gi], s1 = sScale[(key0 + 1) * S.n_groups + gi];
-                l[0] = fmaf(part[0], s0, l[0]);
-                l[1] = fmaf(part[1], s1, l[1]);
-                l[2] = fmaf(part[2], s0, l[2]);
-                l[3] = fmaf(part[3], s1, l[3]);
             }
-            for (int k0 = R.quant_dim; k0 < Dk; k0 += 16) {  // the bf16 tail, unscaled
+            // Dims whose values are exact bf16 as they stand: fp8_model1's all, fp8_v32's tail. Two chains.
+            float l2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+            for (int k0 = k_scaled_end; k0 < Dk; k0 += 32) {
                 uint32_t af[4], bf[2];
                 mma::ldmatrix_x4(af, qa + k0);
                 mma::ldmatrix_x2(bf, kb + k0);
                 mma::mma_16816<false>(l, af, bf[0], bf[1]);
+                if (k0 + 16 < Dk) {
+                    mma::ldmatrix_x4(af, qa + k0 + 16);
+                    mma::ldmatrix_x2(bf, kb + k0 + 16);
+                    mma::mma_16816<false>(l2, af, bf[0], bf[1]);
+                }
             }
             // Entries past n weigh exactly 0 in P·V (the softmax step writes p only for the first n).
             const int h1 = 16 * mt_logit + g;
-            sP[h1 * kMmaChunk + key0] = key0 < n ? __fmul_rn(a.scale, l[0]) : 0.0f;
-            sP[h1 * kMmaChunk + key0 + 1] = key0 + 1 < n ? __fmul_rn(a.scale, l[1]) : 0.0f;
-            sP[(h1 + 8) * kMmaChunk + key0] = key0 < n ? __fmul_rn(a.scale, l[2]) : 0.0f;
-            sP[(h1 + 8) * kMmaChunk + key0 + 1] = key0 + 1 < n ? __fmul_rn(a.scale, l[3]) : 0.0f;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int key = key0 + (c & 1), h = h1 + 8 * (c >> 1);
+                sP[h * kMmaChunk + key] = key < n ? __fmul_rn(a.scale, l[c] + l2[c]) : 0.0f;
+            }
         }
         __syncthreads();
         attention_step_softmax(sP, sM, sL, sAlpha, kMmaHeads, n, kMmaChunk, false);
         __syncthreads();
+        if constexpr (kModel1) {  // the weights' two bf16 terms, once for every warp
+            for (int idx = tid; idx < kMmaHeads * kMmaChunk / 2; idx += kMmaThreads) {
+                const int h = idx / (kMmaChunk / 2), key = 2 * (idx % (kMmaChunk / 2));
+                const float2 p = *reinterpret_cast<const float2*>(sP + h * kMmaChunk + key);
+                const mma::Bf16Split s0 = mma::split_bf16(p.x), s1 = mma::split_bf16(p.y);
+                *reinterpret_cast<uint32_t*>(sPh + h * kMmaPRow + key) = mma::pack_bf16x2(s0.head, s1.head);
+                *reinterpret_cast<uint32_t*>(sPt + h * kMmaPRow + key) = mma::pack_bf16x2(s0.tail, s1.tail);
+            }
+            __syncthreads();
+        }
 
-        // acc = acc · alpha + P'·V over the warp's dims; entries past n have p = 0 and zero values.
+        // acc = acc · alpha + P·V over the warp's dims; entries past n have p = 0 and zero values.
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
             const float al0 = sAlpha[16 * mt + g], al1 = sAlpha[16 * mt + g + 8];
@@ -747,20 +803,29 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
         for (int ks = 0; ks < kMmaChunk / 16; ++ks) {
             uint32_t a_head[2][4], a_tail[2][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
+            for (int mt = 0; mt < 2; ++mt) {
+                if constexpr (kModel1) {
+                    const int off = (16 * mt + (lane & 15)) * kMmaPRow + 16 * ks + (lane >> 4) * 8;
+                    mma::ldmatrix_x4(a_head[mt], sPh + off);
+                    mma::ldmatrix_x4(a_tail[mt], sPt + off);
+                } else {
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int h = 16 * mt + g + 8 * (q & 1), key = 16 * ks + 2 * tq + 8 * (q >> 1);
-                    float w[2];
-#pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        const float p = sP[h * kMmaChunk + key + c];
-                        w[c] = own_group >= 0 ? p * sScale[(key + c) * S.n_groups + own_group] : p;
+                    for (int q = 0; q < 4; ++q) {
+                        const int h = 16 * mt + g + 8 * (q & 1), key = 16 * ks + 2 * tq + 8 * (q >> 1);
+                        float2 w = *reinterpret_cast<const float2*>(sP + h * kMmaChunk + key);
+                        if (own_group >= 0) {
+                            const float2 sc = *reinterpret_cast<const float2*>(sScale + own_group * kMmaChunk + key);
+                            w.x *= sc.x;
+                            w.y *= sc.y;
+                        }
+                        // |w| ≤ 448⁻¹ · FLT_MAX (mma_entry_scale): the head term stays finite, no tail check needed.
+                        const __nv_bfloat162 head = __floats2bfloat162_rn(w.x, w.y);
+                        const float2 hf = __bfloat1622float2(head);
+                        a_head[mt][q] = *reinterpret_cast<const uint32_t*>(&head);
+                        a_tail[mt][q] = mma::pack_bf16x2(w.x - hf.x, w.y - hf.y);
                     }
-                    const mma::Bf16Split s0 = mma::split_bf16(w[0]), s1 = mma::split_bf16(w[1]);
-                    a_head[mt][q] = mma::pack_bf16x2(s0.head, s1.head);
-                    a_tail[mt][q] = mma::pack_bf16x2(s0.tail, s1.tail);
                 }
+            }
 #pragma unroll
             for (int np = 0; np < kMmaMaxTiles / 2; ++np) {
                 if (2 * np >= tiles) break;
@@ -825,7 +890,7 @@ struct SparseCombineArgs {
     bool out_bf16 = false;
 };
 
-constexpr int kCombineThreads = 128;
+constexpr int kCombineThreads = 512;  // one thread per value of a 512-value row: its splits' loads in flight at once
 
 // The merge of the splits of one (token, head) row (attention_combine_stats), then the cast (once).
 __global__ void __launch_bounds__(kCombineThreads) sparse_attention_combine_kernel(SparseCombineArgs c) {
@@ -1286,19 +1351,20 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
         MmaAttentionArgs ma;
         ma.base = a;
         const CacheRecordLayout layout = p.layout(p.main.width > 0 ? p.main : p.extra);
+        const bool model1 = layout.format == CacheRecordFormat::fp8_model1;
         MmaRecordNumbers& r = ma.rec;
-        r.model1 = layout.format == CacheRecordFormat::fp8_model1;
         r.quant_dim = static_cast<int>(layout.quant_dim());
         r.group = static_cast<int>(layout.group_size());
         r.data_bytes = static_cast<int>(layout.data_bytes());
-        r.scale_bytes = r.model1 ? static_cast<int>(layout.scale_bytes()) : 0;
-        r.tail_offset = static_cast<int>(r.model1 ? r.quant_dim : r.quant_dim + layout.scale_bytes());
-        r.scales_offset = r.model1 ? r.data_bytes : r.quant_dim;
+        r.scale_bytes = model1 ? static_cast<int>(layout.scale_bytes()) : 0;
+        r.tail_offset = static_cast<int>(model1 ? r.quant_dim : r.quant_dim + layout.scale_bytes());
+        r.scales_offset = model1 ? r.data_bytes : r.quant_dim;
         ma.async_ok = r.data_bytes % 16 == 0 && r.scale_bytes % 8 == 0;
         for (const SparseListArgs* l : {&a.main, &a.extra})
             if (l->width > 0)
                 ma.async_ok = ma.async_ok && reinterpret_cast<uintptr_t>(l->rec.base) % 16 == 0 && l->rec.block_bytes % 16 == 0;
-        const MmaAttentionShape ms = mma_attention_shape(a.qk_dim, r);
+        ma.q_vector_ok = reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && p.q_token_stride % 8 == 0 && p.q_head_stride % 8 == 0;
+        const MmaAttentionShape ms = mma_attention_shape(a.qk_dim, r, model1);
         int device = 0, optin = 0;
         SIEVE_RETURN_IF_ERROR(launch_check(cudaGetDevice(&device), "sparse_attention", "cudaGetDevice"));
         SIEVE_RETURN_IF_ERROR(launch_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
@@ -1306,11 +1372,15 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
         if (ms.bytes + 1024 > static_cast<size_t>(optin))
             return unsupported_error("cuda: sparse_attention: the tensor-core kernel's {} bytes of shared memory exceed the {} a block may use",
                                      ms.bytes, optin);
-        // The device's whole per-block allowance, once: every launch below stays under it.
-        static const cudaError_t attribute =
-            cudaFuncSetAttribute(sparse_attention_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
-        SIEVE_RETURN_IF_ERROR(launch_check(attribute, "sparse_attention", "shared memory of the tensor-core kernel"));
-        sparse_attention_mma_kernel<<<static_cast<unsigned>(blocks), kMmaThreads, ms.bytes, stream>>>(ma);
+        // The device's whole per-block allowance, once per kernel: every launch stays under it.
+        auto kernel = model1 ? sparse_attention_mma_kernel<true> : sparse_attention_mma_kernel<false>;
+        static const cudaError_t attribute_model1 =
+            cudaFuncSetAttribute(sparse_attention_mma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
+        static const cudaError_t attribute_v32 =
+            cudaFuncSetAttribute(sparse_attention_mma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
+        SIEVE_RETURN_IF_ERROR(launch_check(model1 ? attribute_model1 : attribute_v32, "sparse_attention",
+                                           "shared memory of the tensor-core kernel"));
+        kernel<<<static_cast<unsigned>(blocks), kMmaThreads, ms.bytes, stream>>>(ma);
     } else {
         sparse_attention_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
     }
