@@ -27,6 +27,7 @@
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 
+#include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/attention_cache.cuh"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/dtype_access.cuh"
@@ -569,17 +570,8 @@ struct MmaAttentionArgs {
     bool q_vector_ok = false;  // q rows 16-byte aligned: 16-byte loads
 };
 
-__device__ __forceinline__ void cp_async(void* dst, const void* src, int bytes_16_or_8) {
-    const uint32_t d = mma::smem_address(dst);
-    if (bytes_16_or_8 == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
 // Stages the raw bytes of the chunk's n gathered entries (data part, then the fp8_model1 scales) into
-// `stage`, warp w taking entries w, w + 8, …; with cp.async the bytes land by the next cp_async_wait_all and
+// `stage`, warp w taking entries w, w + 8, …; with cp.async the bytes land by the next async_copy::wait_all and
 // barrier.
 __device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int stage_row, int n, const uint8_t* const* s_data,
                                                 const uint8_t* const* s_scales, uint8_t* stage) {
@@ -588,10 +580,12 @@ __device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int 
     if (ma.async_ok) {
         for (int e = warp; e < n; e += kMmaWarps) {
             uint8_t* dst = stage + e * stage_row;
-            for (int k = lane; k < r.data_bytes / 16; k += kWarp) cp_async(dst + 16 * k, s_data[e] + 16 * k, 16);
-            for (int k = lane; k < r.scale_bytes / 8; k += kWarp) cp_async(dst + r.data_bytes + 8 * k, s_scales[e] + 8 * k, 8);
+            const uint32_t to = mma::smem_address(dst);
+            for (int k = lane; k < r.data_bytes / 16; k += kWarp) async_copy::copy<16>(to + 16 * k, s_data[e] + 16 * k);
+            for (int k = lane; k < r.scale_bytes / 8; k += kWarp)
+                async_copy::copy<8>(to + r.data_bytes + 8 * k, s_scales[e] + 8 * k);
         }
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        async_copy::commit();
         return;
     }
     for (int e = warp; e < n; e += kMmaWarps) {
@@ -695,7 +689,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
     __syncthreads();
     mma_stage_chunk(ma, S.stage_row, s_count[0], s_data, s_scales, stage);
     for (int chunk = 0;; ++chunk) {
-        cp_async_wait_all();
+        async_copy::wait_all();
         __syncthreads();  // the chunk's bytes are staged; the previous chunk's readers are done
         const int n = s_count[chunk & 1];
         if (n == 0) break;

@@ -37,7 +37,9 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/mma_sync.cuh"
 
 namespace sieve::cuda {
 namespace {
@@ -97,27 +99,6 @@ __host__ __device__ inline SmemLayout smem_layout(int64_t heads, int64_t dims) {
 
 // ---- PTX wrappers ----------------------------------------------------------------------------------
 
-__device__ __forceinline__ uint32_t smem_address(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// kBytes (4, 8 or 16) from global src to shared dst, of which the first src_bytes (kBytes or 0) are read
-// and the rest zero-filled. 16-byte copies bypass L1 (.cg); smaller ones can only go through it (.ca).
-template <int kBytes>
-__device__ __forceinline__ void cp_async_zfill(uint32_t dst, const void* src, int src_bytes) {
-    const size_t global = __cvta_generic_to_global(src);
-    if constexpr (kBytes == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global), "r"(src_bytes) : "memory");
-    } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(global), "n"(kBytes), "r"(src_bytes)
-                     : "memory");
-    }
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most kPending of this thread's newest groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 // Barrier 1 + pair (pair < 4) of the 64 threads of two warps; __syncthreads is barrier 0. Immediate
 // barrier ids, so that the kernel reserves 5 of the hardware's barriers rather than all 16.
 __device__ __forceinline__ void warp_pair_barrier(int pair) {
@@ -128,42 +109,8 @@ __device__ __forceinline__ void warp_pair_barrier(int pair) {
         default: asm volatile("bar.sync 4, 64;\n" ::: "memory"); break;
     }
 }
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(address));
-}
-template <bool kHalf>
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    if constexpr (kHalf) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
-
 // ---- operands --------------------------------------------------------------------------------------
 
-// Two e4m3 values (the first in the low byte) as two f16 or bf16 values (the first in the low half): exact.
-template <bool kHalf>
-__device__ __forceinline__ uint32_t e4m3x2_to_operand(uint32_t pair) {
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
-    if constexpr (kHalf) return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-    const float2 f = __half22float2(__half2(h));
-    const __nv_bfloat162 b = __float22bfloat162_rn(f);
-    return static_cast<uint32_t>(__bfloat16_as_ushort(b.x)) | (static_cast<uint32_t>(__bfloat16_as_ushort(b.y)) << 16);
-}
-template <bool kHalf>
-__device__ __forceinline__ uint16_t f32_to_operand(float v) {
-    if constexpr (kHalf) return __half_as_ushort(__float2half_rn(v));
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
 // The q_s column of dim p for e4m3 keys: within each 16-dim chunk, dim 4t + s sits at k = 2t + s (s < 2)
 // or 8 + 2t + (s − 2), the k that ldmatrix and the conversion give the key's dim 4t + s (header comment).
 __device__ __forceinline__ int q_dim_column(int p) {
@@ -187,28 +134,28 @@ __device__ __forceinline__ void tile_head_sums(float (&part)[4][2], uint32_t q_l
 #pragma unroll
         for (int ks = 0; ks < n_steps; ++ks) {
             uint32_t af[2][4], bf[4][2];
-            ldmatrix_x4(af[0], qa + ks * kMmaK * 2);
-            ldmatrix_x4(af[1], qa + q_mtile + ks * kMmaK * 2);
+            mma::ldmatrix_x4(af[0], qa + ks * kMmaK * 2);
+            mma::ldmatrix_x4(af[1], qa + q_mtile + ks * kMmaK * 2);
             if constexpr (kFp8Keys) {
                 uint32_t r[4];  // r[nt]: dims 16·ks + 4t … + 3 of key 8·nt + g
-                ldmatrix_x4(r, keys_lane + ks * kMmaK);
+                mma::ldmatrix_x4(r, keys_lane + ks * kMmaK);
 #pragma unroll
                 for (int nt = 0; nt < 4; ++nt) {
-                    bf[nt][0] = e4m3x2_to_operand<kHalf>(r[nt] & 0xffffu);
-                    bf[nt][1] = e4m3x2_to_operand<kHalf>(r[nt] >> 16);
+                    bf[nt][0] = mma::e4m3x2_to_operand<kHalf>(r[nt] & 0xffffu);
+                    bf[nt][1] = mma::e4m3x2_to_operand<kHalf>(r[nt] >> 16);
                 }
             } else {
 #pragma unroll
                 for (int np = 0; np < 2; ++np) {
                     uint32_t r[4];
-                    ldmatrix_x4(r, keys_lane + np * 16 * L.key_row + ks * kMmaK * 2);
+                    mma::ldmatrix_x4(r, keys_lane + np * 16 * L.key_row + ks * kMmaK * 2);
                     bf[2 * np][0] = r[0], bf[2 * np][1] = r[1], bf[2 * np + 1][0] = r[2], bf[2 * np + 1][1] = r[3];
                 }
             }
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-                for (int nt = 0; nt < 4; ++nt) mma_16816<kHalf>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+                for (int nt = 0; nt < 4; ++nt) mma::mma_16816<kHalf>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
         }
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
@@ -235,7 +182,7 @@ __device__ __forceinline__ void copy_key_values(uint32_t dst_row, const uint8_t*
                                                 int data_bytes) {
     for (int b = first * kGranule; b < row_bytes; b += 2 * kGranule) {
         const bool have = located && b < data_bytes;
-        cp_async_zfill<kGranule>(dst_row + static_cast<uint32_t>(b), have ? src_row + b : g_zero_source, have ? kGranule : 0);
+        async_copy::copy_zfill<kGranule>(dst_row + static_cast<uint32_t>(b), have ? src_row + b : g_zero_source, have ? kGranule : 0);
     }
 }
 
@@ -261,11 +208,11 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresA
     // Shared addresses of this lane's ldmatrix rows: q rows (lane % 16) of an m-tile, k half lane / 16;
     // fp8 keys: key 32·wn + lane (matrix lane / 8 = n-tile, row lane % 8); bf16 keys: keys 32·wn + 16·np +
     // 8·(lane / 16) + lane % 8 (n-tiles 2·np, 2·np + 1), k half (lane / 8) % 2.
-    const uint32_t q_lane = smem_address(q_s) + static_cast<uint32_t>(((lane & 15) * L.q_row + (lane >> 4) * 8) * 2);
+    const uint32_t q_lane = mma::smem_address(q_s) + static_cast<uint32_t>(((lane & 15) * L.q_row + (lane >> 4) * 8) * 2);
     const uint32_t key_lane_offset =
         kFp8Keys ? static_cast<uint32_t>((wn * kWarpKeys + lane) * L.key_row)
                  : static_cast<uint32_t>((wn * kWarpKeys + (lane >> 4) * 8 + (lane & 7)) * L.key_row + ((lane >> 3) & 1) * 16);
-    const uint32_t stages_address = smem_address(stages);
+    const uint32_t stages_address = mma::smem_address(stages);
 
     for (int64_t t = blockIdx.y; t < a.n_tokens; t += gridDim.y) {
         const int64_t n = min(max(static_cast<int64_t>(a.n_keys[t]), int64_t{0}), a.n_cols);  // ≤ INT32_MAX
@@ -303,14 +250,14 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresA
                 const uint8_t* const scale =
                     located ? a.keys.base + k.id * a.keys.block_bytes + a.keys.scales_offset + 4 * static_cast<int64_t>(k.entry)
                             : g_zero_source;
-                cp_async_zfill<4>(stage_address + static_cast<uint32_t>(L.scales_off + 4 * copy_key), scale, located ? 4 : 0);
+                async_copy::copy_zfill<4>(stage_address + static_cast<uint32_t>(L.scales_off + 4 * copy_key), scale, located ? 4 : 0);
             }
         };
 
         // The first kStages − 1 tiles start travelling while q is converted.
         for (int s = 0; s < kStages - 1; ++s) {
             if (tile0 + s < tile1) issue(s, lookup(tile0 + s));
-            cp_async_commit();  // one group per tile slot, empty or not: wait_group counts stay uniform
+            async_copy::commit();  // one group per tile slot, empty or not: wait_group counts stay uniform
         }
         IndexerKeyLookup ahead;  // the key of tile + kStages − 1, read one iteration early
         if (tile0 + kStages - 1 < tile1) ahead = lookup(tile0 + kStages - 1);
@@ -321,18 +268,18 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresA
         for (int idx = tid; idx < L.hp * L.dp; idx += kThreads) {
             const int h = idx / L.dp, p = idx % L.dp;
             const float v = h < H && p < D ? indexer_q_value(a, q_base + h * a.q_head_stride + p) : 0.0f;
-            q_s[h * L.q_row + (kFp8Keys ? q_dim_column(p) : p)] = f32_to_operand<kHalf>(v);  // exact: e4m3 / bf16 (or 0)
+            q_s[h * L.q_row + (kFp8Keys ? q_dim_column(p) : p)] = mma::f32_to_operand<kHalf>(v);  // exact: e4m3 / bf16 (or 0)
         }
         for (int h = tid; h < L.hp; h += kThreads) w_s[h] = h < H ? indexer_head_weight(a, t, h) : 0.0f;
 
         float* const out_row = a.out + t * a.out_row_stride;
         int read_stage = 0, write_stage = kStages - 1;
         for (int tile = tile0; tile < tile1; ++tile) {
-            cp_async_wait<kStages - 2>();  // this thread's copies of `tile` have landed
+            async_copy::wait<kStages - 2>();  // this thread's copies of `tile` have landed
             __syncthreads();               // everyone's have (and q_s, w_s); every warp is done with tile − 1
             const int next = tile + kStages - 1;  // into the stage tile − 1 used
             if (next < tile1) issue(write_stage, ahead);
-            cp_async_commit();
+            async_copy::commit();
             if (next + 1 < tile1) ahead = lookup(next + 1);
 
             const uint8_t* const stage = stages + read_stage * L.stage_bytes;
