@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sieve/backends/backend.h"
+#include "sieve/ops/linear.h"
 #include "sieve/ops/rope.h"
 
 namespace sieve::test {
@@ -87,6 +88,48 @@ TEST(CudaBackend, WrapsOnlyItsOwnDeviceMemory) {
     auto refused = b->buffer_wrap(host, sizeof host, BufferUsage::cache, "host memory");
     ASSERT_FALSE(refused.has_value());
     EXPECT_EQ(refused.status().code(), StatusCode::invalid_argument) << refused.status().to_string();
+}
+
+// Prepared weights count while they live (what `sieve run` states as resident weights).
+TEST(CudaBackend, CountsItsPreparedWeights) {
+    auto b = first_gpu();
+    ASSERT_NE(b, nullptr);
+    std::vector<float> w(64 * 32, 0.5f);
+    LinearWeights lw;
+    lw.weight = w.data();
+    lw.weight_type = DType::f32;
+    lw.out_features = 64;
+    lw.in_features = 32;
+    lw.weight_row_stride = 32;
+    const size_t before = b->prepared_weight_bytes();
+    auto prepared = b->linear_prepare(lw);
+    ASSERT_TRUE(prepared.has_value()) << prepared.status().to_string();
+    EXPECT_EQ(b->prepared_weight_bytes(), before + (*prepared)->bytes());
+    EXPECT_GE((*prepared)->bytes(), 64u * 32u * 4u);
+    prepared = unsupported_error("released");
+    EXPECT_EQ(b->prepared_weight_bytes(), before);
+}
+
+// The stream timer measures device time in stream order: a 256 MiB fill takes measurably long (well above
+// the events' resolution), an empty interval almost nothing.
+TEST(CudaBackend, TimesWorkInStreamOrder) {
+    auto b = first_gpu();
+    ASSERT_NE(b, nullptr);
+    auto timer = b->stream_timer();
+    ASSERT_TRUE(timer.has_value()) << timer.status().to_string();
+    auto buf = b->buffer_alloc(size_t{256} << 20, BufferUsage::workspace, "fill target");
+    ASSERT_TRUE(buf.has_value());
+    ASSERT_TRUE((*timer)->start().is_ok());
+    ASSERT_TRUE(b->buffer_fill(**buf, 0, 7, (*buf)->bytes()).is_ok());
+    ASSERT_TRUE((*timer)->stop().is_ok());
+    auto filled = (*timer)->seconds();
+    ASSERT_TRUE(filled.has_value()) << filled.status().to_string();
+    EXPECT_GT(*filled, 10e-6);  // 256 MiB at ≤ 5 TB/s: ≥ 50 µs
+    ASSERT_TRUE((*timer)->start().is_ok());
+    ASSERT_TRUE((*timer)->stop().is_ok());
+    auto empty = (*timer)->seconds();
+    ASSERT_TRUE(empty.has_value());
+    EXPECT_LT(*empty, *filled);
 }
 
 }  // namespace

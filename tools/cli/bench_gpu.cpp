@@ -130,7 +130,6 @@ Expected<Cache> make_cache(Gpu& g, const CacheRecordLayout& layout, int64_t bloc
     for (int64_t i = 0; i < rows; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     SIEVE_ASSIGN_OR_RETURN(Buffer s, g.upload(slots, "cache slots"));
     CacheStoreParams p = whole_row_store(x->data(), DType::bf16, layout.dim, rows, s->as<int32_t>(), c.view, c.n_slots, layout);
-    if (layout.format == CacheRecordFormat::bf16 || layout.format == CacheRecordFormat::f32) p.dim = layout.dim;
     p.round_bf16 = round_bf16;
     SIEVE_RETURN_IF_ERROR(g.backend().cache_store(p));
     for (int64_t filled = rows / block_size; filled < n_blocks;) {

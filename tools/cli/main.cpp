@@ -226,7 +226,8 @@ int main(int argc, char** argv) {
     CLI::App* bench_cmd = app.add_subcommand(
         "bench",
         "Measure this machine's ceilings, then time every stage of each family's layers at the real shapes against "
-        "their rooflines (decode batch x context, prefill chunks, threads, ISAs, sparse vs dense)");
+        "their rooflines (decode batch x context, prefill chunks, threads, ISAs, sparse vs dense); with --backend cuda, "
+        "the GPU's ceilings and kernels against the GPU targets and peers");
     bench_cmd->add_flag("--quick", bench.quick, "small arrays, one repetition, one short context (a smoke test: targets not evaluated, exit 0)");
     bench_cmd->add_flag("--ceilings-only", bench.ceilings_only, "measure the machine ceilings only");
     bench_cmd->add_flag("--json", bench.json, "write the results as JSON");

@@ -1,6 +1,7 @@
 // Attention: sparse attention over listed cache rows with a sink (ops/sparse_attention.h), QSA's pooling, expansion and sparse GQA (ops/qsa_pool.h, qsa_expand.h, qsa_sparse_gqa.h), DSA's output gate and per-head projection (ops/dsa_output_gate.h, mla_head_proj.h).
 //
-// The simple, correct first versions (fp32 CUDA-core arithmetic; no tensor cores, no TMA yet):
+// sparse_attention over fp8 records with bf16 q runs on tensor cores (sparse_attention_mma_kernel, its own
+// section below). Everything else runs in the simple, correct first versions (fp32 CUDA-core arithmetic):
 //   sparse_attention, qsa_sparse_gqa  one thread block per (token, block of heads sharing the KV rows, split of
 //       the list): the listed entries are gathered (−1 skipped) in chunks of up to 32 rows, each dequantized
 //       ONCE into shared memory for all heads of the block, then logits, an fp32 online softmax (running max,

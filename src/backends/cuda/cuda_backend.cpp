@@ -114,6 +114,7 @@ public:
     }
 
     const std::string& name() const override { return name_; }
+    size_t prepared_weight_bytes() const override { return cuda::cuda_live_weight_bytes(); }
     const Device& device() const override { return cuda_device(device_); }
 
     Expected<std::unique_ptr<DeviceBuffer>> buffer_alloc(size_t bytes, BufferUsage usage,

@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_linear.h"
 
+#include <atomic>
 #include <vector>
 
 #include <fmt/format.h>
@@ -11,6 +12,8 @@
 namespace sieve::cuda {
 
 namespace {
+
+std::atomic<int64_t> g_live_weight_bytes{0};
 
 // The workspace of one call: the staged x, then the fp32 accumulator, each 64-byte aligned.
 struct LinearScratch {
@@ -25,6 +28,16 @@ LinearScratch linear_scratch(int64_t m, int64_t n, int64_t k, LinearMath math) {
 }
 
 }  // namespace
+
+CudaPreparedLinear::CudaPreparedLinear(const LinearWeights& w, std::unique_ptr<DeviceBuffer> weight,
+                                       std::unique_ptr<DeviceBuffer> bias)
+    : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type), weight_(std::move(weight)),
+      bias_(std::move(bias)) {
+    g_live_weight_bytes += static_cast<int64_t>(bytes());
+}
+CudaPreparedLinear::~CudaPreparedLinear() { g_live_weight_bytes -= static_cast<int64_t>(bytes()); }
+
+size_t cuda_live_weight_bytes() { return static_cast<size_t>(g_live_weight_bytes.load()); }
 
 std::string CudaPreparedLinear::describe() const {
     return math() == LinearMath::bf16 ? "cuBLAS bf16 GEMM, fp32 accumulation (weights rounded to bf16: exact for bf16 "

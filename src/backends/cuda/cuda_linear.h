@@ -17,9 +17,8 @@ namespace sieve::cuda {
 
 class CudaPreparedLinear final : public PreparedLinear {
 public:
-    CudaPreparedLinear(const LinearWeights& w, std::unique_ptr<DeviceBuffer> weight, std::unique_ptr<DeviceBuffer> bias)
-        : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type), weight_(std::move(weight)),
-          bias_(std::move(bias)) {}
+    CudaPreparedLinear(const LinearWeights& w, std::unique_ptr<DeviceBuffer> weight, std::unique_ptr<DeviceBuffer> bias);
+    ~CudaPreparedLinear() override;
     size_t bytes() const override { return weight_->bytes() + (bias_ ? bias_->bytes() : 0); }
     std::string describe() const override;
     const void* weight() const { return weight_->data(); }  // [out, in] dense, fp32 or bf16 (math())
@@ -28,6 +27,9 @@ public:
 private:
     std::unique_ptr<DeviceBuffer> weight_, bias_;
 };
+
+// Bytes of every live CudaPreparedLinear in the process (Backend::prepared_weight_bytes).
+size_t cuda_live_weight_bytes();
 
 // `backend` allocates and uploads (its buffers; the weights stay valid while the prepared linear lives).
 Expected<std::unique_ptr<PreparedLinear>> linear_prepare(Backend& backend, const LinearWeights& w);

@@ -213,6 +213,23 @@ __device__ uint32_t topk_block_exclusive_scan(uint32_t v, uint32_t* warp_sums, u
     return before + x - v;
 }
 
+// One histogram step of a warp: the lanes that take their candidate add 1 to bin `digit`. When every taker
+// has the same digit (heavy ties: constant rows, ReLU zeros) one lane adds them all, so that they do not
+// serialize on one shared-memory counter; otherwise each taker adds its own 1 (distinct digits rarely
+// collide). Every lane of the warp must call it.
+__device__ __forceinline__ void topk_histogram_add(uint32_t* hist, bool take, uint32_t digit, int lane) {
+    const uint32_t takers = __ballot_sync(0xffffffffu, take);
+    if (takers == 0u) return;
+    const int leader = __ffs(static_cast<int>(takers)) - 1;
+    const uint32_t leader_digit = __shfl_sync(0xffffffffu, digit, leader);
+    const bool same = __all_sync(0xffffffffu, !take || digit == leader_digit);
+    if (same) {
+        if (lane == leader) atomicAdd(&hist[leader_digit], static_cast<uint32_t>(__popc(takers)));
+    } else if (take) {
+        atomicAdd(&hist[digit], 1u);
+    }
+}
+
 // Row r of the selection (blockIdx.x = r): ops/topk.h exactly.
 __global__ void __launch_bounds__(kTopkThreads) topk_f32_kernel(TopkArgs a) {
     __shared__ uint32_t hist[kTopkBins];
@@ -248,13 +265,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_f32_kernel(TopkArgs a) {
                     take = (key & mask) == prefix;
                 }
                 const uint32_t digit = (key >> shift) & 0xffu;
-                // Warp-aggregated increments: heavy ties (constant rows, ReLU zeros) would otherwise
-                // serialize on one shared-memory counter.
-                const uint32_t takers = __ballot_sync(0xffffffffu, take);
-                if (take) {
-                    const uint32_t peers = __match_any_sync(takers, digit);
-                    if (lane == __ffs(peers) - 1) atomicAdd(&hist[digit], static_cast<uint32_t>(__popc(peers)));
-                }
+                topk_histogram_add(hist, take, digit, lane);
             }
             __syncthreads();
             if (tid < 32) {
@@ -378,11 +389,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kTopkTh
                         take = (key & mask) == prefix;
                     }
                     const uint32_t digit = (key >> shift) & 0xffu;
-                    const uint32_t takers = __ballot_sync(0xffffffffu, take);
-                    if (take) {
-                        const uint32_t peers = __match_any_sync(takers, digit);
-                        if (lane == __ffs(peers) - 1) atomicAdd(&hist[digit], static_cast<uint32_t>(__popc(peers)));
-                    }
+                    topk_histogram_add(hist, take, digit, lane);
                 }
                 cluster.sync();  // every block's histogram is complete
                 for (int d = tid; d < kTopkBins; d += kTopkThreads) {
