@@ -43,6 +43,9 @@ class AttentionModel:
     bytes: for an engine that gives every group one page size, as vLLM does, which would otherwise pad every
     page to a window of fp32 state rows, 512 KiB at m = 128 and head_dim 512), or a number of rows.
 
+    cache_block_size (DSA on MLA only: deepseek_v32, hy_v4): entries per block of the latent and indexer-key
+    caches; 0 (the default) is 64, FlashMLA's page. An engine that schedules blocks of its own size passes it.
+
     caches='caller': the engine holds the cache memory and assigns the blocks, as vLLM does. It
     allocates what ``cache_specs`` asks (per group: ``block_size`` entries of ``entry_bytes`` per block,
     a block stride of at least ``block_bytes``, one tensor per layer of the group), hands the tensors to
@@ -62,6 +65,7 @@ class AttentionModel:
         max_requests_per_step: int = 64,
         caches: str = "sieve",
         state_block_size: int | str = "window",
+        cache_block_size: int = 0,
     ):
         if caches not in ("sieve", "caller"):
             raise _sieve.InvalidArgumentError(f"sieve.AttentionModel: caches '{caches}', expected 'sieve' or 'caller'")
@@ -72,9 +76,12 @@ class AttentionModel:
         if rows is None:
             raise _sieve.InvalidArgumentError(
                 f"sieve.AttentionModel: state_block_size {state_block_size!r}, expected 'window', 'fit' or a number of rows")
+        if type(cache_block_size) is not int or cache_block_size < 0:
+            raise _sieve.InvalidArgumentError(
+                f"sieve.AttentionModel: cache_block_size {cache_block_size!r}, expected a number of entries (0: the family's own)")
         self._model = _sieve.AttentionModel(
             os.fspath(checkpoint), None if layers is None else list(layers), profile, backend, cache_tokens,
-            max_requests_per_step, caches == "caller", rows)
+            max_requests_per_step, caches == "caller", rows, cache_block_size)
         self._ids: dict[Hashable, int] = {}
         self._next_id = 1
 

@@ -50,7 +50,8 @@ class AttentionModelBinding {
 public:
     AttentionModelBinding(const std::string& checkpoint_dir, std::optional<std::vector<int64_t>> layers,
                           const std::string& profile, const std::string& backend, int64_t cache_tokens,
-                          int64_t max_requests_per_step, bool caller_caches, int64_t state_block_size) {
+                          int64_t max_requests_per_step, bool caller_caches, int64_t state_block_size,
+                          int64_t cache_block_size) {
         const ModelConfig config = value_or_throw(load_model_config(checkpoint_dir));
         checkpoint_ = value_or_throw(Checkpoint::open(checkpoint_dir));
         backend_ = value_or_throw(make_backend(backend));
@@ -59,6 +60,7 @@ public:
         options.backend = backend_.get();
         if (layers) options.layers = *layers;
         options.state_block_size = state_block_size;
+        options.cache_block_size = cache_block_size;
         {
             nb::gil_scoped_release release;
             auto lock = lock_engine();  // loading prepares weights on the backend's threads
@@ -228,10 +230,10 @@ private:
 void bind_model(nb::module_& m) {
     nb::class_<AttentionModelBinding>(m, "AttentionModel")
         .def(nb::init<const std::string&, std::optional<std::vector<int64_t>>, const std::string&, const std::string&,
-                      int64_t, int64_t, bool, int64_t>(),
+                      int64_t, int64_t, bool, int64_t, int64_t>(),
              nb::arg("checkpoint"), nb::arg("layers").none(), nb::arg("profile"), nb::arg("backend"),
              nb::arg("cache_tokens"), nb::arg("max_requests_per_step"), nb::arg("caller_caches"),
-             nb::arg("state_block_size"))
+             nb::arg("state_block_size"), nb::arg("cache_block_size"))
         .def_prop_ro("cache_specs", &AttentionModelBinding::cache_specs)
         .def("bind_caches", &AttentionModelBinding::bind_caches, nb::arg("caches"))
         .def_prop_ro("model_type", &AttentionModelBinding::model_type)

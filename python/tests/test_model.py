@@ -228,3 +228,16 @@ def test_state_block_size_sets_the_compressor_state_blocks():
             sieve.AttentionModel(ckpt, state_block_size=bad)
     with pytest.raises(sieve.UnsupportedError, match="only deepseek_v4 keeps compressor states"):
         sieve.AttentionModel(DATA / "deepseek_v32" / "ckpt", state_block_size="fit")
+
+
+def test_cache_block_size_sets_dsa_cache_blocks():
+    # DSA on MLA takes the engine's block size for its latent and indexer-key caches; 0 keeps FlashMLA's 64.
+    ckpt = DATA / "deepseek_v32" / "ckpt"
+    for size, want in ((0, 64), (16, 16), (48, 48)):
+        specs = sieve.AttentionModel(ckpt, caches="caller", cache_block_size=size).cache_specs
+        assert {s["block_size"] for s in specs} == {want}, (size, specs)
+    for bad in (-1, 1.5, "16"):
+        with pytest.raises(sieve.InvalidArgumentError, match="cache_block_size"):
+            sieve.AttentionModel(ckpt, cache_block_size=bad)
+    with pytest.raises(sieve.UnsupportedError, match="cache_block_size"):
+        sieve.AttentionModel(DATA / "qwen4_exp" / "ckpt", cache_block_size=16)

@@ -25,6 +25,10 @@ struct ModelOptions {
     // engine that gives every group one page size (vLLM) and would otherwise pad every page to a window of
     // fp32 state rows (512 KiB at m = 128, d = 512); > 0 that many rows. Other families take only 0.
     int64_t state_block_size = 0;
+    // DSA on MLA's latent and indexer-key cache blocks, in entries (one per token): 0 is 64, FlashMLA's page
+    // (dsa_mla.md §4.1); an engine that schedules its own block size passes it (vLLM 0.32 on a CPU without
+    // AMX forces 16 for MLA models, platforms/cpu.py). Other families take only 0.
+    int64_t cache_block_size = 0;
 };
 inline constexpr int64_t kFitStateBlocks = -1;
 

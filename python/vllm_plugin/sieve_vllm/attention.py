@@ -189,8 +189,12 @@ class SieveStack:
         # vLLM gives every page one size (page_bytes): DeepSeek-V4's compressor-state blocks are fitted to the
         # largest other block rather than hold a whole window of fp32 rows each (512 KiB at ratio 128).
         state_blocks = "fit" if model_config.hf_config.model_type == "deepseek_v4" else "window"
+        # DSA on MLA keeps one block size for all its caches: vLLM's own (on a CPU without AMX vLLM 0.32 forces
+        # 16 for MLA models, platforms/cpu.py check_and_update_config; with AMX it keeps the 64 asked for).
+        dsa = model_config.hf_config.model_type in ("deepseek_v32", "hy_v4")
         self.model = sieve.AttentionModel(model_config.model, profile=profile, caches="caller",
-                                          state_block_size=state_blocks)
+                                          state_block_size=state_blocks,
+                                          cache_block_size=vllm_config.cache_config.block_size if dsa else 0)
         self.layer_pos = {layer: i for i, layer in enumerate(self.model.layers)}
         self.specs = {s["name"]: s for s in self.model.cache_specs}
         block_tokens = {self.block_tokens(s) for s in self.specs.values()}

@@ -104,8 +104,8 @@ std::vector<int64_t> Model::layers() const {
 std::vector<CacheGroupDesc> Model::cache_groups() const {
     // Every layer keeps latents; the full-indexer layers keep indexer keys, in layer order (their
     // indexer_slot_).
-    CacheGroupDesc latent{kLatentGroup, latent_spec_, kCacheBlockSize, {}};
-    CacheGroupDesc keys{kIndexerGroup, indexer_spec_, kCacheBlockSize, {}};
+    CacheGroupDesc latent{kLatentGroup, latent_spec_, cache_block_size_, {}};
+    CacheGroupDesc keys{kIndexerGroup, indexer_spec_, cache_block_size_, {}};
     for (const LayerWeights& w : layers_) {
         latent.layers.push_back(w.layer);
         if (w.kind == DsaLayerKind::full) keys.layers.push_back(w.layer);
@@ -240,7 +240,8 @@ Expected<std::unique_ptr<AttentionModel>> load_dsa_mla_model(const ModelConfig& 
     const DsaMlaConfig* c = config.dsa_mla();
     if (!c) return invalid_argument_error("load_dsa_mla_model: model_type {} is not deepseek_v32 or hy_v4", config.model_type);
     if (!options.backend) return invalid_argument_error("load_dsa_mla_model: no backend given");
-    auto model = std::make_unique<dsa_mla::Model>(*c, config.model_type, options.profile, *options.backend);
+    auto model = std::make_unique<dsa_mla::Model>(*c, config.model_type, options.profile, *options.backend,
+                                                  options.cache_block_size > 0 ? options.cache_block_size : dsa_mla::kCacheBlockSize);
     SIEVE_RETURN_IF_ERROR(model->init(checkpoint, options.layers));
     return std::unique_ptr<AttentionModel>(std::move(model));
 }

@@ -69,8 +69,11 @@ struct StepSelection {
 
 class Model final : public AttentionModel {
 public:
-    Model(const DsaMlaConfig& config, std::string model_type, NumericsProfile profile, Backend& backend)
-        : config_(config), model_type_(std::move(model_type)), profile_(profile), backend_(backend) {}
+    // cache_block_size: entries per block of the latent and indexer-key caches (ModelOptions::cache_block_size).
+    Model(const DsaMlaConfig& config, std::string model_type, NumericsProfile profile, Backend& backend,
+          int64_t cache_block_size = kCacheBlockSize)
+        : config_(config), model_type_(std::move(model_type)), profile_(profile), backend_(backend),
+          cache_block_size_(cache_block_size) {}
 
     Status init(const Checkpoint& checkpoint, const std::vector<int64_t>& layers);
 
@@ -111,6 +114,7 @@ private:
     std::string model_type_;
     NumericsProfile profile_;
     Backend& backend_;
+    int64_t cache_block_size_ = kCacheBlockSize;
     DType act_type_ = DType::f32;  // exact f32, deployed bf16
     CacheRecordLayout latent_layout_, key_layout_;  // dsa_mla_cache_layouts of the profile
     bool hadamard_ = false;        // deployed deepseek_v32 (specs/README.md "Open points settled")
