@@ -131,6 +131,8 @@ std::vector<GqaCase> gqa_cases() {
         {3, 16, 1, 64, 130, 16, b, b, b, M::bf16, true, true},      // deployed P·V tiles of 32 dims, 12 + 4 heads, even rows
         {2, 6, 2, 32, 1, 4, b, b, b, M::bf16, false, false},        // one listed row: a P pair with no partner
         {2, 12, 2, 64, 70, 16, b, b, f, M::f32, true, false},       // bf16 q and K, f32 math: vdpbf16ps logits, f32 P·V
+        {70, 8, 2, 64, 300, 16, b, b, b, M::bf16, true, false},     // cuda tensor cores: 140 blocks of one split, 5 rounds each
+        {2, 40, 2, 64, 200, 16, b, b, f, M::bf16, true, true},      // cuda tensor cores: 20 heads per group, blocks of 16 + 4
     };
 }
 

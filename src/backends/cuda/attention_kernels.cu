@@ -943,36 +943,46 @@ struct QsaGqaArgs {
     int head_dim = 0, heads_per_block = 1, chunk = kMaxChunk;
     bool kv_ok = false;  // the kv view's geometry is usable (validate_paged_view's conditions)
     bool q_bf16 = false, kv_bf16 = false, gate_bf16 = false, out_bf16 = false, p_bf16 = false;
+    bool q_vector_ok = false, gate_vector_ok = false;  // the rows 16-byte aligned (the tensor-core kernel's loads)
 };
 
+// The address of a listed position, in two steps (the tensor-core kernel issues them rounds apart):
+// qsa_gqa_block_id reads the position's block-table entry, −1 for a position that is not addressable (any
+// negative one, a block past the table row: block_table_stride); qsa_gqa_entry then gives the entry's
+// bytes, nullptr for a block id < 0 (released). req must lie in [0, n_requests) and the view be usable
+// (kv_ok): the callers check both. A block id beyond the cache cannot be detected here (neither
+// BlockTables nor the view carries the cache's block count).
+__device__ __forceinline__ int32_t qsa_gqa_block_id(const QsaGqaArgs& a, int64_t req, int64_t pos) {
+    if (pos < 0) return -1;
+    const AttnBlockPos bp = attn_block_pos(pos, a.kv_block_size);
+    return bp.block < a.block_table_stride ? a.block_table[req * a.block_table_stride + bp.block] : -1;
+}
+__device__ __forceinline__ const uint8_t* qsa_gqa_entry(const QsaGqaArgs& a, int64_t pos, int32_t id) {
+    if (id < 0) return nullptr;
+    return a.kv_base + id * a.kv_block_bytes + attn_block_pos(pos, a.kv_block_size).entry * a.kv_entry_bytes;
+}
+// Whether token t's request may be addressed at all: a token_request outside [0, n_requests) (which
+// check_indices would have refused) or an unusable kv view gives a row with no entry (0).
+__device__ __forceinline__ bool qsa_gqa_request_ok(const QsaGqaArgs& a, int64_t req) {
+    return a.kv_ok && req >= 0 && req < a.n_requests;
+}
+
 // Warp 0 gathers the next up to `chunk` valid entries of token t's index row in positions [cursor, end): the
-// addresses of their kv entries (ops/block_tables.h paged_slot, then CacheView::row). Returns the rows
-// gathered (0: exhausted). A position of −1 is skipped (the contract). Out-of-contract values, which
-// check_indices would have refused, are skipped too and never addressed: another negative position, a
-// position whose block is past the table row (block_table_stride), a block id < 0 (released), a
-// token_request outside [0, n_requests), or an unusable kv view (then no entry is read: every row gives 0).
-// A block id beyond the cache cannot be detected here (neither BlockTables nor the view carries the cache's
-// block count).
+// addresses of their kv entries. Returns the rows gathered (0: exhausted). A position of −1 is skipped (the
+// contract), and so is every position qsa_gqa_block_id and qsa_gqa_entry refuse.
 __device__ __forceinline__ int qsa_gqa_gather(const QsaGqaArgs& a, int64_t t, int64_t req, int64_t& cursor, int64_t end,
                                               int chunk, const uint8_t** s_rows) {
     const int lane = threadIdx.x % kWarp;
-    if (!(a.kv_ok && req >= 0 && req < a.n_requests)) return 0;
+    if (!qsa_gqa_request_ok(a, req)) return 0;
     int filled = 0;
     while (filled < chunk && cursor < end) {
         const int64_t c = cursor + lane;
-        bool valid = false;
         const uint8_t* row = nullptr;
         if (c < end) {
             const int64_t pos = a.indices[t * a.index_row_stride + c];
-            if (pos >= 0) {
-                const AttnBlockPos bp = attn_block_pos(pos, a.kv_block_size);
-                if (bp.block < a.block_table_stride) {
-                    const int64_t id = a.block_table[req * a.block_table_stride + bp.block];
-                    valid = id >= 0;
-                    if (valid) row = a.kv_base + id * a.kv_block_bytes + bp.entry * a.kv_entry_bytes;
-                }
-            }
+            row = qsa_gqa_entry(a, pos, qsa_gqa_block_id(a, req, pos));
         }
+        const bool valid = row != nullptr;
         const unsigned ballot = __ballot_sync(kFullMask, valid);
         const int count = __popc(ballot);
         const int take = min(count, chunk - filled);
@@ -990,25 +1000,23 @@ __device__ __forceinline__ int qsa_gqa_gather(const QsaGqaArgs& a, int64_t t, in
     return filled;
 }
 
-// y for output (t, h, i) from o (qsa_sparse_gqa.h §4.8, §9 item 6):
-//   math f32:  y = o / (1 + exp(−gate))       (ref: o · σ(gate) as one quotient)
-//   math bf16: y = bf16(bf16(o) · bf16(σ(gate))), σ in fp32 (ref: double, then rounded: within a bf16 ulp)
+// y from o and the gate value gv (qsa_sparse_gqa.h §4.8, §9 item 6; a.gate == nullptr: no gate, gv unused):
+//   math f32:  y = o / (1 + exp(−gv))         (ref: o · σ(gate) as one quotient)
+//   math bf16: y = bf16(bf16(o) · bf16(σ(gv))), σ in fp32 (ref: double, then rounded: within a bf16 ulp)
 // An empty row (o = 0) goes through the gate too (0 · σ), as in ref: a NaN gate still gives NaN there.
-__device__ __forceinline__ void qsa_gqa_store(const QsaGqaArgs& a, int64_t t, int64_t h, int i, float o) {
-    float y = o;
+__device__ __forceinline__ float qsa_gqa_gated(const QsaGqaArgs& a, float o, float gv) {
     if (a.p_bf16) {
         const float ob = round_bf16(o);
-        y = ob;
-        if (a.gate) {
-            const float gv = load_act(a.gate, a.gate_bf16, t * a.gate_token_stride + h * a.gate_head_stride + i);
-            const float s = round_bf16(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-gv))));
-            y = round_bf16(__fmul_rn(ob, s));  // the product of two bf16 values is exact in fp32
-        }
-    } else if (a.gate) {
-        const float gv = load_act(a.gate, a.gate_bf16, t * a.gate_token_stride + h * a.gate_head_stride + i);
-        y = __fdiv_rn(o, __fadd_rn(1.0f, expf(-gv)));
+        if (!a.gate) return ob;
+        const float s = round_bf16(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-gv))));
+        return round_bf16(__fmul_rn(ob, s));  // the product of two bf16 values is exact in fp32
     }
-    store_act(a.out, a.out_bf16, t * a.out_token_stride + h * a.out_head_stride + i, y);
+    return a.gate ? __fdiv_rn(o, __fadd_rn(1.0f, expf(-gv))) : o;
+}
+// Output (t, h, i) from o, its gate value read from a.gate.
+__device__ __forceinline__ void qsa_gqa_store(const QsaGqaArgs& a, int64_t t, int64_t h, int i, float o) {
+    const float gv = a.gate ? load_act(a.gate, a.gate_bf16, t * a.gate_token_stride + h * a.gate_head_stride + i) : 0.0f;
+    store_act(a.out, a.out_bf16, t * a.out_token_stride + h * a.out_head_stride + i, qsa_gqa_gated(a, o, gv));
 }
 
 // One block per (token, KV head, block of that KV head's query heads, split). Semantics: ops/qsa_sparse_gqa.h.
@@ -1102,8 +1110,323 @@ __global__ void __launch_bounds__(kCombineThreads) qsa_sparse_gqa_combine_kernel
     }
 }
 
+// ------------------------------- tensor-core sparse GQA -------------------------------
+//
+// qsa_sparse_gqa_mma_kernel takes bf16 q and KV with bf16 math (the deployed profile), head_dim 32, 64, 128
+// or 256 (qsa_gqa_mma_shapes), views whose entries are 16-byte aligned and a bf16 gate or none
+// (qsa_gqa_mma_operands); other params run qsa_sparse_gqa_kernel with the same splits. One block
+// per (token, KV head, block of up to 16 of its query heads, split), as qsa_sparse_gqa_kernel, but its four
+// warps stream disjoint parts of the split on their own, each with its own online softmax, and merge only
+// at the end (split-K inside the block: the same quotient in exact arithmetic, ops/qsa_sparse_gqa.h):
+//   * in round r warp w takes list positions begin + 64·r + 16·w + [0, 16): one k-step of P·V. A position
+//     that is −1 (or out of contract, qsa_gqa_block_id) is a zero row that weighs exactly 0: no compaction,
+//     QSA's rows are dense (ops/qsa_expand.h puts the −1 at the end);
+//   * each entry's K and V of the KV head (contiguous: 2 · head_dim bf16 values) go by cp.async into a
+//     three-stage ring of the warp's own: no block barrier inside the loop;
+//   * the addresses are pipelined in registers: round r + 3's block-table entry and round r + 4's position
+//     are loaded while round r computes, so no dependent global load stands between two stages' copies;
+//   * S = Q·Kᵀ for 16 heads × 16 entries on tensor cores (exact bf16 products, fp32 sums), the online
+//     softmax on the accumulator registers, P = bf16(p) straight from them as the A operand of P·V (the
+//     sum L takes p unrounded: math bf16), fp32 accumulators for 16 heads × head_dim in registers.
+// The smem holds q (and, without splits, the gate), [16][head_dim + pad] bf16 each, and the warps' rings,
+// [4][3][16][2·head_dim + pad] bf16, whose space the final merge reuses for the warps' fp32 accumulators.
+constexpr int kGqaWarps = 4;
+constexpr int kGqaThreads = kGqaWarps * kWarp;
+constexpr int kGqaHeads = 16;    // query heads per block: one m-tile
+constexpr int kGqaEntries = 16;  // entries per warp and round: one k-step of P·V
+constexpr int kGqaStages = 3;
+constexpr int64_t kGqaRound = kGqaWarps * kGqaEntries;  // list positions per round of a block
+// Split-K: one block per multiprocessor of an H100 / H200 SXM (its shared memory allows one), a constant so
+// that the workspace size is a function of the shapes alone.
+constexpr int64_t kGqaTargetBlocks = 132;
+
+__host__ __device__ constexpr int gqa_q_row(int head_dim) { return head_dim + kMmaPad; }
+__host__ __device__ constexpr int gqa_kv_row(int head_dim) { return 2 * head_dim + kMmaPad; }
+__host__ __device__ constexpr size_t gqa_mma_smem_bytes(int head_dim) {
+    return 2 * (2 * static_cast<size_t>(kGqaHeads) * gqa_q_row(head_dim) +
+                static_cast<size_t>(kGqaWarps) * kGqaStages * kGqaEntries * gqa_kv_row(head_dim));
+}
+
+// The shapes and numerics the tensor-core kernel takes (its splits follow from them alone).
+bool qsa_gqa_mma_shapes(const QsaSparseGqaParams& p) {
+    const bool dim = p.head_dim == 32 || p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256;
+    return p.q_type == DType::bf16 && p.kv_type == DType::bf16 && p.math == QsaAttentionMath::bf16 && dim &&
+           p.n_kv_heads >= 1 && p.n_heads % p.n_kv_heads == 0;
+}
+// And the operands it reads as it does: every kv entry 16-byte aligned for cp.async (K of KV head g starts
+// 4·g·head_dim bytes in: aligned too), a bf16 gate or none.
+bool qsa_gqa_mma_operands(const QsaSparseGqaParams& p) {
+    return reinterpret_cast<uintptr_t>(p.kv.base) % 16 == 0 && p.kv.block_bytes % 16 == 0 && p.kv.entry_bytes % 16 == 0 &&
+           (p.gate == nullptr || p.gate_type == DType::bf16);
+}
+int64_t qsa_gqa_mma_head_blocks(const QsaSparseGqaParams& p) {
+    return (p.n_heads / p.n_kv_heads + kGqaHeads - 1) / kGqaHeads;
+}
+// Enough blocks to fill the GPU once (never a second, partial wave), each split at least one round.
+int64_t qsa_gqa_mma_splits(const QsaSparseGqaParams& p) {
+    const int64_t items = p.n_tokens * p.n_kv_heads * qsa_gqa_mma_head_blocks(p);
+    if (items <= 0 || items >= kGqaTargetBlocks) return 1;
+    const int64_t s = std::min(kGqaTargetBlocks / items, (p.n_indices + kGqaRound - 1) / kGqaRound);
+    return std::max<int64_t>(1, std::min(s, kMaxSplits));
+}
+
+// Rows hh < nh of a [t, h, i] bf16 tensor (q or the gate) as shared rows of gqa_q_row(kD), the rest zero:
+// warp w takes heads w, w + 4, …, its lanes 16-byte pieces where every row is 16-byte aligned (vector),
+// else single values.
+template <int kD>
+__device__ __forceinline__ void gqa_load_rows(const void* src, int64_t row0, int64_t head_stride, int nh, bool vector,
+                                              uint16_t* dst) {
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const auto* base = static_cast<const uint16_t*>(src) + row0;
+    for (int hh = warp; hh < kGqaHeads; hh += kGqaWarps) {
+        uint16_t* d = dst + hh * gqa_q_row(kD);
+        const uint16_t* s = base + hh * head_stride;
+        if (vector) {
+#pragma unroll
+            for (int i = 8 * lane; i < kD; i += 8 * kWarp)
+                *reinterpret_cast<uint4*>(d + i) = hh < nh ? __ldg(reinterpret_cast<const uint4*>(s + i)) : make_uint4(0, 0, 0, 0);
+        } else {
+#pragma unroll
+            for (int i = lane; i < kD; i += kWarp) d[i] = hh < nh ? s[i] : uint16_t{0};
+        }
+    }
+}
+
+// Copies a round's 16 entries into a ring stage and commits the group. rows[e] is entry e's K address, or
+// (bit 0 set) a zero row: copied from any address with 0 source bytes, so that it is zero (a stale value
+// times p = 0 could be NaN). A round past the last (live = false) commits an empty group, so that every
+// thread's group count stays in step.
+template <int kD>
+__device__ __forceinline__ void gqa_stage_round(bool live, const uintptr_t* rows, int lane, uint16_t* stage) {
+    constexpr int kPieces = kD / 4;  // 16-byte pieces per entry: K and V, 2 · kD bf16 values
+    static_assert(kGqaEntries * kPieces % kWarp == 0, "every lane copies as many pieces");
+    if (live) {
+        const uint32_t to = mma::smem_address(stage);
+#pragma unroll
+        for (int j = 0; j < kGqaEntries * kPieces / kWarp; ++j) {
+            const int piece = lane + kWarp * j, e = piece / kPieces, k = piece % kPieces;
+            const uintptr_t row = rows[e];
+            async_copy::copy_zfill<16>(to + 2u * static_cast<uint32_t>(e * gqa_kv_row(kD)) + 16u * k,
+                                       reinterpret_cast<const uint8_t*>(row & ~uintptr_t{15}) + 16 * k, row & 1u ? 0 : 16);
+        }
+    }
+    async_copy::commit();
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaGqaArgs a) {
+    constexpr int kQRow = gqa_q_row(kD), kKvRow = gqa_kv_row(kD), kTiles = kD / 8;
+    extern __shared__ float4 attention_smem[];
+    __shared__ uintptr_t s_rows[kGqaWarps][kGqaStages][kGqaEntries];
+    __shared__ float s_m[kGqaWarps][kGqaHeads], s_l[kGqaWarps][kGqaHeads];
+    __shared__ float s_f[kGqaWarps][kGqaHeads], s_den[kGqaHeads], s_max[kGqaHeads];
+    __shared__ int s_n[kGqaWarps];
+    uint16_t* const sQ = reinterpret_cast<uint16_t*>(attention_smem);
+    uint16_t* const sGate = sQ + kGqaHeads * kQRow;
+    uint16_t* const ring = sGate + kGqaHeads * kQRow;
+    const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp, g = lane / 4, tq = lane % 4;
+
+    const int64_t split = blockIdx.x % a.split.splits, block = blockIdx.x / a.split.splits;
+    const int64_t item = block / a.head_blocks;  // t · n_kv_heads + kv head
+    const int64_t t = item / a.n_kv_heads, kvh = item % a.n_kv_heads;
+    const int64_t first = (block % a.head_blocks) * kGqaHeads;  // within the group
+    const int64_t h0 = kvh * a.group + first;                    // consecutive query heads share a KV head (§4.7)
+    const int nh = static_cast<int>(min(static_cast<int64_t>(kGqaHeads), a.group - first));
+    const int64_t req = a.token_request[t];
+    const bool listed = qsa_gqa_request_ok(a, req);
+    const int64_t begin = a.n_indices * split / a.split.splits, end = a.n_indices * (split + 1) / a.split.splits;
+    const int rounds = static_cast<int>((end - begin + kGqaRound - 1) / kGqaRound);  // ≤ 2^31 / 64 (launcher)
+    const int64_t k_off = 2 * kvh * kD * 2;  // KV head kvh's K, then its V (qsa_sparse_gqa.h "KV entry layout")
+    const uintptr_t zero_row = reinterpret_cast<uintptr_t>(a.kv_base) | 1u;
+
+    // Lane e < 16's list position in round r of this warp (−1: none), and its block id. Positions stay 32-bit
+    // until used, so that no conversion waits on a load issued for a later round.
+    auto position = [&](int r) -> int32_t {
+        const int64_t c = begin + static_cast<int64_t>(r) * kGqaRound + warp * kGqaEntries + lane;
+        return listed && lane < kGqaEntries && r < rounds && c < end ? a.indices[t * a.index_row_stride + c] : -1;
+    };
+    auto block_id = [&](int32_t pos) -> int32_t { return listed ? qsa_gqa_block_id(a, req, pos) : -1; };
+    // Lane e < 16 records entry e's tagged address for ring slot `slot`; returns the round's entry mask.
+    auto record = [&](int32_t pos, int32_t id, int slot) -> unsigned {
+        const uint8_t* row = qsa_gqa_entry(a, pos, id);
+        if (lane < kGqaEntries) s_rows[warp][slot][lane] = row != nullptr ? reinterpret_cast<uintptr_t>(row + k_off) : zero_row;
+        __syncwarp();
+        return __ballot_sync(kFullMask, row != nullptr);
+    };
+    uint16_t* const my_ring = ring + warp * kGqaStages * kGqaEntries * kKvRow;
+
+    // The address pipeline: rounds 0 and 1 are staged before the loop; pos2 / id2 are round r + 2's position
+    // and block id, pos3 round r + 3's position; valid0 / valid1 rounds r and r + 1's entry masks.
+    const int32_t pos0 = position(0), pos1 = position(1);
+    int32_t pos2 = position(2), pos3 = position(3);
+    const int32_t id0 = block_id(pos0), id1 = block_id(pos1);
+    gqa_load_rows<kD>(a.q, t * a.q_token_stride + h0 * a.q_head_stride, a.q_head_stride, nh, a.q_vector_ok, sQ);
+    if (a.split.splits == 1 && a.gate)
+        gqa_load_rows<kD>(a.gate, t * a.gate_token_stride + h0 * a.gate_head_stride, a.gate_head_stride, nh,
+                          a.gate_vector_ok, sGate);
+    unsigned valid0 = record(pos0, id0, 0);
+    gqa_stage_round<kD>(rounds > 0, s_rows[warp][0], lane, my_ring);
+    unsigned valid1 = record(pos1, id1, 1);
+    gqa_stage_round<kD>(rounds > 1, s_rows[warp][1], lane, my_ring + kGqaEntries * kKvRow);
+    int32_t id2 = block_id(pos2);
+
+    float acc[kTiles][4] = {};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8: running max, this lane's Σ p
+    int n_valid = 0;
+    __syncthreads();  // sQ (and sGate) are complete
+    int slot = 0;     // round r's ring slot, r % 3
+    for (int r = 0; r < rounds; ++r) {
+        // Round r + 2: its copies start now (its ring slot was read in round r − 1, whose closing __syncwarp
+        // ordered every lane's reads before these writes).
+        const int slot2 = slot == 0 ? 2 : slot - 1;
+        const unsigned valid2 = record(pos2, id2, slot2);
+        gqa_stage_round<kD>(r + 2 < rounds, s_rows[warp][slot2], lane, my_ring + slot2 * kGqaEntries * kKvRow);
+        // Round r + 3's block id and round r + 4's position, used one round from now.
+        const int32_t id3 = block_id(pos3);
+        const int32_t pos4 = position(r + 4);
+
+        async_copy::wait<2>();  // this lane's copies of round r have landed (r + 1 and r + 2 may be in flight)
+        __syncwarp();           // ... and every lane's
+        const uint16_t* st = my_ring + slot * kGqaEntries * kKvRow;
+        const unsigned vmask = valid0 & 0xffffu;
+        n_valid += __popc(vmask);
+
+        // S: rows = heads (A = q), columns = entries 0–7 and 8–15 (B = K rows, not transposed).
+        float s[2][4] = {};
+        {
+            const uint16_t* qa = sQ + (lane & 15) * kQRow + (lane >> 4) * 8;
+            const uint16_t* kb = st + ((lane & 7) + ((lane >> 4) << 3)) * kKvRow + ((lane >> 3) & 1) * 8;
+#pragma unroll
+            for (int k0 = 0; k0 < kD; k0 += 16) {
+                uint32_t af[4], bf[4];
+                mma::ldmatrix_x4(af, qa + k0);
+                mma::ldmatrix_x4(bf, kb + k0);
+                mma::mma_16816<false>(s[0], af, bf[0], bf[1]);
+                mma::mma_16816<false>(s[1], af, bf[2], bf[3]);
+            }
+        }
+        // The online softmax (attention_step_softmax's rules): a listed row's logit is scale · dot; a zero
+        // row, like a −inf logit, weighs exactly 0; fmaxf ignores a NaN logit, whose p is NaN.
+        float alpha[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // row g (half 0: c = 0, 1) and g + 8 (half 1: c = 2, 3)
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int c = 2 * half; c < 2 * half + 2; ++c) {
+                    const int e = 8 * nt + 2 * tq + (c & 1);
+                    s[nt][c] = (vmask >> e) & 1u ? __fmul_rn(a.scale, s[nt][c]) : -INFINITY;
+                    mx = fmaxf(mx, s[nt][c]);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+            const float m_new = fmaxf(m[half], mx);
+            alpha[half] = m_new == -INFINITY ? 1.0f : expf(m[half] - m_new);
+            float sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int c = 2 * half; c < 2 * half + 2; ++c) {
+                    const float p = s[nt][c] != -INFINITY ? expf(s[nt][c] - m_new) : 0.0f;
+                    s[nt][c] = p;
+                    sum += p;
+                }
+            l[half] = l[half] * alpha[half] + sum;
+            m[half] = m_new;
+        }
+        // P = bf16(p) as the A fragment (16 heads × 16 entries): the accumulator layout of the two n-tiles.
+        const uint32_t pa[4] = {mma::pack_bf16x2(s[0][0], s[0][1]), mma::pack_bf16x2(s[0][2], s[0][3]),
+                                mma::pack_bf16x2(s[1][0], s[1][1]), mma::pack_bf16x2(s[1][2], s[1][3])};
+        // acc = acc · alpha + P·V (B = V rows, transposed by ldmatrix).
+        const uint16_t* vb = st + ((lane & 7) + ((lane >> 3) & 1) * 8) * kKvRow + kD + (lane >> 4) * 8;
+#pragma unroll
+        for (int np = 0; np < kTiles / 2; ++np) {
+            uint32_t b[4];
+            mma::ldmatrix_x4_trans(b, vb + 16 * np);
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                float(&c)[4] = acc[2 * np + k];
+                c[0] *= alpha[0];
+                c[1] *= alpha[0];
+                c[2] *= alpha[1];
+                c[3] *= alpha[1];
+                mma::mma_16816<false>(c, pa, b[2 * k], b[2 * k + 1]);
+            }
+        }
+        __syncwarp();  // every lane's reads of this ring slot precede its refill two rounds on
+        valid0 = valid1;
+        valid1 = valid2;
+        id2 = id3;
+        pos2 = pos3;
+        pos3 = pos4;
+        slot = slot == 2 ? 0 : slot + 1;
+    }
+    async_copy::wait_all();  // the empty and past-the-end groups
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        l[half] += __shfl_xor_sync(kFullMask, l[half], 1);
+        l[half] += __shfl_xor_sync(kFullMask, l[half], 2);
+    }
+    __syncthreads();  // every warp is done with its ring: the merge reuses the space
+
+    // The warps' states: accumulators [warp][16][kD] fp32, statistics per (warp, head).
+    float* const sAcc = reinterpret_cast<float*>(ring);
+#pragma unroll
+    for (int nt = 0; nt < kTiles; ++nt) {
+        float* row_g = sAcc + (warp * kGqaHeads + g) * kD + 8 * nt + 2 * tq;
+        *reinterpret_cast<float2*>(row_g) = make_float2(acc[nt][0], acc[nt][1]);
+        *reinterpret_cast<float2*>(row_g + 8 * kD) = make_float2(acc[nt][2], acc[nt][3]);
+    }
+    if (tq == 0) {
+        s_m[warp][g] = m[0];
+        s_m[warp][g + 8] = m[1];
+        s_l[warp][g] = l[0];
+        s_l[warp][g + 8] = l[1];
+    }
+    if (lane == 0) s_n[warp] = n_valid;
+    __syncthreads();
+    // Per head: M = max_w m_w, f_w = exp(m_w − M) (attention_split_weight), den = Σ_w f_w · L_w.
+    if (tid < kGqaHeads) {
+        float M = -INFINITY;
+        for (int w = 0; w < kGqaWarps; ++w) M = fmaxf(M, s_m[w][tid]);
+        float den = 0.0f;
+        for (int w = 0; w < kGqaWarps; ++w) {
+            s_f[w][tid] = attention_split_weight(s_m[w][tid], M);
+            den += s_f[w][tid] * s_l[w][tid];
+        }
+        s_max[tid] = M;
+        s_den[tid] = den;
+    }
+    __syncthreads();
+    const int n_rows = s_n[0] + s_n[1] + s_n[2] + s_n[3];
+    for (int idx = tid; idx < nh * kD; idx += kGqaThreads) {
+        const int hh = idx / kD, i = idx % kD;
+        float v = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kGqaWarps; ++w) v = fmaf(s_f[w][hh], sAcc[(w * kGqaHeads + hh) * kD + i], v);
+        if (a.split.splits > 1) {
+            a.split.acc[((t * a.n_heads + h0 + hh) * a.split.splits + split) * kD + i] = v;
+            continue;
+        }
+        // o = acc / Σp, 0 for a row with no valid entry (§4.6) and only there; all −inf logits: 0 / 0 = NaN.
+        const float o = n_rows > 0 ? __fdiv_rn(v, s_den[hh]) : 0.0f;
+        const float gate = a.gate ? __uint_as_float(static_cast<uint32_t>(sGate[hh * kQRow + i]) << 16) : 0.0f;
+        store_act(a.out, a.out_bf16, t * a.out_token_stride + (h0 + hh) * a.out_head_stride + i,
+                  qsa_gqa_gated(a, o, gate));
+    }
+    if (a.split.splits > 1 && tid < nh) {
+        float* st = a.split.stats + ((t * a.n_heads + h0 + tid) * a.split.splits + split) * kStats;
+        st[0] = s_max[tid];
+        st[1] = s_den[tid];
+        st[2] = static_cast<float>(n_rows);
+        st[3] = 0.0f;
+    }
+}
+
 int64_t qsa_sparse_gqa_splits(const QsaSparseGqaParams& p) {
     if (p.n_kv_heads < 1 || p.n_heads % p.n_kv_heads != 0) return 1;
+    if (qsa_gqa_mma_shapes(p)) return qsa_gqa_mma_splits(p);
     return attention_splits(p.n_tokens * p.n_kv_heads, p.n_heads / p.n_kv_heads, p.n_indices);
 }
 
@@ -1420,10 +1743,41 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
     if (p.n_tokens == 0) return Status::ok();
     const int64_t group = p.n_heads / p.n_kv_heads;  // validate: n_heads is a multiple of n_kv_heads
     const int64_t splits = qsa_sparse_gqa_splits(p);
+    const bool mma = qsa_gqa_mma_shapes(p) && qsa_gqa_mma_operands(p);
+    void (*mma_kernel)(QsaGqaArgs) = nullptr;
     AttentionShape shape;
-    SIEVE_RETURN_IF_ERROR(attention_shape("qsa_sparse_gqa", p.n_tokens * p.n_kv_heads, group, splits, p.head_dim,
-                                          p.head_dim, p.head_dim, p.head_dim,
-                                          reinterpret_cast<const void*>(&qsa_sparse_gqa_kernel), &shape));
+    if (mma) {
+        shape.head_blocks = qsa_gqa_mma_head_blocks(p);
+        shape.heads_per_block = kGqaHeads;
+        shape.splits = splits;
+        shape.smem_bytes = gqa_mma_smem_bytes(static_cast<int>(p.head_dim));
+        if (p.n_indices / kGqaRound >= INT_MAX)
+            return unsupported_error("cuda: qsa_sparse_gqa: index rows of {} positions (at most 2^37)", p.n_indices);
+        int device = 0, optin = 0;
+        SIEVE_RETURN_IF_ERROR(launch_check(cudaGetDevice(&device), "qsa_sparse_gqa", "cudaGetDevice"));
+        SIEVE_RETURN_IF_ERROR(launch_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                                           "qsa_sparse_gqa", "shared memory limit"));
+        // The kernel's static shared memory (addresses and statistics) stays below 4 KiB.
+        if (shape.smem_bytes + 4096 > static_cast<size_t>(optin))
+            return unsupported_error("cuda: qsa_sparse_gqa: the tensor-core kernel's {} bytes of shared memory exceed the {} a "
+                                     "block may use", shape.smem_bytes, optin);
+        // Each instantiation's dynamic shared memory is a constant: raised once per kernel.
+        auto allow = [](void (*kernel)(QsaGqaArgs), size_t bytes) {
+            return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+        };
+        static const cudaError_t attribute[4] = {
+            allow(qsa_sparse_gqa_mma_kernel<32>, gqa_mma_smem_bytes(32)), allow(qsa_sparse_gqa_mma_kernel<64>, gqa_mma_smem_bytes(64)),
+            allow(qsa_sparse_gqa_mma_kernel<128>, gqa_mma_smem_bytes(128)), allow(qsa_sparse_gqa_mma_kernel<256>, gqa_mma_smem_bytes(256))};
+        const int which = p.head_dim == 32 ? 0 : p.head_dim == 64 ? 1 : p.head_dim == 128 ? 2 : 3;
+        SIEVE_RETURN_IF_ERROR(launch_check(attribute[which], "qsa_sparse_gqa", "shared memory of the tensor-core kernel"));
+        void (*const kernels[4])(QsaGqaArgs) = {qsa_sparse_gqa_mma_kernel<32>, qsa_sparse_gqa_mma_kernel<64>,
+                                                qsa_sparse_gqa_mma_kernel<128>, qsa_sparse_gqa_mma_kernel<256>};
+        mma_kernel = kernels[which];
+    } else {
+        SIEVE_RETURN_IF_ERROR(attention_shape("qsa_sparse_gqa", p.n_tokens * p.n_kv_heads, group, splits, p.head_dim,
+                                              p.head_dim, p.head_dim, p.head_dim,
+                                              reinterpret_cast<const void*>(&qsa_sparse_gqa_kernel), &shape));
+    }
     QsaGqaArgs a;
     a.q = p.q;
     a.gate = p.gate;
@@ -1455,7 +1809,7 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
     a.out_head_stride = p.out_head_stride;
     a.head_blocks = shape.head_blocks;
     a.scale = p.scale;
-    a.head_dim = static_cast<int>(p.head_dim);  // bounded by attention_shape
+    a.head_dim = static_cast<int>(p.head_dim);  // bounded by attention_shape or qsa_gqa_mma_shapes
     a.heads_per_block = shape.heads_per_block;
     a.chunk = shape.chunk;
     a.q_bf16 = p.q_type == DType::bf16;
@@ -1463,6 +1817,11 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
     a.gate_bf16 = p.gate_type == DType::bf16;
     a.out_bf16 = p.out_type == DType::bf16;
     a.p_bf16 = p.math == QsaAttentionMath::bf16;
+    auto rows_aligned = [](const void* x, int64_t token_stride, int64_t head_stride) {
+        return reinterpret_cast<uintptr_t>(x) % 16 == 0 && token_stride % 8 == 0 && head_stride % 8 == 0;
+    };
+    a.q_vector_ok = rows_aligned(p.q, p.q_token_stride, p.q_head_stride);
+    a.gate_vector_ok = rows_aligned(p.gate, p.gate_token_stride, p.gate_head_stride);
     const int64_t rows = p.n_tokens * p.n_heads;
     a.split.splits = splits;
     if (splits > 1) {  // the backend checked ws against qsa_sparse_gqa_workspace_size
@@ -1474,7 +1833,10 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
     const int64_t blocks = p.n_tokens * p.n_kv_heads * shape.head_blocks * splits;
     if (blocks > INT_MAX)
         return unsupported_error("cuda: qsa_sparse_gqa over {} blocks (at most 2^31 − 1)", blocks);
-    qsa_sparse_gqa_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
+    if (mma)
+        mma_kernel<<<static_cast<unsigned>(blocks), kGqaThreads, shape.smem_bytes, stream>>>(a);
+    else
+        qsa_sparse_gqa_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
     SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "qsa_sparse_gqa launch"));
     if (splits == 1) return Status::ok();
     qsa_sparse_gqa_combine_kernel<<<static_cast<unsigned>(rows), kCombineThreads, 0, stream>>>(a);
