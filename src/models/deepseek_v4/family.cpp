@@ -3,6 +3,7 @@
 
 #include "models/deepseek_v4/layout.h"
 #include "models/deepseek_v4/model.h"
+#include "models/refused_options.h"
 #include "sieve/models/family.h"
 
 namespace sieve {
@@ -13,6 +14,7 @@ const DeepseekV4Config& v4(const ModelConfig& config) { return *config.deepseek_
 
 Expected<std::unique_ptr<AttentionModel>> load(const ModelConfig& config, const Checkpoint& checkpoint,
                                                const ModelOptions& options) {
+    SIEVE_RETURN_IF_ERROR(refuse_cache_block_size(config.model_type, options));
     DeepseekV4Options o;
     o.profile = options.profile;
     o.backend = options.backend;

@@ -14,6 +14,7 @@
 #include "models/allocation.h"
 #include "models/dsa_mla/layout.h"
 #include "models/dsa_mla/model_impl.h"
+#include "models/refused_options.h"
 #include "sieve/ops/hadamard.h"
 #include "sieve/ops/rope.h"
 
@@ -240,6 +241,10 @@ Expected<std::unique_ptr<AttentionModel>> load_dsa_mla_model(const ModelConfig& 
     const DsaMlaConfig* c = config.dsa_mla();
     if (!c) return invalid_argument_error("load_dsa_mla_model: model_type {} is not deepseek_v32 or hy_v4", config.model_type);
     if (!options.backend) return invalid_argument_error("load_dsa_mla_model: no backend given");
+    SIEVE_RETURN_IF_ERROR(refuse_state_block_size(config.model_type, options));
+    if (options.cache_block_size < 0)
+        return invalid_argument_error("{}: cache_block_size {}: a number of entries, or 0 for the family's own ({})",
+                                      config.model_type, options.cache_block_size, dsa_mla::kCacheBlockSize);
     auto model = std::make_unique<dsa_mla::Model>(*c, config.model_type, options.profile, *options.backend,
                                                   options.cache_block_size > 0 ? options.cache_block_size : dsa_mla::kCacheBlockSize);
     SIEVE_RETURN_IF_ERROR(model->init(checkpoint, options.layers));

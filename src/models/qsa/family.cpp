@@ -4,6 +4,7 @@
 #include "sieve/models/family.h"
 #include "models/qsa/layout.h"
 #include "models/qsa/model.h"
+#include "models/refused_options.h"
 
 namespace sieve {
 
@@ -13,6 +14,8 @@ const QsaConfig& qsa(const ModelConfig& config) { return *config.qsa(); }
 
 Expected<std::unique_ptr<AttentionModel>> load(const ModelConfig& config, const Checkpoint& checkpoint,
                                                const ModelOptions& options) {
+    SIEVE_RETURN_IF_ERROR(refuse_state_block_size(config.model_type, options));
+    SIEVE_RETURN_IF_ERROR(refuse_cache_block_size(config.model_type, options));
     SIEVE_ASSIGN_OR_RETURN(auto model, QsaModel::load(config, checkpoint, options));
     return std::unique_ptr<AttentionModel>(std::move(model));
 }
