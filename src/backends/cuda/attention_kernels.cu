@@ -1192,22 +1192,34 @@ __device__ __forceinline__ void gqa_load_rows(const void* src, int64_t row0, int
     }
 }
 
-// Copies a round's 16 entries into a ring stage and commits the group. rows[e] is entry e's K address, or
-// (bit 0 set) a zero row: copied from any address with 0 source bytes, so that it is zero (a stale value
-// times p = 0 could be NaN). A round past the last (live = false) commits an empty group, so that every
+// Copies a round's 16 entries into a ring stage and commits the group. rows[e] is entry e's K address, or 0
+// for a zero row, which is stored as zeros (a stale value times p = 0 could be NaN). Lanes take 16-byte
+// pieces, entry by entry, so that each lane reads an entry's address once (the copies' memory clobbers
+// would reload it per piece). A round past the last (live = false) commits an empty group, so that every
 // thread's group count stays in step.
 template <int kD>
 __device__ __forceinline__ void gqa_stage_round(bool live, const uintptr_t* rows, int lane, uint16_t* stage) {
     constexpr int kPieces = kD / 4;  // 16-byte pieces per entry: K and V, 2 · kD bf16 values
-    static_assert(kGqaEntries * kPieces % kWarp == 0, "every lane copies as many pieces");
+    // kD ≥ 128: every lane copies kPieces / 32 pieces of each entry; below, each entry takes kPieces lanes.
+    constexpr int kPerLane = kPieces >= kWarp ? kPieces / kWarp : 1;
+    constexpr int kEntriesPerStep = kPieces >= kWarp ? 1 : kWarp / kPieces;
+    static_assert(kPieces % kWarp == 0 || kWarp % kPieces == 0, "pieces tile the warp");
     if (live) {
         const uint32_t to = mma::smem_address(stage);
 #pragma unroll
-        for (int j = 0; j < kGqaEntries * kPieces / kWarp; ++j) {
-            const int piece = lane + kWarp * j, e = piece / kPieces, k = piece % kPieces;
+        for (int e0 = 0; e0 < kGqaEntries; e0 += kEntriesPerStep) {
+            const int e = e0 + (kEntriesPerStep > 1 ? lane / kPieces : 0);
+            const int k0 = kEntriesPerStep > 1 ? lane % kPieces : lane;
             const uintptr_t row = rows[e];
-            async_copy::copy_zfill<16>(to + 2u * static_cast<uint32_t>(e * gqa_kv_row(kD)) + 16u * k,
-                                       reinterpret_cast<const uint8_t*>(row & ~uintptr_t{15}) + 16 * k, row & 1u ? 0 : 16);
+            const uint32_t dst = to + 2u * static_cast<uint32_t>(e * gqa_kv_row(kD));
+#pragma unroll
+            for (int j = 0; j < kPerLane; ++j) {
+                const int k = k0 + kWarp * j;
+                if (row != 0)
+                    async_copy::copy<16>(dst + 16u * k, reinterpret_cast<const uint8_t*>(row) + 16 * k);
+                else
+                    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst + 16u * k), "r"(0u) : "memory");
+            }
         }
     }
     async_copy::commit();
@@ -1237,7 +1249,6 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
     const int64_t begin = a.n_indices * split / a.split.splits, end = a.n_indices * (split + 1) / a.split.splits;
     const int rounds = static_cast<int>((end - begin + kGqaRound - 1) / kGqaRound);  // ≤ 2^31 / 64 (launcher)
     const int64_t k_off = 2 * kvh * kD * 2;  // KV head kvh's K, then its V (qsa_sparse_gqa.h "KV entry layout")
-    const uintptr_t zero_row = reinterpret_cast<uintptr_t>(a.kv_base) | 1u;
 
     // Lane e < 16's list position in round r of this warp (−1: none), and its block id. Positions stay 32-bit
     // until used, so that no conversion waits on a load issued for a later round.
@@ -1249,7 +1260,7 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
     // Lane e < 16 records entry e's tagged address for ring slot `slot`; returns the round's entry mask.
     auto record = [&](int32_t pos, int32_t id, int slot) -> unsigned {
         const uint8_t* row = qsa_gqa_entry(a, pos, id);
-        if (lane < kGqaEntries) s_rows[warp][slot][lane] = row != nullptr ? reinterpret_cast<uintptr_t>(row + k_off) : zero_row;
+        if (lane < kGqaEntries) s_rows[warp][slot][lane] = row != nullptr ? reinterpret_cast<uintptr_t>(row + k_off) : 0;
         __syncwarp();
         return __ballot_sync(kFullMask, row != nullptr);
     };
@@ -1338,21 +1349,24 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
         // P = bf16(p) as the A fragment (16 heads × 16 entries): the accumulator layout of the two n-tiles.
         const uint32_t pa[4] = {mma::pack_bf16x2(s[0][0], s[0][1]), mma::pack_bf16x2(s[0][2], s[0][3]),
                                 mma::pack_bf16x2(s[1][0], s[1][1]), mma::pack_bf16x2(s[1][2], s[1][3])};
-        // acc = acc · alpha + P·V (B = V rows, transposed by ldmatrix).
+        // acc = acc · alpha + P·V (B = V rows, transposed by ldmatrix). Once the maxima settle, alpha is
+        // exactly 1 for every row of the warp and the rescale is skipped (the same values).
+        if (__any_sync(kFullMask, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+            for (int nt = 0; nt < kTiles; ++nt) {
+                acc[nt][0] *= alpha[0];
+                acc[nt][1] *= alpha[0];
+                acc[nt][2] *= alpha[1];
+                acc[nt][3] *= alpha[1];
+            }
+        }
         const uint16_t* vb = st + ((lane & 7) + ((lane >> 3) & 1) * 8) * kKvRow + kD + (lane >> 4) * 8;
 #pragma unroll
         for (int np = 0; np < kTiles / 2; ++np) {
             uint32_t b[4];
             mma::ldmatrix_x4_trans(b, vb + 16 * np);
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                float(&c)[4] = acc[2 * np + k];
-                c[0] *= alpha[0];
-                c[1] *= alpha[0];
-                c[2] *= alpha[1];
-                c[3] *= alpha[1];
-                mma::mma_16816<false>(c, pa, b[2 * k], b[2 * k + 1]);
-            }
+            mma::mma_16816<false>(acc[2 * np], pa, b[0], b[1]);
+            mma::mma_16816<false>(acc[2 * np + 1], pa, b[2], b[3]);
         }
         __syncwarp();  // every lane's reads of this ring slot precede its refill two rounds on
         valid0 = valid1;
