@@ -1,7 +1,7 @@
-// cp.async (sm_80+): copies from global to shared memory that travel while the thread goes on, shared by
-// the kernels that stage their next tile or chunk during the current one (indexer_scores_mma.cu,
-// attention_kernels.cu). A thread's copies land once it waits for their group; other threads see them after
-// a barrier that follows the wait.
+// cp.async (sm_80+) and bulk copies (sm_90): copies from global to shared memory that travel while the
+// thread goes on, shared by the kernels that stage their next tile or chunk during the current one
+// (indexer_scores_mma.cu, attention_kernels.cu). A thread's cp.async copies land once it waits for their
+// group; other threads see them after a barrier that follows the wait.
 #pragma once
 
 #include <cstddef>
@@ -32,5 +32,35 @@ __device__ __forceinline__ void wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 __device__ __forceinline__ void wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Bulk copies (sm_90): one thread moves `bytes` (a multiple of 16; both addresses 16-byte aligned) from global
+// to shared memory, and the copy's completion counts against an mbarrier's expected transaction bytes. A
+// phase of the barrier completes when its one arrival (arrive_expect_tx, which also announces the bytes) has
+// happened and every announced byte has landed; waiting on the phase's parity then makes the bytes visible.
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+// After the inits, before the barriers are used (by the copy engine too).
+__device__ __forceinline__ void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait_parity(uint32_t bar, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+// Orders this thread's earlier shared-memory accesses (ordinary loads and stores) before later bulk copies
+// into the same bytes.
+__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 }  // namespace sieve::cuda::async_copy

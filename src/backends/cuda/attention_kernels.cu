@@ -1114,28 +1114,33 @@ __global__ void __launch_bounds__(kCombineThreads) qsa_sparse_gqa_combine_kernel
 //
 // qsa_sparse_gqa_mma_kernel takes bf16 q and KV with bf16 math (the deployed profile), head_dim 32, 64, 128
 // or 256 (qsa_gqa_mma_shapes), views whose entries are 16-byte aligned and a bf16 gate or none
-// (qsa_gqa_mma_operands); other params run qsa_sparse_gqa_kernel with the same splits. One block
-// per (token, KV head, block of up to 16 of its query heads, split), as qsa_sparse_gqa_kernel, but its four
-// warps stream disjoint parts of the split on their own, each with its own online softmax, and merge only
-// at the end (split-K inside the block: the same quotient in exact arithmetic, ops/qsa_sparse_gqa.h):
-//   * in round r warp w takes list positions begin + 64·r + 16·w + [0, 16): one k-step of P·V. A position
+// (qsa_gqa_mma_operands); other params run qsa_sparse_gqa_kernel with the same splits. One block per (token,
+// KV head, block of up to 16 of its query heads, split), as qsa_sparse_gqa_kernel, but its four warp pairs
+// stream disjoint parts of the split on their own, each pair with its own online softmax, and merge only at
+// the end (split-K inside the block: the same quotient in exact arithmetic, ops/qsa_sparse_gqa.h):
+//   * in round r pair p takes list positions begin + 64·r + 16·p + [0, 16): one k-step of P·V. A position
 //     that is −1 (or out of contract, qsa_gqa_block_id) is a zero row that weighs exactly 0: no compaction,
 //     QSA's rows are dense (ops/qsa_expand.h puts the −1 at the end);
-//   * each entry's K and V of the KV head (contiguous: 2 · head_dim bf16 values) go by cp.async into a
-//     three-stage ring of the warp's own: no block barrier inside the loop;
+//   * each entry's K and V of the KV head (contiguous: 2 · head_dim bf16 values) go by one bulk copy into a
+//     three-slot ring of the pair's own, each slot with its own mbarrier: no block barrier inside the loop;
+//   * the two warps of a pair split the head dim: each computes the logits' partial dot over its half,
+//     they add the halves through shared memory (the same sum, in the same order, in both), both run the
+//     same softmax, and each owns its half of the output dims. Two warps per scheduler hide each other's
+//     latencies, where one warp with the whole dim would wait on its own dependent instructions;
 //   * the addresses are pipelined in registers: round r + 3's block-table entry and round r + 4's position
 //     are loaded while round r computes, so no dependent global load stands between two stages' copies;
 //   * S = Q·Kᵀ for 16 heads × 16 entries on tensor cores (exact bf16 products, fp32 sums), the online
 //     softmax on the accumulator registers, P = bf16(p) straight from them as the A operand of P·V (the
-//     sum L takes p unrounded: math bf16), fp32 accumulators for 16 heads × head_dim in registers.
-// The smem holds q (and, without splits, the gate), [16][head_dim + pad] bf16 each, and the warps' rings,
-// [4][3][16][2·head_dim + pad] bf16, whose space the final merge reuses for the warps' fp32 accumulators.
-constexpr int kGqaWarps = 4;
+//     sum L takes p unrounded: math bf16), fp32 accumulators for 16 heads × head_dim / 2 per warp.
+// The smem holds q (and, without splits, the gate), [16][head_dim + pad] bf16 each, and the pairs' rings,
+// [4][3][16][2·head_dim + pad] bf16, whose space the final merge reuses for the pairs' fp32 accumulators.
+constexpr int kGqaPairs = 4;
+constexpr int kGqaWarps = 2 * kGqaPairs;
 constexpr int kGqaThreads = kGqaWarps * kWarp;
 constexpr int kGqaHeads = 16;    // query heads per block: one m-tile
-constexpr int kGqaEntries = 16;  // entries per warp and round: one k-step of P·V
+constexpr int kGqaEntries = 16;  // entries per pair and round: one k-step of P·V
 constexpr int kGqaStages = 3;
-constexpr int64_t kGqaRound = kGqaWarps * kGqaEntries;  // list positions per round of a block
+constexpr int64_t kGqaRound = kGqaPairs * kGqaEntries;  // list positions per round of a block
 // Split-K: one block per multiprocessor of an H100 / H200 SXM (its shared memory allows one), a constant so
 // that the workspace size is a function of the shapes alone.
 constexpr int64_t kGqaTargetBlocks = 132;
@@ -1144,7 +1149,7 @@ __host__ __device__ constexpr int gqa_q_row(int head_dim) { return head_dim + kM
 __host__ __device__ constexpr int gqa_kv_row(int head_dim) { return 2 * head_dim + kMmaPad; }
 __host__ __device__ constexpr size_t gqa_mma_smem_bytes(int head_dim) {
     return 2 * (2 * static_cast<size_t>(kGqaHeads) * gqa_q_row(head_dim) +
-                static_cast<size_t>(kGqaWarps) * kGqaStages * kGqaEntries * gqa_kv_row(head_dim));
+                static_cast<size_t>(kGqaPairs) * kGqaStages * kGqaEntries * gqa_kv_row(head_dim));
 }
 
 // The shapes and numerics the tensor-core kernel takes (its splits follow from them alone).
@@ -1153,8 +1158,8 @@ bool qsa_gqa_mma_shapes(const QsaSparseGqaParams& p) {
     return p.q_type == DType::bf16 && p.kv_type == DType::bf16 && p.math == QsaAttentionMath::bf16 && dim &&
            p.n_kv_heads >= 1 && p.n_heads % p.n_kv_heads == 0;
 }
-// And the operands it reads as it does: every kv entry 16-byte aligned for cp.async (K of KV head g starts
-// 4·g·head_dim bytes in: aligned too), a bf16 gate or none.
+// And the operands it reads as it does: every kv entry 16-byte aligned for the bulk copies (K of KV head g
+// starts 4·g·head_dim bytes in: aligned too), a bf16 gate or none.
 bool qsa_gqa_mma_operands(const QsaSparseGqaParams& p) {
     return reinterpret_cast<uintptr_t>(p.kv.base) % 16 == 0 && p.kv.block_bytes % 16 == 0 && p.kv.entry_bytes % 16 == 0 &&
            (p.gate == nullptr || p.gate_type == DType::bf16);
@@ -1171,7 +1176,7 @@ int64_t qsa_gqa_mma_splits(const QsaSparseGqaParams& p) {
 }
 
 // Rows hh < nh of a [t, h, i] bf16 tensor (q or the gate) as shared rows of gqa_q_row(kD), the rest zero:
-// warp w takes heads w, w + 4, …, its lanes 16-byte pieces where every row is 16-byte aligned (vector),
+// warp w takes heads w, w + 8, …, its lanes 16-byte pieces where every row is 16-byte aligned (vector),
 // else single values.
 template <int kD>
 __device__ __forceinline__ void gqa_load_rows(const void* src, int64_t row0, int64_t head_stride, int nh, bool vector,
@@ -1192,51 +1197,47 @@ __device__ __forceinline__ void gqa_load_rows(const void* src, int64_t row0, int
     }
 }
 
-// Copies a round's 16 entries into a ring stage and commits the group. rows[e] is entry e's K address, or 0
-// for a zero row, which is stored as zeros (a stale value times p = 0 could be NaN). Lanes take 16-byte
-// pieces, entry by entry, so that each lane reads an entry's address once (the copies' memory clobbers
-// would reload it per piece). A round past the last (live = false) commits an empty group, so that every
-// thread's group count stays in step.
+// Stages this warp's half of a round's 16 entries (entries 8·half … 8·half + 7) into a ring slot whose
+// barrier is `bar` (two arrivals: one per warp of the pair): lane e < 16 holds entry e's K address (its V
+// follows: 4·kD contiguous bytes) or nullptr for a zero row, and valid the round's entry mask. Lane 0
+// announces its half's valid bytes, each valid entry's lane moves them with one bulk copy, and the warp
+// stores its half's zero rows as zeros (a stale value times p = 0 could be NaN). The caller has ordered both
+// warps' earlier reads of the slot before these writes (fence_proxy_async_shared, then a pair barrier).
 template <int kD>
-__device__ __forceinline__ void gqa_stage_round(bool live, const uintptr_t* rows, int lane, uint16_t* stage) {
-    constexpr int kPieces = kD / 4;  // 16-byte pieces per entry: K and V, 2 · kD bf16 values
-    // kD ≥ 128: every lane copies kPieces / 32 pieces of each entry; below, each entry takes kPieces lanes.
-    constexpr int kPerLane = kPieces >= kWarp ? kPieces / kWarp : 1;
-    constexpr int kEntriesPerStep = kPieces >= kWarp ? 1 : kWarp / kPieces;
-    static_assert(kPieces % kWarp == 0 || kWarp % kPieces == 0, "pieces tile the warp");
-    if (live) {
-        const uint32_t to = mma::smem_address(stage);
-#pragma unroll
-        for (int e0 = 0; e0 < kGqaEntries; e0 += kEntriesPerStep) {
-            const int e = e0 + (kEntriesPerStep > 1 ? lane / kPieces : 0);
-            const int k0 = kEntriesPerStep > 1 ? lane % kPieces : lane;
-            const uintptr_t row = rows[e];
-            const uint32_t dst = to + 2u * static_cast<uint32_t>(e * gqa_kv_row(kD));
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j) {
-                const int k = k0 + kWarp * j;
-                if (row != 0)
-                    async_copy::copy<16>(dst + 16u * k, reinterpret_cast<const uint8_t*>(row) + 16 * k);
-                else
-                    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst + 16u * k), "r"(0u) : "memory");
-            }
-        }
+__device__ __forceinline__ void gqa_stage_round(const uint8_t* row, unsigned valid, int half, int lane, uint16_t* stage,
+                                                uint32_t bar) {
+    constexpr uint32_t kBytes = 4 * kD;
+    constexpr int kHalf = kGqaEntries / 2;
+    const unsigned mine = ((1u << kHalf) - 1u) << (kHalf * half);
+    if (lane == 0) async_copy::mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(__popc(valid & mine)) * kBytes);
+    __syncwarp();  // the bytes are announced before any lands
+    if (row != nullptr && lane / kHalf == half)
+        async_copy::bulk_copy(mma::smem_address(stage + lane * gqa_kv_row(kD)), row, kBytes, bar);
+    for (unsigned zeros = ~valid & mine; zeros != 0; zeros &= zeros - 1u) {
+        uint4* dst = reinterpret_cast<uint4*>(stage + (__ffs(static_cast<int>(zeros)) - 1) * gqa_kv_row(kD));
+        for (int k = lane; k < kD / 4; k += kWarp) dst[k] = make_uint4(0u, 0u, 0u, 0u);
     }
-    async_copy::commit();
+}
+
+// The two warps of pair `pair` meet (named barrier 1 + pair; 0 is __syncthreads').
+__device__ __forceinline__ void gqa_pair_sync(int pair) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(1 + pair), "n"(2 * kWarp) : "memory");
 }
 
 template <int kD>
 __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaGqaArgs a) {
-    constexpr int kQRow = gqa_q_row(kD), kKvRow = gqa_kv_row(kD), kTiles = kD / 8;
+    constexpr int kQRow = gqa_q_row(kD), kKvRow = gqa_kv_row(kD), kHalfDim = kD / 2, kTiles = kHalfDim / 8;
     extern __shared__ float4 attention_smem[];
-    __shared__ uintptr_t s_rows[kGqaWarps][kGqaStages][kGqaEntries];
-    __shared__ float s_m[kGqaWarps][kGqaHeads], s_l[kGqaWarps][kGqaHeads];
-    __shared__ float s_f[kGqaWarps][kGqaHeads], s_den[kGqaHeads], s_max[kGqaHeads];
-    __shared__ int s_n[kGqaWarps];
+    __shared__ uint64_t s_bar[kGqaPairs][kGqaStages];           // each ring slot's barrier
+    __shared__ float4 s_part[kGqaPairs][2][kWarp][2];           // each warp's partial logits, fragment order
+    __shared__ float s_m[kGqaPairs][kGqaHeads], s_l[kGqaPairs][kGqaHeads];
+    __shared__ float s_f[kGqaPairs][kGqaHeads], s_den[kGqaHeads], s_max[kGqaHeads];
+    __shared__ int s_n[kGqaPairs];
     uint16_t* const sQ = reinterpret_cast<uint16_t*>(attention_smem);
     uint16_t* const sGate = sQ + kGqaHeads * kQRow;
     uint16_t* const ring = sGate + kGqaHeads * kQRow;
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp, g = lane / 4, tq = lane % 4;
+    const int pair = warp / 2, half = warp % 2;  // half: this warp's dims [half·kD/2, (half + 1)·kD/2)
 
     const int64_t split = blockIdx.x % a.split.splits, block = blockIdx.x / a.split.splits;
     const int64_t item = block / a.head_blocks;  // t · n_kv_heads + kv head
@@ -1250,22 +1251,29 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
     const int rounds = static_cast<int>((end - begin + kGqaRound - 1) / kGqaRound);  // ≤ 2^31 / 64 (launcher)
     const int64_t k_off = 2 * kvh * kD * 2;  // KV head kvh's K, then its V (qsa_sparse_gqa.h "KV entry layout")
 
-    // Lane e < 16's list position in round r of this warp (−1: none), and its block id. Positions stay 32-bit
-    // until used, so that no conversion waits on a load issued for a later round.
+    // Lane e < 16's list position in round r of this pair (−1: none), and its block id (both warps of the
+    // pair compute all 16: each needs the entry mask). Positions stay 32-bit until used, so that no
+    // conversion waits on a load issued for a later round.
     auto position = [&](int r) -> int32_t {
-        const int64_t c = begin + static_cast<int64_t>(r) * kGqaRound + warp * kGqaEntries + lane;
+        const int64_t c = begin + static_cast<int64_t>(r) * kGqaRound + pair * kGqaEntries + lane;
         return listed && lane < kGqaEntries && r < rounds && c < end ? a.indices[t * a.index_row_stride + c] : -1;
     };
     auto block_id = [&](int32_t pos) -> int32_t { return listed ? qsa_gqa_block_id(a, req, pos) : -1; };
-    // Lane e < 16 records entry e's tagged address for ring slot `slot`; returns the round's entry mask.
-    auto record = [&](int32_t pos, int32_t id, int slot) -> unsigned {
-        const uint8_t* row = qsa_gqa_entry(a, pos, id);
-        if (lane < kGqaEntries) s_rows[warp][slot][lane] = row != nullptr ? reinterpret_cast<uintptr_t>(row + k_off) : 0;
-        __syncwarp();
-        return __ballot_sync(kFullMask, row != nullptr);
+    uint16_t* const my_ring = ring + pair * kGqaStages * kGqaEntries * kKvRow;
+    auto stage = [&](int32_t pos, int32_t id, int slot, bool live) -> unsigned {
+        const uint8_t* entry = qsa_gqa_entry(a, pos, id);
+        const uint8_t* row = entry != nullptr ? entry + k_off : nullptr;
+        const unsigned valid = __ballot_sync(kFullMask, row != nullptr);
+        if (live)
+            gqa_stage_round<kD>(row, valid, half, lane, my_ring + slot * kGqaEntries * kKvRow,
+                                mma::smem_address(&s_bar[pair][slot]));
+        return valid;
     };
-    uint16_t* const my_ring = ring + warp * kGqaStages * kGqaEntries * kKvRow;
 
+    if (half == 0 && lane < kGqaStages) {
+        async_copy::mbarrier_init(mma::smem_address(&s_bar[pair][lane]), 2);
+        async_copy::mbarrier_init_fence();
+    }
     // The address pipeline: rounds 0 and 1 are staged before the loop; pos2 / id2 are round r + 2's position
     // and block id, pos3 round r + 3's position; valid0 / valid1 rounds r and r + 1's entry masks.
     const int32_t pos0 = position(0), pos1 = position(1);
@@ -1275,40 +1283,31 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
     if (a.split.splits == 1 && a.gate)
         gqa_load_rows<kD>(a.gate, t * a.gate_token_stride + h0 * a.gate_head_stride, a.gate_head_stride, nh,
                           a.gate_vector_ok, sGate);
-    unsigned valid0 = record(pos0, id0, 0);
-    gqa_stage_round<kD>(rounds > 0, s_rows[warp][0], lane, my_ring);
-    unsigned valid1 = record(pos1, id1, 1);
-    gqa_stage_round<kD>(rounds > 1, s_rows[warp][1], lane, my_ring + kGqaEntries * kKvRow);
+    __syncthreads();  // the barriers are initialized; sQ (and sGate) are complete
+    unsigned valid0 = stage(pos0, id0, 0, rounds > 0);
+    unsigned valid1 = stage(pos1, id1, 1, rounds > 1);
     int32_t id2 = block_id(pos2);
 
     float acc[kTiles][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8: running max, this lane's Σ p
     int n_valid = 0;
-    __syncthreads();  // sQ (and sGate) are complete
-    int slot = 0;     // round r's ring slot, r % 3
+    int slot = 0;           // round r's ring slot, r % 3
+    unsigned parities = 0;  // bit k: the parity of slot k's next phase
     for (int r = 0; r < rounds; ++r) {
-        // Round r + 2: its copies start now (its ring slot was read in round r − 1, whose closing __syncwarp
-        // ordered every lane's reads before these writes).
-        const int slot2 = slot == 0 ? 2 : slot - 1;
-        const unsigned valid2 = record(pos2, id2, slot2);
-        gqa_stage_round<kD>(r + 2 < rounds, s_rows[warp][slot2], lane, my_ring + slot2 * kGqaEntries * kKvRow);
-        // Round r + 3's block id and round r + 4's position, used one round from now.
-        const int32_t id3 = block_id(pos3);
-        const int32_t pos4 = position(r + 4);
-
-        async_copy::wait<2>();  // this lane's copies of round r have landed (r + 1 and r + 2 may be in flight)
-        __syncwarp();           // ... and every lane's
+        async_copy::mbarrier_wait_parity(mma::smem_address(&s_bar[pair][slot]), (parities >> slot) & 1u);
+        parities ^= 1u << slot;
+        __syncwarp();  // this warp's zero rows too (the other warp's: the pair barrier below)
         const uint16_t* st = my_ring + slot * kGqaEntries * kKvRow;
         const unsigned vmask = valid0 & 0xffffu;
         n_valid += __popc(vmask);
 
-        // S: rows = heads (A = q), columns = entries 0–7 and 8–15 (B = K rows, not transposed).
+        // This warp's half of S: rows = heads (A = q), columns = entries 0–7 and 8–15 (B = K rows).
         float s[2][4] = {};
         {
-            const uint16_t* qa = sQ + (lane & 15) * kQRow + (lane >> 4) * 8;
-            const uint16_t* kb = st + ((lane & 7) + ((lane >> 4) << 3)) * kKvRow + ((lane >> 3) & 1) * 8;
+            const uint16_t* qa = sQ + (lane & 15) * kQRow + half * kHalfDim + (lane >> 4) * 8;
+            const uint16_t* kb = st + ((lane & 7) + ((lane >> 4) << 3)) * kKvRow + half * kHalfDim + ((lane >> 3) & 1) * 8;
 #pragma unroll
-            for (int k0 = 0; k0 < kD; k0 += 16) {
+            for (int k0 = 0; k0 < kHalfDim; k0 += 16) {
                 uint32_t af[4], bf[4];
                 mma::ldmatrix_x4(af, qa + k0);
                 mma::ldmatrix_x4(bf, kb + k0);
@@ -1316,41 +1315,61 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
                 mma::mma_16816<false>(s[1], af, bf[2], bf[3]);
             }
         }
+        // The whole dot: the lower half's partial plus the upper half's, in this order in both warps.
+        s_part[pair][half][lane][0] = make_float4(s[0][0], s[0][1], s[0][2], s[0][3]);
+        s_part[pair][half][lane][1] = make_float4(s[1][0], s[1][1], s[1][2], s[1][3]);
+        gqa_pair_sync(pair);  // both halves are written; both warps are done with round r − 1's slot
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            const float4 lo = s_part[pair][0][lane][nt], hi = s_part[pair][1][lane][nt];
+            s[nt][0] = lo.x + hi.x;
+            s[nt][1] = lo.y + hi.y;
+            s[nt][2] = lo.z + hi.z;
+            s[nt][3] = lo.w + hi.w;
+        }
+        // Round r + 2: its copies start now, into the slot round r − 1 read (the barrier above ordered both
+        // warps' reads, fenced at the end of that round, before these writes).
+        const int slot2 = slot == 0 ? 2 : slot - 1;
+        const unsigned valid2 = stage(pos2, id2, slot2, r + 2 < rounds);
+        // Round r + 3's block id and round r + 4's position, used one round from now.
+        const int32_t id3 = block_id(pos3);
+        const int32_t pos4 = position(r + 4);
+
         // The online softmax (attention_step_softmax's rules): a listed row's logit is scale · dot; a zero
         // row, like a −inf logit, weighs exactly 0; fmaxf ignores a NaN logit, whose p is NaN.
         float alpha[2];
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {  // row g (half 0: c = 0, 1) and g + 8 (half 1: c = 2, 3)
+        for (int hr = 0; hr < 2; ++hr) {  // row g (hr 0: c = 0, 1) and g + 8 (hr 1: c = 2, 3)
             float mx = -INFINITY;
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-                for (int c = 2 * half; c < 2 * half + 2; ++c) {
+                for (int c = 2 * hr; c < 2 * hr + 2; ++c) {
                     const int e = 8 * nt + 2 * tq + (c & 1);
                     s[nt][c] = (vmask >> e) & 1u ? __fmul_rn(a.scale, s[nt][c]) : -INFINITY;
                     mx = fmaxf(mx, s[nt][c]);
                 }
             mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-            const float m_new = fmaxf(m[half], mx);
-            alpha[half] = m_new == -INFINITY ? 1.0f : expf(m[half] - m_new);
+            const float m_new = fmaxf(m[hr], mx);
+            alpha[hr] = m_new == -INFINITY ? 1.0f : expf(m[hr] - m_new);
             float sum = 0.0f;
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-                for (int c = 2 * half; c < 2 * half + 2; ++c) {
+                for (int c = 2 * hr; c < 2 * hr + 2; ++c) {
                     const float p = s[nt][c] != -INFINITY ? expf(s[nt][c] - m_new) : 0.0f;
                     s[nt][c] = p;
                     sum += p;
                 }
-            l[half] = l[half] * alpha[half] + sum;
-            m[half] = m_new;
+            l[hr] = l[hr] * alpha[hr] + sum;
+            m[hr] = m_new;
         }
         // P = bf16(p) as the A fragment (16 heads × 16 entries): the accumulator layout of the two n-tiles.
         const uint32_t pa[4] = {mma::pack_bf16x2(s[0][0], s[0][1]), mma::pack_bf16x2(s[0][2], s[0][3]),
                                 mma::pack_bf16x2(s[1][0], s[1][1]), mma::pack_bf16x2(s[1][2], s[1][3])};
-        // acc = acc · alpha + P·V (B = V rows, transposed by ldmatrix). Once the maxima settle, alpha is
-        // exactly 1 for every row of the warp and the rescale is skipped (the same values).
+        // acc = acc · alpha + P·V over this warp's dims (B = V rows, transposed by ldmatrix). Once the maxima
+        // settle, alpha is exactly 1 for every row of the warp and the rescale is skipped (the same values).
         if (__any_sync(kFullMask, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
             for (int nt = 0; nt < kTiles; ++nt) {
@@ -1360,7 +1379,7 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
                 acc[nt][3] *= alpha[1];
             }
         }
-        const uint16_t* vb = st + ((lane & 7) + ((lane >> 3) & 1) * 8) * kKvRow + kD + (lane >> 4) * 8;
+        const uint16_t* vb = st + ((lane & 7) + ((lane >> 3) & 1) * 8) * kKvRow + kD + half * kHalfDim + (lane >> 4) * 8;
 #pragma unroll
         for (int np = 0; np < kTiles / 2; ++np) {
             uint32_t b[4];
@@ -1368,7 +1387,7 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
             mma::mma_16816<false>(acc[2 * np], pa, b[0], b[1]);
             mma::mma_16816<false>(acc[2 * np + 1], pa, b[2], b[3]);
         }
-        __syncwarp();  // every lane's reads of this ring slot precede its refill two rounds on
+        async_copy::fence_proxy_async_shared();  // this lane's reads of the slot precede its refill (next round)
         valid0 = valid1;
         valid1 = valid2;
         id2 = id3;
@@ -1376,49 +1395,51 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
         pos3 = pos4;
         slot = slot == 2 ? 0 : slot + 1;
     }
-    async_copy::wait_all();  // the empty and past-the-end groups
+    // Every staged round was waited for: no copy is in flight.
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        l[half] += __shfl_xor_sync(kFullMask, l[half], 1);
-        l[half] += __shfl_xor_sync(kFullMask, l[half], 2);
+    for (int hr = 0; hr < 2; ++hr) {
+        l[hr] += __shfl_xor_sync(kFullMask, l[hr], 1);
+        l[hr] += __shfl_xor_sync(kFullMask, l[hr], 2);
     }
-    __syncthreads();  // every warp is done with its ring: the merge reuses the space
+    __syncthreads();  // every pair is done with its ring: the merge reuses the space
 
-    // The warps' states: accumulators [warp][16][kD] fp32, statistics per (warp, head).
+    // The pairs' states: accumulators [pair][16][kD] fp32 (each warp its half of the dims), statistics per
+    // (pair, head) from the lower warp (the upper one's are the same).
     float* const sAcc = reinterpret_cast<float*>(ring);
 #pragma unroll
     for (int nt = 0; nt < kTiles; ++nt) {
-        float* row_g = sAcc + (warp * kGqaHeads + g) * kD + 8 * nt + 2 * tq;
+        float* row_g = sAcc + (pair * kGqaHeads + g) * kD + half * kHalfDim + 8 * nt + 2 * tq;
         *reinterpret_cast<float2*>(row_g) = make_float2(acc[nt][0], acc[nt][1]);
         *reinterpret_cast<float2*>(row_g + 8 * kD) = make_float2(acc[nt][2], acc[nt][3]);
     }
-    if (tq == 0) {
-        s_m[warp][g] = m[0];
-        s_m[warp][g + 8] = m[1];
-        s_l[warp][g] = l[0];
-        s_l[warp][g + 8] = l[1];
+    if (half == 0 && tq == 0) {
+        s_m[pair][g] = m[0];
+        s_m[pair][g + 8] = m[1];
+        s_l[pair][g] = l[0];
+        s_l[pair][g + 8] = l[1];
     }
-    if (lane == 0) s_n[warp] = n_valid;
+    if (half == 0 && lane == 0) s_n[pair] = n_valid;
     __syncthreads();
-    // Per head: M = max_w m_w, f_w = exp(m_w − M) (attention_split_weight), den = Σ_w f_w · L_w.
+    // Per head: M = max_p m_p, f_p = exp(m_p − M) (attention_split_weight), den = Σ_p f_p · L_p.
     if (tid < kGqaHeads) {
         float M = -INFINITY;
-        for (int w = 0; w < kGqaWarps; ++w) M = fmaxf(M, s_m[w][tid]);
+        for (int q = 0; q < kGqaPairs; ++q) M = fmaxf(M, s_m[q][tid]);
         float den = 0.0f;
-        for (int w = 0; w < kGqaWarps; ++w) {
-            s_f[w][tid] = attention_split_weight(s_m[w][tid], M);
-            den += s_f[w][tid] * s_l[w][tid];
+        for (int q = 0; q < kGqaPairs; ++q) {
+            s_f[q][tid] = attention_split_weight(s_m[q][tid], M);
+            den += s_f[q][tid] * s_l[q][tid];
         }
         s_max[tid] = M;
         s_den[tid] = den;
     }
     __syncthreads();
-    const int n_rows = s_n[0] + s_n[1] + s_n[2] + s_n[3];
+    int n_rows = 0;
+    for (int q = 0; q < kGqaPairs; ++q) n_rows += s_n[q];
     for (int idx = tid; idx < nh * kD; idx += kGqaThreads) {
         const int hh = idx / kD, i = idx % kD;
         float v = 0.0f;
 #pragma unroll
-        for (int w = 0; w < kGqaWarps; ++w) v = fmaf(s_f[w][hh], sAcc[(w * kGqaHeads + hh) * kD + i], v);
+        for (int q = 0; q < kGqaPairs; ++q) v = fmaf(s_f[q][hh], sAcc[(q * kGqaHeads + hh) * kD + i], v);
         if (a.split.splits > 1) {
             a.split.acc[((t * a.n_heads + h0 + hh) * a.split.splits + split) * kD + i] = v;
             continue;
@@ -1771,8 +1792,8 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
         SIEVE_RETURN_IF_ERROR(launch_check(cudaGetDevice(&device), "qsa_sparse_gqa", "cudaGetDevice"));
         SIEVE_RETURN_IF_ERROR(launch_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
                                            "qsa_sparse_gqa", "shared memory limit"));
-        // The kernel's static shared memory (addresses and statistics) stays below 4 KiB.
-        if (shape.smem_bytes + 4096 > static_cast<size_t>(optin))
+        // The kernel's static shared memory (barriers, partial logits, statistics) stays below 10 KiB.
+        if (shape.smem_bytes + 10 * 1024 > static_cast<size_t>(optin))
             return unsupported_error("cuda: qsa_sparse_gqa: the tensor-core kernel's {} bytes of shared memory exceed the {} a "
                                      "block may use", shape.smem_bytes, optin);
         // Each instantiation's dynamic shared memory is a constant: raised once per kernel.
