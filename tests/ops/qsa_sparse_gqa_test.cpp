@@ -133,6 +133,8 @@ std::vector<GqaCase> gqa_cases() {
         {2, 12, 2, 64, 70, 16, b, b, f, M::f32, true, false},       // bf16 q and K, f32 math: vdpbf16ps logits, f32 P·V
         {70, 8, 2, 64, 300, 16, b, b, b, M::bf16, true, false},     // cuda tensor cores: 140 blocks of one split, 5 rounds each
         {2, 40, 2, 64, 200, 16, b, b, f, M::bf16, true, true},      // cuda tensor cores: 20 heads per group, blocks of 16 + 4
+        {3, 24, 2, 64, 150, 12, b, b, b, M::bf16, true, false},     // blocks of 12 entries (no power of two)
+        {3, 8, 2, 32, 70, 12, f, f, f, M::f32, true, true},         // ... and for the fp32 kernels
     };
 }
 
