@@ -315,6 +315,16 @@ __device__ __forceinline__ void attention_combine_stats(const float* stats, int6
     }
     __syncthreads();
 }
+// One split: attention_combine_stats' merge over the one running state (max m, sum L, accumulator value acc)
+// and the sink σ. out = f · acc / den, one IEEE division; 0 for a token with no listed entry and for a head
+// with σ = +inf, and only there.
+__device__ __forceinline__ float attention_one_split_value(float acc, float m, float L, float sigma, int64_t n_rows) {
+    if (n_rows == 0 || sigma == INFINITY) return 0.0f;
+    const float M = fmaxf(sigma, m);
+    const float f = attention_split_weight(m, M);
+    const float den = f * L + (sigma == -INFINITY ? 0.0f : expf(sigma - M));
+    return __fdiv_rn(f * acc, den);
+}
 __device__ __forceinline__ float attention_combine_value(const float* acc, int64_t splits, int v_dim, int i,
                                                          const CombineState& cs) {
     float a = 0.0f;
@@ -460,18 +470,9 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAt
         attention_write_split(a.split, split, t * a.n_heads + h0, nh, Dv, sAcc, sM, sL, n_rows);
         return;
     }
-    // One split: attention_combine_stats' merge over the one running state. out = acc / den, one IEEE
-    // division, cast once; 0 for a token with no listed entry and for a head with σ = +inf, and only there.
     for (int idx = threadIdx.x; idx < nh * Dv; idx += kAttnThreads) {
         const int hh = idx / Dv, i = idx - hh * Dv;
-        const float sigma = a.sink ? a.sink[h0 + hh] : -INFINITY;
-        float o = 0.0f;
-        if (n_rows > 0 && sigma != INFINITY) {
-            const float M = fmaxf(sigma, sM[hh]);
-            const float f = attention_split_weight(sM[hh], M);
-            const float den = f * sL[hh] + (sigma == -INFINITY ? 0.0f : expf(sigma - M));
-            o = __fdiv_rn(f * sAcc[idx], den);
-        }
+        const float o = attention_one_split_value(sAcc[idx], sM[hh], sL[hh], a.sink ? a.sink[h0 + hh] : -INFINITY, n_rows);
         store_act(a.out, a.out_bf16, t * a.out_token_stride + (h0 + hh) * a.out_head_stride + i, o);
     }
 }
@@ -854,15 +855,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
                     a.split.acc[((t * a.n_heads + h0 + hh) * a.split.splits + split) * Dv + i] = v;
                     continue;
                 }
-                // One split: out = f · acc / den as in sparse_attention_kernel (0 for a lonely row or σ = +inf).
-                const float sigma = a.sink ? a.sink[h0 + hh] : -INFINITY;
-                float o = 0.0f;
-                if (n_rows > 0 && sigma != INFINITY) {
-                    const float M = fmaxf(sigma, sM[hh]);
-                    const float f = attention_split_weight(sM[hh], M);
-                    const float den = f * sL[hh] + (sigma == -INFINITY ? 0.0f : expf(sigma - M));
-                    o = __fdiv_rn(f * v, den);
-                }
+                const float o = attention_one_split_value(v, sM[hh], sL[hh], a.sink ? a.sink[h0 + hh] : -INFINITY, n_rows);
                 store_act(a.out, a.out_bf16, t * a.out_token_stride + (h0 + hh) * a.out_head_stride + i, o);
             }
         }

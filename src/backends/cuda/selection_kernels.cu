@@ -230,6 +230,39 @@ __device__ __forceinline__ void topk_histogram_add(uint32_t* hist, bool take, ui
     }
 }
 
+// One radix pass's choice, by warp 0 over a complete histogram of the matching candidates: the digit of the
+// `remaining`-th best candidate and how many of its bin are still to pick (both into shared memory). Lane l
+// owns bins 255 − 8l down to 248 − 8l (the best digits first); a warp scan of the lanes' counts finds the one
+// lane whose bins hold that candidate.
+__device__ __forceinline__ void topk_choose_digit(const uint32_t* hist, uint32_t remaining, int lane, uint32_t* s_digit,
+                                                  uint32_t* s_remaining) {
+    uint32_t c[8], local = 0u;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+        c[q] = hist[kTopkBins - 1 - 8 * lane - q];
+        local += c[q];
+    }
+    uint32_t incl = local;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += y;
+    }
+    const uint32_t above = incl - local;  // matching keys in better bins than this lane's
+    if (above < remaining && remaining <= incl) {  // exactly one lane
+        uint32_t acc = above;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            if (acc + c[q] >= remaining) {
+                *s_digit = static_cast<uint32_t>(kTopkBins - 1 - 8 * lane - q);
+                *s_remaining = remaining - acc;
+                break;
+            }
+            acc += c[q];
+        }
+    }
+}
+
 // Row r of the selection (blockIdx.x = r): ops/topk.h exactly.
 __global__ void __launch_bounds__(kTopkThreads) topk_f32_kernel(TopkArgs a) {
     __shared__ uint32_t hist[kTopkBins];
@@ -268,34 +301,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_f32_kernel(TopkArgs a) {
                 topk_histogram_add(hist, take, digit, lane);
             }
             __syncthreads();
-            if (tid < 32) {
-                // Lane l owns bins 255 − 8l down to 248 − 8l (the best digits first).
-                uint32_t c[8], local = 0u;
-#pragma unroll
-                for (int q = 0; q < 8; ++q) {
-                    c[q] = hist[kTopkBins - 1 - 8 * lane - q];
-                    local += c[q];
-                }
-                uint32_t incl = local;
-#pragma unroll
-                for (int off = 1; off < 32; off *= 2) {
-                    const uint32_t y = __shfl_up_sync(0xffffffffu, incl, off);
-                    if (lane >= off) incl += y;
-                }
-                const uint32_t above = incl - local;  // matching keys in better bins than this lane's
-                if (above < remaining && remaining <= incl) {  // exactly one lane
-                    uint32_t acc = above;
-#pragma unroll
-                    for (int q = 0; q < 8; ++q) {
-                        if (acc + c[q] >= remaining) {
-                            s_digit = static_cast<uint32_t>(kTopkBins - 1 - 8 * lane - q);
-                            s_remaining = remaining - acc;
-                            break;
-                        }
-                        acc += c[q];
-                    }
-                }
-            }
+            if (tid < 32) topk_choose_digit(hist, remaining, lane, &s_digit, &s_remaining);
             __syncthreads();
             prefix |= s_digit << shift;
             mask |= 0xffu << shift;
@@ -398,33 +404,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kTopkTh
                     total_s[d] = sum;
                 }
                 cluster.sync();  // nobody reads a histogram any more: the next pass may clear them
-                if (tid < 32) {
-                    uint32_t c[8], local = 0u;
-#pragma unroll
-                    for (int q = 0; q < 8; ++q) {
-                        c[q] = total_s[kTopkBins - 1 - 8 * lane - q];
-                        local += c[q];
-                    }
-                    uint32_t incl = local;
-#pragma unroll
-                    for (int off = 1; off < 32; off *= 2) {
-                        const uint32_t y = __shfl_up_sync(0xffffffffu, incl, off);
-                        if (lane >= off) incl += y;
-                    }
-                    const uint32_t above = incl - local;
-                    if (above < remaining && remaining <= incl) {
-                        uint32_t acc = above;
-#pragma unroll
-                        for (int q = 0; q < 8; ++q) {
-                            if (acc + c[q] >= remaining) {
-                                s_digit = static_cast<uint32_t>(kTopkBins - 1 - 8 * lane - q);
-                                s_remaining = remaining - acc;
-                                break;
-                            }
-                            acc += c[q];
-                        }
-                    }
-                }
+                if (tid < 32) topk_choose_digit(total_s, remaining, lane, &s_digit, &s_remaining);
                 __syncthreads();
                 prefix |= s_digit << shift;
                 mask |= 0xffu << shift;
