@@ -1,7 +1,8 @@
 // Attention: sparse attention over listed cache rows with a sink (ops/sparse_attention.h), QSA's pooling, expansion and sparse GQA (ops/qsa_pool.h, qsa_expand.h, qsa_sparse_gqa.h), DSA's output gate and per-head projection (ops/dsa_output_gate.h, mla_head_proj.h).
 //
-// sparse_attention over fp8 records with bf16 q runs on tensor cores (sparse_attention_mma_kernel, its own
-// section below). Everything else runs in the simple, correct first versions (fp32 CUDA-core arithmetic):
+// sparse_attention over fp8 records with bf16 q, and qsa_sparse_gqa over bf16 caches with bf16 math, run on
+// tensor cores (sparse_attention_mma_kernel and qsa_sparse_gqa_mma_kernel, each in its own section below).
+// Everything else runs in the simple, correct first versions (fp32 CUDA-core arithmetic):
 //   sparse_attention, qsa_sparse_gqa  one thread block per (token, block of heads sharing the KV rows, split of
 //       the list): the listed entries are gathered (−1 skipped) in chunks of up to 32 rows, each dequantized
 //       ONCE into shared memory for all heads of the block, then logits, an fp32 online softmax (running max,
@@ -940,17 +941,17 @@ struct QsaGqaArgs {
     bool q_vector_ok = false, gate_vector_ok = false;  // the rows 16-byte aligned (the tensor-core kernel's loads)
 };
 
+// A position's block and entry within it (attn_block_pos; a shift and a mask for a power-of-two block size).
+__device__ __forceinline__ AttnBlockPos qsa_gqa_block_pos(const QsaGqaArgs& a, int64_t pos) {
+    if (a.kv_block_shift >= 0) return {pos >> a.kv_block_shift, pos & ((int64_t{1} << a.kv_block_shift) - 1)};
+    return attn_block_pos(pos, a.kv_block_size);
+}
 // The address of a listed position, in two steps (the tensor-core kernel issues them rounds apart):
 // qsa_gqa_block_id reads the position's block-table entry, −1 for a position that is not addressable (any
 // negative one, a block past the table row: block_table_stride); qsa_gqa_entry then gives the entry's
 // bytes, nullptr for a block id < 0 (released). req must lie in [0, n_requests) and the view be usable
 // (kv_ok): the callers check both. A block id beyond the cache cannot be detected here (neither
 // BlockTables nor the view carries the cache's block count).
-// A position's block and entry within it (attn_block_pos; a shift and a mask for a power-of-two block size).
-__device__ __forceinline__ AttnBlockPos qsa_gqa_block_pos(const QsaGqaArgs& a, int64_t pos) {
-    if (a.kv_block_shift >= 0) return {pos >> a.kv_block_shift, pos & ((int64_t{1} << a.kv_block_shift) - 1)};
-    return attn_block_pos(pos, a.kv_block_size);
-}
 __device__ __forceinline__ int32_t qsa_gqa_block_id(const QsaGqaArgs& a, int64_t req, int64_t pos) {
     if (pos < 0) return -1;
     const AttnBlockPos bp = qsa_gqa_block_pos(a, pos);
@@ -1185,13 +1186,15 @@ __device__ __forceinline__ void gqa_load_rows(const void* src, int64_t row0, int
     for (int hh = warp; hh < kGqaHeads; hh += kGqaWarps) {
         uint16_t* d = dst + hh * gqa_q_row(kD);
         const uint16_t* s = base + hh * head_stride;
-        if (vector) {
+        if (hh >= nh) {  // never read: such a head may lie past the tensor
 #pragma unroll
-            for (int i = 8 * lane; i < kD; i += 8 * kWarp)
-                *reinterpret_cast<uint4*>(d + i) = hh < nh ? __ldg(reinterpret_cast<const uint4*>(s + i)) : make_uint4(0, 0, 0, 0);
+            for (int i = 8 * lane; i < kD; i += 8 * kWarp) *reinterpret_cast<uint4*>(d + i) = make_uint4(0u, 0u, 0u, 0u);
+        } else if (vector) {
+#pragma unroll
+            for (int i = 8 * lane; i < kD; i += 8 * kWarp) *reinterpret_cast<uint4*>(d + i) = __ldg(reinterpret_cast<const uint4*>(s + i));
         } else {
 #pragma unroll
-            for (int i = lane; i < kD; i += kWarp) d[i] = hh < nh ? s[i] : uint16_t{0};
+            for (int i = lane; i < kD; i += kWarp) d[i] = s[i];
         }
     }
 }
@@ -1388,6 +1391,7 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
             mma::mma_16816<false>(acc[2 * np + 1], pa, b[2], b[3]);
         }
         async_copy::fence_proxy_async_shared();  // this lane's reads of the slot precede its refill (next round)
+        gqa_pair_sync(pair);  // both warps have read s_part before either writes it again
         valid0 = valid1;
         valid1 = valid2;
         id2 = id3;
