@@ -923,7 +923,6 @@ struct QsaGqaArgs {
     void* out = nullptr;
     const uint8_t* kv_base = nullptr;
     int64_t kv_block_bytes = 0, kv_block_size = 1, kv_entry_bytes = 0;
-    int kv_block_shift = -1;  // log2(kv_block_size) where it is a power of two (the usual case), else −1
     const int32_t* block_table = nullptr;
     const int32_t* token_request = nullptr;
     int64_t n_requests = 0, block_table_stride = 0;
@@ -941,11 +940,6 @@ struct QsaGqaArgs {
     bool q_vector_ok = false, gate_vector_ok = false;  // the rows 16-byte aligned (the tensor-core kernel's loads)
 };
 
-// A position's block and entry within it (attn_block_pos; a shift and a mask for a power-of-two block size).
-__device__ __forceinline__ AttnBlockPos qsa_gqa_block_pos(const QsaGqaArgs& a, int64_t pos) {
-    if (a.kv_block_shift >= 0) return {pos >> a.kv_block_shift, pos & ((int64_t{1} << a.kv_block_shift) - 1)};
-    return attn_block_pos(pos, a.kv_block_size);
-}
 // The address of a listed position, in two steps (the tensor-core kernel issues them rounds apart):
 // qsa_gqa_block_id reads the position's block-table entry, −1 for a position that is not addressable (any
 // negative one, a block past the table row: block_table_stride); qsa_gqa_entry then gives the entry's
@@ -954,12 +948,12 @@ __device__ __forceinline__ AttnBlockPos qsa_gqa_block_pos(const QsaGqaArgs& a, i
 // BlockTables nor the view carries the cache's block count).
 __device__ __forceinline__ int32_t qsa_gqa_block_id(const QsaGqaArgs& a, int64_t req, int64_t pos) {
     if (pos < 0) return -1;
-    const AttnBlockPos bp = qsa_gqa_block_pos(a, pos);
+    const AttnBlockPos bp = attn_block_pos(pos, a.kv_block_size);
     return bp.block < a.block_table_stride ? a.block_table[req * a.block_table_stride + bp.block] : -1;
 }
 __device__ __forceinline__ const uint8_t* qsa_gqa_entry(const QsaGqaArgs& a, int64_t pos, int32_t id) {
     if (id < 0) return nullptr;
-    return a.kv_base + id * a.kv_block_bytes + qsa_gqa_block_pos(a, pos).entry * a.kv_entry_bytes;
+    return a.kv_base + id * a.kv_block_bytes + attn_block_pos(pos, a.kv_block_size).entry * a.kv_entry_bytes;
 }
 // Whether token t's request may be addressed at all: a token_request outside [0, n_requests) (which
 // check_indices would have refused) or an unusable kv view gives a row with no entry (0).
@@ -1254,8 +1248,8 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
     const int64_t k_off = 2 * kvh * kD * 2;  // KV head kvh's K, then its V (qsa_sparse_gqa.h "KV entry layout")
 
     // Lane e < 16's list position in round r of this pair (−1: none), and its block id (both warps of the
-    // pair compute all 16: each needs the entry mask). The index row is read whatever the request (its
-    // check waits for token_request; block_id's does). Positions stay 32-bit until used, so that no
+    // pair compute all 16: each needs the entry mask). The index row is read without waiting for
+    // token_request: only block_id needs the request. Positions stay 32-bit until used, so that no
     // conversion waits on a load issued for a later round.
     auto position = [&](int r) -> int32_t {
         const int64_t c = begin + static_cast<int64_t>(r) * kGqaRound + pair * kGqaEntries + lane;
@@ -1829,8 +1823,6 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
     a.kv_base = p.kv.base;
     a.kv_block_bytes = p.kv.block_bytes;
     a.kv_block_size = a.kv_ok ? p.kv.block_size : 1;
-    if ((a.kv_block_size & (a.kv_block_size - 1)) == 0)
-        while ((int64_t{1} << (a.kv_block_shift + 1)) != a.kv_block_size) ++a.kv_block_shift;
     a.kv_entry_bytes = p.kv.entry_bytes;
     a.block_table = p.tables.block_table;
     a.token_request = p.tables.token_request;
