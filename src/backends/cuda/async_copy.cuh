@@ -35,8 +35,9 @@ __device__ __forceinline__ void wait_all() { asm volatile("cp.async.wait_all;\n"
 
 // Bulk copies (sm_90): one thread moves `bytes` (a multiple of 16; both addresses 16-byte aligned) from global
 // to shared memory, and the copy's completion counts against an mbarrier's expected transaction bytes. A
-// phase of the barrier completes when its one arrival (arrive_expect_tx, which also announces the bytes) has
-// happened and every announced byte has landed; waiting on the phase's parity then makes the bytes visible.
+// phase of the barrier completes when all its arrivals (mbarrier_init's count; each arrive_expect_tx also
+// announces bytes) have happened and every announced byte has landed; waiting on the phase's parity then
+// makes the bytes visible.
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
 }
