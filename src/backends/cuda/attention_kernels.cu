@@ -263,6 +263,19 @@ struct SplitOut {
     int64_t splits = 1;
 };
 
+// The statistics of a split's rows row0 … row0 + nh − 1 (running max sM, running sum sL, rows gathered),
+// thread hh writing row hh's.
+__device__ __forceinline__ void attention_write_split_stats(const SplitOut& so, int64_t split, int64_t row0, int nh,
+                                                            const float* sM, const float* sL, int64_t n_rows) {
+    const int hh = static_cast<int>(threadIdx.x);
+    if (hh >= nh) return;
+    float* st = so.stats + ((row0 + hh) * so.splits + split) * kStats;
+    st[0] = sM[hh];
+    st[1] = sL[hh];
+    st[2] = static_cast<float>(n_rows);  // ≤ the list width: exact in fp32 up to 2^24, and only tested ≠ 0
+    st[3] = 0.0f;
+}
+
 // Block-level epilogue of a split: the state of heads h0 … h0 + nh − 1 of token t (rows t·n_heads + h).
 __device__ __forceinline__ void attention_write_split(const SplitOut& so, int64_t split, int64_t row0, int nh,
                                                       int v_dim, const float* sAcc, const float* sM, const float* sL,
@@ -271,13 +284,7 @@ __device__ __forceinline__ void attention_write_split(const SplitOut& so, int64_
         const int hh = idx / v_dim, i = idx - hh * v_dim;
         so.acc[((row0 + hh) * so.splits + split) * v_dim + i] = sAcc[idx];
     }
-    if (static_cast<int>(threadIdx.x) < nh) {
-        float* st = so.stats + ((row0 + threadIdx.x) * so.splits + split) * kStats;
-        st[0] = sM[threadIdx.x];
-        st[1] = sL[threadIdx.x];
-        st[2] = static_cast<float>(n_rows);  // ≤ the list width: exact in fp32 up to 2^24, and only tested ≠ 0
-        st[3] = 0.0f;
-    }
+    attention_write_split_stats(so, split, row0, nh, sM, sL, n_rows);
 }
 
 // The merge of a row's split states (and of the sink σ, a virtual key of zero value): with
@@ -316,15 +323,23 @@ __device__ __forceinline__ void attention_combine_stats(const float* stats, int6
     }
     __syncthreads();
 }
-// One split: attention_combine_stats' merge over the one running state (max m, sum L, accumulator value acc)
-// and the sink σ. out = f · acc / den, one IEEE division; 0 for a token with no listed entry and for a head
-// with σ = +inf, and only there.
-__device__ __forceinline__ float attention_one_split_value(float acc, float m, float L, float sigma, int64_t n_rows) {
-    if (n_rows == 0 || sigma == INFINITY) return 0.0f;
+// One split: attention_combine_stats' merge over the one running state of a row (max m, sum L) and the sink
+// σ, computed once per row; then each accumulator value acc gives out = f · acc / den, one IEEE division.
+// 0 for a token with no listed entry and for a head with σ = +inf, and only there.
+struct OneSplitRow {
+    float f = 0.0f, den = 1.0f;
+    bool zero = true;
+};
+__device__ __forceinline__ OneSplitRow attention_one_split_row(float m, float L, float sigma, int64_t n_rows) {
+    OneSplitRow r;
+    r.zero = n_rows == 0 || sigma == INFINITY;
     const float M = fmaxf(sigma, m);
-    const float f = attention_split_weight(m, M);
-    const float den = f * L + (sigma == -INFINITY ? 0.0f : expf(sigma - M));
-    return __fdiv_rn(f * acc, den);
+    r.f = attention_split_weight(m, M);
+    r.den = r.f * L + (sigma == -INFINITY ? 0.0f : expf(sigma - M));
+    return r;
+}
+__device__ __forceinline__ float attention_one_split_value(float acc, const OneSplitRow& r) {
+    return r.zero ? 0.0f : __fdiv_rn(r.f * acc, r.den);
 }
 __device__ __forceinline__ float attention_combine_value(const float* acc, int64_t splits, int v_dim, int i,
                                                          const CombineState& cs) {
@@ -404,6 +419,29 @@ __device__ __forceinline__ int sparse_attention_gather(const SparseAttentionArgs
     return filled;
 }
 
+// Block-level epilogue of sparse attention: heads h0 … h0 + nh − 1 of token t from the block's running state
+// (sAcc [nh][v_dim], sM, sL, n_rows gathered), as a split's partial state or, with one split, merged with
+// the sink into the output. A warp per head row, its lanes striding the dims: the row's terms are computed
+// once and the stores are coalesced.
+__device__ __forceinline__ void sparse_attention_write_block(const SparseAttentionArgs& a, int64_t split, int64_t t,
+                                                             int64_t h0, int nh, const float* sAcc, const float* sM,
+                                                             const float* sL, int64_t n_rows) {
+    const int Dv = a.v_dim, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    if (a.split.splits > 1) {
+        for (int hh = warp; hh < nh; hh += kAttnWarps) {
+            float* dst = a.split.acc + ((t * a.n_heads + h0 + hh) * a.split.splits + split) * Dv;
+            for (int i = lane; i < Dv; i += kWarp) dst[i] = sAcc[hh * Dv + i];
+        }
+        attention_write_split_stats(a.split, split, t * a.n_heads + h0, nh, sM, sL, n_rows);
+        return;
+    }
+    for (int hh = warp; hh < nh; hh += kAttnWarps) {
+        const OneSplitRow row = attention_one_split_row(sM[hh], sL[hh], a.sink ? a.sink[h0 + hh] : -INFINITY, n_rows);
+        const int64_t o0 = t * a.out_token_stride + (h0 + hh) * a.out_head_stride;
+        for (int i = lane; i < Dv; i += kWarp) store_act(a.out, a.out_bf16, o0 + i, attention_one_split_value(sAcc[hh * Dv + i], row));
+    }
+}
+
 // One block per (token, head block, split). Semantics: ops/sparse_attention.h; the step functions above.
 __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAttentionArgs a) {
     extern __shared__ float4 attention_smem[];
@@ -466,16 +504,7 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAt
         attention_step_accumulate(sAcc, sP, sAlpha, sK, Dk, Dv, nh, n, C);  // V_j = the first v_dim values of K_j
     }
     // The loop ends right after a barrier that follows the last accumulation: sAcc, sM and sL are complete.
-
-    if (a.split.splits > 1) {
-        attention_write_split(a.split, split, t * a.n_heads + h0, nh, Dv, sAcc, sM, sL, n_rows);
-        return;
-    }
-    for (int idx = threadIdx.x; idx < nh * Dv; idx += kAttnThreads) {
-        const int hh = idx / Dv, i = idx - hh * Dv;
-        const float o = attention_one_split_value(sAcc[idx], sM[hh], sL[hh], a.sink ? a.sink[h0 + hh] : -INFINITY, n_rows);
-        store_act(a.out, a.out_bf16, t * a.out_token_stride + (h0 + hh) * a.out_head_stride + i, o);
-    }
+    sparse_attention_write_block(a, split, t, h0, nh, sAcc, sM, sL, n_rows);
 }
 
 // ---- sparse_attention on tensor cores: fp8 records (fp8_model1, fp8_v32), bf16 q ----
@@ -505,7 +534,7 @@ constexpr int kMmaMaxTiles = kMmaMaxVDim / kMmaWarps / 8;  // output n-tiles per
 constexpr int kMmaPad = 8;        // bf16 values of padding per shared row: ldmatrix's 8 rows hit distinct banks
 constexpr int kMmaPRow = kMmaChunk + kMmaPad;  // bf16 values per row of the split weights
 constexpr int64_t kMmaMinSplitPositions = kMmaChunk;
-static_assert(kMmaThreads == kAttnThreads, "attention_step_softmax strides heads by kAttnWarps");
+static_assert(kMmaThreads == kAttnThreads, "attention_step_softmax and the block epilogue stride by kAttnWarps and kAttnThreads");
 
 // The entry format's numbers the kernel needs (host-computed from CacheRecordLayout).
 struct MmaRecordNumbers {
@@ -591,8 +620,12 @@ __device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int 
         async_copy::commit();
         return;
     }
+    // Kept rolled: this path never runs for the cache pools' entries, and the kernel's size is time.
+#pragma unroll 1
     for (int e = warp; e < n; e += kMmaWarps) {
+#pragma unroll 1
         for (int k = lane; k < r.data_bytes; k += kWarp) stage[e * stage_row + k] = static_cast<uint8_t>(load_u8(s_data[e] + k));
+#pragma unroll 1
         for (int k = lane; k < r.scale_bytes; k += kWarp)
             stage[e * stage_row + r.data_bytes + k] = static_cast<uint8_t>(load_u8(s_scales[e] + k));
     }
@@ -684,26 +717,25 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
     float acc[2][kMmaMaxTiles][4] = {};
     const int mt_logit = warp / 4, nt_logit = warp % 4;
 
+    // Iteration −1 only gathers and stages chunk 0 (one copy of the gather and staging code: the kernel's
+    // code is fetched cold by every block, and its size is time at small batches).
     int64_t cursor = begin, n_rows = 0;
-    if (warp == 0) {
-        const int filled = sparse_attention_gather(a, t, cursor, end, kMmaChunk, s_data, s_scales, s_list);
-        if (lane == 0) s_count[0] = filled;
-    }
-    __syncthreads();
-    mma_stage_chunk(ma, S.stage_row, s_count[0], s_data, s_scales, stage);
-    for (int chunk = 0;; ++chunk) {
-        async_copy::wait_all();
-        __syncthreads();  // the chunk's bytes are staged; the previous chunk's readers are done
-        const int n = s_count[chunk & 1];
-        if (n == 0) break;
-        n_rows += n;
+    int n = 0;
+    for (int chunk = -1;; ++chunk) {
+        if (chunk >= 0) {
+            async_copy::wait_all();
+            __syncthreads();  // the chunk's bytes are staged; the previous chunk's readers are done
+            n = s_count[chunk & 1];
+            if (n == 0) break;
+            n_rows += n;
+        }
         // Warp 0 first gathers the next chunk; then the chunk's entries as bf16 rows (zero past n), warp w
         // converting rows w, w + 8, …, and (fp8_v32) their scales.
         if (warp == 0) {
             const int filled = sparse_attention_gather(a, t, cursor, end, kMmaChunk, s_data, s_scales, s_list);
             if (lane == 0) s_count[(chunk + 1) & 1] = filled;
         }
-        for (int r = warp; r < kMmaChunk; r += kMmaWarps) {
+        for (int r = warp; chunk >= 0 && r < kMmaChunk; r += kMmaWarps) {
             const uint8_t* staged = stage + r * S.stage_row;
             uint16_t* dst = sKV + r * S.row;
             if (r < n) {
@@ -715,12 +747,13 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
             }
         }
         if constexpr (!kModel1)
-            for (int idx = tid; idx < kMmaChunk * S.n_groups; idx += kMmaThreads) {
+            for (int idx = tid; chunk >= 0 && idx < kMmaChunk * S.n_groups; idx += kMmaThreads) {
                 const int r = idx % kMmaChunk, gi = idx / kMmaChunk;
                 sScale[idx] = r < n ? mma_entry_scale(stage + r * S.stage_row, R, gi) : 0.0f;
             }
         __syncthreads();
         mma_stage_chunk(ma, S.stage_row, s_count[(chunk + 1) & 1], s_data, s_scales, stage);
+        if (chunk < 0) continue;
 
         // Logits of heads 16·mt_logit … and entries 8·nt_logit … (fp8_v32: per group, scaled as added).
         {
@@ -841,32 +874,23 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
             }
         }
     }
-    // The loop ends right after a barrier: sM and sL are complete.
+    // The loop ends right after a barrier: sM and sL are complete, and no chunk buffer is read or staged any
+    // more. The accumulators pass through shared memory, over sQ and sKV (kMmaHeads · v_dim floats fit their
+    // 4 · kMmaHeads · row bytes: v_dim ≤ qk_dim), so that one compact loop writes them out. Written per
+    // register tile, the division and the stores of the output were unrolled 64 times: most of the kernel's
+    // code, fetched cold by every block (an instruction-fetch-bound kernel at small batches).
+    float* const sAcc = reinterpret_cast<float*>(smem);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
         for (int nt = 0; nt < kMmaMaxTiles; ++nt) {
             if (nt >= tiles) break;
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const int hh = 16 * mt + g + 8 * (c >> 1), i = d0 + 8 * nt + 2 * tq + (c & 1);
-                if (hh >= nh) continue;
-                const float v = acc[mt][nt][c];
-                if (a.split.splits > 1) {
-                    a.split.acc[((t * a.n_heads + h0 + hh) * a.split.splits + split) * Dv + i] = v;
-                    continue;
-                }
-                const float o = attention_one_split_value(v, sM[hh], sL[hh], a.sink ? a.sink[h0 + hh] : -INFINITY, n_rows);
-                store_act(a.out, a.out_bf16, t * a.out_token_stride + (h0 + hh) * a.out_head_stride + i, o);
-            }
+            float* row_g = sAcc + (16 * mt + g) * Dv + d0 + 8 * nt + 2 * tq;
+            *reinterpret_cast<float2*>(row_g) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+            *reinterpret_cast<float2*>(row_g + 8 * Dv) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
         }
-    if (a.split.splits > 1 && tid < nh) {
-        float* st = a.split.stats + ((t * a.n_heads + h0 + tid) * a.split.splits + split) * kStats;
-        st[0] = sM[tid];
-        st[1] = sL[tid];
-        st[2] = static_cast<float>(n_rows);
-        st[3] = 0.0f;
-    }
+    __syncthreads();
+    sparse_attention_write_block(a, split, t, h0, nh, sAcc, sM, sL, n_rows);
 }
 
 struct SparseCombineArgs {
@@ -1448,13 +1472,7 @@ __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaG
         store_act(a.out, a.out_bf16, t * a.out_token_stride + (h0 + hh) * a.out_head_stride + i,
                   qsa_gqa_gated(a, o, gate));
     }
-    if (a.split.splits > 1 && tid < nh) {
-        float* st = a.split.stats + ((t * a.n_heads + h0 + tid) * a.split.splits + split) * kStats;
-        st[0] = s_max[tid];
-        st[1] = s_den[tid];
-        st[2] = static_cast<float>(n_rows);
-        st[3] = 0.0f;
-    }
+    if (a.split.splits > 1) attention_write_split_stats(a.split, split, t * a.n_heads + h0, nh, s_max, s_den, n_rows);
 }
 
 int64_t qsa_sparse_gqa_splits(const QsaSparseGqaParams& p) {
