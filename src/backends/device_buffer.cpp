@@ -64,6 +64,10 @@ private:
 
 Expected<std::unique_ptr<StreamTimer>> Backend::stream_timer() { return std::unique_ptr<StreamTimer>(new WallClockTimer); }
 
+Expected<std::unique_ptr<StreamGraph>> Backend::capture(const std::function<Status()>&) {
+    return unsupported_error("{}: capture: this backend runs each op inside its call, it has no stream to record", name());
+}
+
 Status Backend::buffer_upload(DeviceBuffer& dst, size_t dst_offset, const void* src, size_t n) {
     SIEVE_RETURN_IF_ERROR(check_range(*this, "buffer_upload", dst, dst_offset, n));
     if (n == 0) return Status::ok();

@@ -61,18 +61,34 @@ Status LayerStepper::begin_step(std::vector<StepRequest> requests) {
     return Status::ok();
 }
 
-Status LayerStepper::forward(int64_t layer_pos, const float* input, float* output, StageTimes* times) {
-    if (!batch_) return invalid_argument_error("forward: no step is open (call begin_step first)");
+// Fails the step unless a step is open and `layer_pos` is the next layer to run.
+Status LayerStepper::check_next_layer(std::string_view call, int64_t layer_pos) {
+    if (!batch_) return invalid_argument_error("{}: no step is open (call begin_step first)", call);
     const int64_t n_layers = static_cast<int64_t>(model_.layers().size());
     if (layer_pos != next_layer_)
-        return fail_step(invalid_argument_error("forward: layer position {}, expected {} (of {}: each layer once per step, in "
-                                      "order)",
-                                      layer_pos, next_layer_, n_layers));
+        return fail_step(invalid_argument_error("{}: layer position {}, expected {} (of {}: each layer once per step, in "
+                                                "order)",
+                                                call, layer_pos, next_layer_, n_layers));
+    return Status::ok();
+}
+
+Status LayerStepper::forward(int64_t layer_pos, const float* input, float* output, StageTimes* times) {
+    SIEVE_RETURN_IF_ERROR(check_next_layer("forward", layer_pos));
     const size_t bytes = static_cast<size_t>(batch_->n_tokens() * model_.hidden_size()) * sizeof(float);
     Backend& backend = model_.backend();
     Status s = backend.buffer_upload(*rows_in_, 0, input, bytes);
     if (s.is_ok()) s = model_.forward(layer_pos, *batch_, rows_in_->as<float>(), rows_out_->as<float>(), times);
     if (s.is_ok()) s = backend.buffer_download(*rows_out_, 0, output, bytes);
+    if (!s.is_ok()) return fail_step(s.with_context(fmt::format("layer {}", model_.layers()[static_cast<size_t>(layer_pos)])));
+    ++next_layer_;
+    return Status::ok();
+}
+
+Status LayerStepper::forward_on_backend(int64_t layer_pos, const float* input, float* output) {
+    SIEVE_RETURN_IF_ERROR(check_next_layer("forward_on_backend", layer_pos));
+    if (input == nullptr || output == nullptr)
+        return fail_step(invalid_argument_error("forward_on_backend: null {} rows", input == nullptr ? "input" : "output"));
+    const Status s = model_.forward(layer_pos, *batch_, input, output, nullptr);
     if (!s.is_ok()) return fail_step(s.with_context(fmt::format("layer {}", model_.layers()[static_cast<size_t>(layer_pos)])));
     ++next_layer_;
     return Status::ok();

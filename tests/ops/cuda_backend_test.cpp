@@ -132,6 +132,34 @@ TEST(CudaBackend, TimesWorkInStreamOrder) {
     EXPECT_LT(*empty, *filled);
 }
 
+// Work recorded by capture runs only when replayed, each replay again, in stream order with the backend's
+// other work; a capture whose work waits for the device fails, naming the capture, and leaves the stream
+// usable.
+TEST(CudaBackend, CapturesStreamWorkIntoAReplayableGraph) {
+    auto b = first_gpu();
+    ASSERT_NE(b, nullptr);
+    auto buf = b->buffer_alloc(4096, BufferUsage::workspace, "target");
+    ASSERT_TRUE(buf.has_value());
+    auto graph = b->capture([&] { return b->buffer_fill(**buf, 0, 0x5a, 4096); });
+    ASSERT_TRUE(graph.has_value()) << graph.status().to_string();
+    std::vector<uint8_t> host(4096, 1);
+    ASSERT_TRUE(b->buffer_download(**buf, 0, host.data(), host.size()).is_ok());
+    EXPECT_EQ(host, std::vector<uint8_t>(4096, 0)) << "the captured fill ran during the capture";
+    for (int replay = 0; replay < 2; ++replay) {
+        ASSERT_TRUE((*graph)->replay().is_ok());
+        ASSERT_TRUE(b->buffer_download(**buf, 0, host.data(), host.size()).is_ok());
+        EXPECT_EQ(host, std::vector<uint8_t>(4096, 0x5a)) << "replay " << replay;
+        ASSERT_TRUE(b->buffer_fill(**buf, 0, 0, 4096).is_ok());
+    }
+
+    auto waits = b->capture([&] { return b->synchronize(); });
+    ASSERT_FALSE(waits.has_value());
+    EXPECT_NE(waits.status().message().find("captur"), std::string::npos) << waits.status().to_string();
+    ASSERT_TRUE(b->buffer_fill(**buf, 0, 3, 4096).is_ok());
+    ASSERT_TRUE(b->buffer_download(**buf, 0, host.data(), host.size()).is_ok());
+    EXPECT_EQ(host, std::vector<uint8_t>(4096, 3));
+}
+
 }  // namespace
 }  // namespace sieve::test
 

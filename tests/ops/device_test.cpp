@@ -174,6 +174,23 @@ TEST(Device, RangesOutsideABufferAndForeignBuffersAreRefused) {
     }
 }
 
+// A host backend runs each op inside its call: it has no stream to record (Backend::capture), says so, and
+// does not run the work it was given (the cuda backend's capture: cuda_backend_test.cpp).
+TEST(Device, HostBackendsRefuseToCapture) {
+    for (Variant& v : every_variant()) {
+        if (!v.backend->host_accessible() && v.spec.rfind("cuda", 0) == 0) continue;
+        bool ran = false;
+        auto graph = v.backend->capture([&] {
+            ran = true;
+            return Status::ok();
+        });
+        ASSERT_FALSE(graph.has_value()) << v.spec;
+        EXPECT_EQ(graph.status().code(), StatusCode::unsupported) << v.spec << ": " << graph.status().to_string();
+        EXPECT_NE(graph.status().message().find("no stream to record"), std::string::npos) << graph.status().to_string();
+        EXPECT_FALSE(ran) << v.spec;
+    }
+}
+
 // host-copy's memory is out of the host's reach: a dereference of a buffer's address faults, and an op
 // given a host address is refused naming the op and the field (the proof that nothing outside a backend
 // touches device memory, and that ops get only device memory).

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -142,6 +143,16 @@ public:
     virtual Expected<double> seconds() = 0;
 };
 
+// Work a backend's stream recorded instead of running it (Backend::capture), replayed as one unit: on a
+// GPU a CUDA graph, one launch for a whole step's ops instead of one per op. A replay acts on the buffers
+// the recorded calls named, with the values they hold when it runs.
+class StreamGraph {
+public:
+    virtual ~StreamGraph() = default;
+    // Enqueues the recorded work on the backend's stream, in order with the backend's other work.
+    virtual Status replay() = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -177,6 +188,12 @@ public:
     virtual Status synchronize() = 0;
     // A timer on this backend's stream (StreamTimer above); the default measures wall-clock time.
     virtual Expected<std::unique_ptr<StreamTimer>> stream_timer();
+    // Records the work `enqueue` issues on this backend's stream, without running it, for StreamGraph::replay.
+    // `enqueue` may only enqueue: a call that waits for the device, allocates memory or reads results back
+    // cannot be recorded, and capture returns its error (a layer step only enqueues once its plan is
+    // uploaded and its workspaces have grown to the step's size: DESIGN.md). unsupported_error where the
+    // backend has no stream to record (the default: a host backend runs each op inside its call).
+    virtual Expected<std::unique_ptr<StreamGraph>> capture(const std::function<Status()>& enqueue);
 
     // ---- linear (ops/linear.h) ----
     virtual Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) = 0;

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "sieve/backends/backend.h"
@@ -50,6 +51,12 @@ public:
     // requests: input and output [n_tokens, hidden_size] f32 rows in host memory. Layers run in order,
     // each once per step.
     Status forward(int64_t layer_pos, const float* input, float* output, StageTimes* times = nullptr);
+    // The same, over rows already in the model backend's memory (an engine's activations on its GPU): input
+    // and output [n_tokens, hidden_size] f32 there. It only enqueues the layer's ops on the backend's stream:
+    // nothing waits for them and nothing is read back (unless a selection observer is set), so an engine can
+    // record a whole step's layers into one graph (Backend::capture) and replay it. The output holds the
+    // rows once the backend's work issued so far is done.
+    Status forward_on_backend(int64_t layer_pos, const float* input, float* output);
     Status end_step();
     void free_request(RequestId id);
 
@@ -61,6 +68,7 @@ public:
 private:
     LayerStepper(AttentionModel& model, std::unique_ptr<CachePools> pools) : model_(model), pools_(std::move(pools)) {}
     Status fail_step(Status why);
+    Status check_next_layer(std::string_view call, int64_t layer_pos);
 
     AttentionModel& model_;
     std::unique_ptr<CachePools> pools_;

@@ -3,6 +3,7 @@
 // to the kernels of cuda_kernels.h.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <cublas_v2.h>
@@ -92,6 +93,28 @@ private:
     cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+// A CUDA graph of work recorded on a backend's stream, instantiated once, launched on that stream.
+class CudaStreamGraph final : public StreamGraph {
+public:
+    CudaStreamGraph(int device, cudaStream_t stream, cudaGraph_t graph, cudaGraphExec_t exec)
+        : device_(device), stream_(stream), graph_(graph), exec_(exec) {}
+    ~CudaStreamGraph() override {
+        if (!use_device(device_).is_ok()) return;
+        cudaGraphExecDestroy(exec_);
+        cudaGraphDestroy(graph_);
+    }
+    Status replay() override {
+        SIEVE_RETURN_IF_ERROR(use_device(device_));
+        return cuda::cuda_status(cudaGraphLaunch(exec_, stream_), "replaying a captured graph");
+    }
+
+private:
+    int device_;
+    cudaStream_t stream_;
+    cudaGraph_t graph_;
+    cudaGraphExec_t exec_;
+};
+
 class CudaBackend final : public Backend {
 public:
     CudaBackend(int device, cudaStream_t stream, std::string name)
@@ -149,6 +172,32 @@ public:
         auto timer = std::make_unique<CudaStreamTimer>(device_, stream_);
         SIEVE_RETURN_IF_ERROR(timer->init());
         return std::unique_ptr<StreamTimer>(std::move(timer));
+    }
+
+    // Stream capture in thread-local mode: a call of this thread that could wait for the device or allocate
+    // (cudaMalloc, a synchronous copy, a synchronize) fails inside `enqueue` and invalidates the capture,
+    // which then ends and reports it; no partial graph is kept.
+    Expected<std::unique_ptr<StreamGraph>> capture(const std::function<Status()>& enqueue) override {
+        SIEVE_RETURN_IF_ERROR(use_device(device_));
+        SIEVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                                   fmt::format("{}: beginning a capture", name_));
+        const Status enqueued = enqueue();
+        cudaGraph_t graph = nullptr;
+        const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+        if (!enqueued.is_ok() || ended != cudaSuccess) {
+            if (graph != nullptr) cudaGraphDestroy(graph);
+            if (!enqueued.is_ok()) return enqueued.with_context(fmt::format("{}: capturing the stream", name_));
+            return cuda::cuda_status(ended, fmt::format("{}: capture: the stream's work could not be recorded (a call "
+                                                        "in it waited for the device, allocated or read back)",
+                                                        name_));
+        }
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+        if (made != cudaSuccess) {
+            cudaGraphDestroy(graph);
+            return cuda::cuda_status(made, fmt::format("{}: instantiating the captured graph", name_));
+        }
+        return std::unique_ptr<StreamGraph>(new CudaStreamGraph(device_, stream_, graph, exec));
     }
 
     // ---- linear (cuda_linear.h) ----
