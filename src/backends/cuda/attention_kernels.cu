@@ -534,7 +534,7 @@ constexpr int kMmaMaxTiles = kMmaMaxVDim / kMmaWarps / 8;  // output n-tiles per
 constexpr int kMmaPad = 8;        // bf16 values of padding per shared row: ldmatrix's 8 rows hit distinct banks
 constexpr int kMmaPRow = kMmaChunk + kMmaPad;  // bf16 values per row of the split weights
 constexpr int64_t kMmaMinSplitPositions = kMmaChunk;
-static_assert(kMmaThreads == kAttnThreads, "attention_step_softmax and the block epilogue stride by kAttnWarps and kAttnThreads");
+static_assert(kMmaThreads == kAttnThreads, "the block epilogue strides by kAttnWarps and kAttnThreads");
 
 // The entry format's numbers the kernel needs (host-computed from CacheRecordLayout).
 struct MmaRecordNumbers {
@@ -631,27 +631,89 @@ __device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int 
     }
 }
 
-// Four consecutive values [i, i + 4) of a staged entry as bf16 bits, two per 32-bit word: fp8_model1 e4m3
-// values times their UE8M0 scale (exact), fp8_v32 e4m3 values unscaled (exact), the bf16 tail as stored.
-// Staged rows are 16-byte aligned; i, quant_dim and the groups are multiples of 4.
+// Eight consecutive e4m3 values [i, i + 8) of a staged entry as bf16 bits, two per 32-bit word: fp8_model1
+// values times their UE8M0 scale (exact), fp8_v32 values unscaled (exact). Staged rows are 16-byte
+// aligned; i is a multiple of 8 below quant_dim, so the eight share one scale group.
 template <bool kModel1>
-__device__ __forceinline__ uint2 mma_entry_quad(const uint8_t* staged, const MmaRecordNumbers& r, int i) {
-    if (i < r.quant_dim) {
-        const uint32_t four = *reinterpret_cast<const uint32_t*>(staged + i);
-        if constexpr (kModel1) {
-            static_assert(kFp8Model1Tile == 64, "fp8_model1 groups are 64 values (ops/cache_record.h)");
-            const float s = ue8m0_to_f32(staged[r.scales_offset + (i >> 6)]);
-            const __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(four & 0xffffu), __NV_E4M3);
-            const __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(four >> 16), __NV_E4M3);
-            const float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-            return make_uint2(mma::pack_bf16x2(f0.x * s, f0.y * s), mma::pack_bf16x2(f1.x * s, f1.y * s));
-        } else {
-            return make_uint2(mma::e4m3x2_to_operand<false>(four & 0xffffu), mma::e4m3x2_to_operand<false>(four >> 16));
+__device__ __forceinline__ uint4 mma_entry_octet(const uint8_t* staged, const MmaRecordNumbers& r, int i) {
+    const uint2 eight = *reinterpret_cast<const uint2*>(staged + i);
+    const uint32_t pairs[4] = {eight.x & 0xffffu, eight.x >> 16, eight.y & 0xffffu, eight.y >> 16};
+    uint32_t out[4];
+    if constexpr (kModel1) {
+        static_assert(kFp8Model1Tile == 64, "fp8_model1 groups are 64 values (ops/cache_record.h)");
+        const float s = ue8m0_to_f32(staged[r.scales_offset + (i >> 6)]);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pairs[k]), __NV_E4M3);
+            const float2 f = __half22float2(__half2(h));
+            out[k] = mma::pack_bf16x2(f.x * s, f.y * s);
         }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) out[k] = mma::e4m3x2_to_operand<false>(pairs[k]);
     }
-    const uint8_t* t = staged + r.tail_offset + 2 * (i - r.quant_dim);
-    return make_uint2(*reinterpret_cast<const uint32_t*>(t), *reinterpret_cast<const uint32_t*>(t + 4));
+    return make_uint4(out[0], out[1], out[2], out[3]);
 }
+
+// Row r of a chunk as bf16 values in `dst` (S.row values per row): the e4m3 part eight values per lane step,
+// then the bf16 tail as stored (16-byte steps where the tail is 16-byte aligned in the record); zeros for
+// a row past the chunk's n entries. quant_dim and qk_dim are multiples of 16 (mma_attention_supported).
+template <bool kModel1>
+__device__ __forceinline__ void mma_convert_row(const uint8_t* staged, const MmaRecordNumbers& R, int qk_dim,
+                                                bool present, uint16_t* dst) {
+    const int lane = threadIdx.x % kWarp;
+    if (!present) {
+        for (int i = 8 * lane; i < qk_dim; i += 8 * kWarp) *reinterpret_cast<uint4*>(dst + i) = make_uint4(0u, 0u, 0u, 0u);
+        return;
+    }
+    for (int i = 8 * lane; i < R.quant_dim; i += 8 * kWarp)
+        *reinterpret_cast<uint4*>(dst + i) = mma_entry_octet<kModel1>(staged, R, i);
+    const uint8_t* tail = staged + R.tail_offset;
+    uint16_t* const dst_tail = dst + R.quant_dim;
+    const int tail_dim = qk_dim - R.quant_dim;
+    if (R.tail_offset % 16 == 0) {
+        for (int i = 8 * lane; i < tail_dim; i += 8 * kWarp)
+            *reinterpret_cast<uint4*>(dst_tail + i) = *reinterpret_cast<const uint4*>(tail + 2 * i);
+    } else {
+        for (int i = 2 * lane; i < tail_dim; i += 2 * kWarp)
+            *reinterpret_cast<uint32_t*>(dst_tail + i) = *reinterpret_cast<const uint32_t*>(tail + 2 * i);
+    }
+}
+
+// The online-softmax update of one chunk of the tensor-core kernel (attention_step_softmax's arithmetic and
+// non-finite cases, per head): eight consecutive threads per head, each taking four of the kMmaChunk
+// logits, so that every thread of the block works and a head's reductions take three shuffles.
+__device__ __forceinline__ void mma_step_softmax(float* sP, float* sM, float* sL, float* sAlpha, int n) {
+    static_assert(kMmaThreads == 8 * kMmaHeads && kMmaChunk == 8 * 4, "eight threads per head, four logits each");
+    const int tid = static_cast<int>(threadIdx.x), hh = tid / 8, k0 = 4 * (tid % 8);
+    float4* const row = reinterpret_cast<float4*>(sP + hh * kMmaChunk + k0);
+    const float4 l4 = *row;
+    const float l[4] = {l4.x, l4.y, l4.z, l4.w};
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) mx = fmaxf(mx, k0 + k < n ? l[k] : -INFINITY);
+#pragma unroll
+    for (int o = 4; o >= 1; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, o));
+    const float m_old = sM[hh];
+    const float m_new = fmaxf(m_old, mx);
+    float p[4], sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        p[k] = k0 + k < n && l[k] != -INFINITY ? expf(l[k] - m_new) : 0.0f;
+        sum += p[k];
+    }
+#pragma unroll
+    for (int o = 4; o >= 1; o /= 2) sum += __shfl_xor_sync(kFullMask, sum, o);
+    const float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
+    *row = make_float4(p[0], p[1], p[2], p[3]);  // entries past n: 0, as the logits step left them
+    __syncwarp();  // the head's eight threads have read sM[hh] before the first overwrites it
+    if (tid % 8 == 0) {
+        sL[hh] = sL[hh] * alpha + sum;
+        sM[hh] = m_new;
+        sAlpha[hh] = alpha;
+    }
+}
+
 // Scale gi of a staged fp8_v32 entry. A scale so large that its group's largest e4m3 value (448) would
 // dequantize to infinity counts as poisoned (NaN): the kernel multiplies scales into sums and weights
 // instead of dequantizing each value, and so could not otherwise reproduce the infinity (a scale no
@@ -735,17 +797,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
             const int filled = sparse_attention_gather(a, t, cursor, end, kMmaChunk, s_data, s_scales, s_list);
             if (lane == 0) s_count[(chunk + 1) & 1] = filled;
         }
-        for (int r = warp; chunk >= 0 && r < kMmaChunk; r += kMmaWarps) {
-            const uint8_t* staged = stage + r * S.stage_row;
-            uint16_t* dst = sKV + r * S.row;
-            if (r < n) {
-#pragma unroll 5
-                for (int i = 4 * lane; i < Dk; i += 4 * kWarp) *reinterpret_cast<uint2*>(dst + i) = mma_entry_quad<kModel1>(staged, R, i);
-            } else {
-#pragma unroll 5
-                for (int i = 4 * lane; i < Dk; i += 4 * kWarp) *reinterpret_cast<uint2*>(dst + i) = make_uint2(0u, 0u);
-            }
-        }
+        for (int r = warp; chunk >= 0 && r < kMmaChunk; r += kMmaWarps)
+            mma_convert_row<kModel1>(stage + r * S.stage_row, R, Dk, r < n, sKV + r * S.row);
         if constexpr (!kModel1)
             for (int idx = tid; chunk >= 0 && idx < kMmaChunk * S.n_groups; idx += kMmaThreads) {
                 const int r = idx % kMmaChunk, gi = idx / kMmaChunk;
@@ -804,7 +857,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
             }
         }
         __syncthreads();
-        attention_step_softmax(sP, sM, sL, sAlpha, kMmaHeads, n, kMmaChunk, false);
+        mma_step_softmax(sP, sM, sL, sAlpha, n);
         __syncthreads();
         if constexpr (kModel1) {  // the weights' two bf16 terms, once for every warp
             for (int idx = tid; idx < kMmaHeads * kMmaChunk / 2; idx += kMmaThreads) {
