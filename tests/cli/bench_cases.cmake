@@ -17,7 +17,7 @@ sieve_cli_expect(cli.bench_quick_not_evaluated EXIT 0
                          --svg ${CMAKE_CURRENT_BINARY_DIR}/bench_quick.svg)
 # --only chooses the GPU benchmark's kinds of points: an unknown kind is refused, and so is --only
 # without a cuda backend (the CPU sweep chooses with --presets).
-sieve_cli_expect(cli.bench_only_unknown_kind EXIT 2 OUTPUT "sieve: --only: v5 not in \\{v4,v32,indexer,topk,qsa\\}"
+sieve_cli_expect(cli.bench_only_unknown_kind EXIT 2 OUTPUT "sieve: --only: v5 not in \\{v4,v32,indexer,topk,qsa,step\\}"
                  COMMAND bench --only v5)
 sieve_cli_expect(cli.bench_only_needs_cuda EXIT 2 OUTPUT "sieve: invalid argument: sieve bench: --only applies to --backend cuda"
                  COMMAND bench --only v4,topk)

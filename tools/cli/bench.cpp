@@ -51,23 +51,10 @@ private:
     std::vector<bench::Ceiling> all_;
 };
 
-struct StageRoofline {
-    double seconds = 0;      // max(bytes / bandwidth, flops / peak); 0 without work or ceilings
-    bool memory_bound = false;
-};
-
 StageRoofline roofline(const Ceilings& c, const LayerPoint& p, size_t stage) {
     const StageWork& w = p.work[stage];
-    const double bw = c.bandwidth(p.threads) * 1e9;
-    const double matrix_peak = c.peak(p.isa, true, p.threads) * 1e9, cache_peak = c.peak(p.isa, w.matrix_math, p.threads) * 1e9;
-    if (bw <= 0 || matrix_peak <= 0 || cache_peak <= 0) return {};
-    // Weights, then the cache work: each part bound by the slower of its bytes and its flops.
-    const double wm = w.weight_bytes / bw, wf = w.weight_flops / matrix_peak;
-    const double cm = (w.bytes - w.weight_bytes) / bw, cf = (w.flops - w.weight_flops) / cache_peak;
-    const double weights = std::max(wm, wf), cache = std::max(cm, cf);
-    // Memory-bound when the memory-bound parts make up most of the roofline.
-    const double memory_part = (wm >= wf ? weights : 0.0) + (cm >= cf ? cache : 0.0);
-    return {weights + cache, weights + cache > 0 && memory_part >= 0.5 * (weights + cache)};
+    return stage_roofline(w, c.bandwidth(p.threads) * 1e9, c.peak(p.isa, true, p.threads) * 1e9,
+                          c.peak(p.isa, w.matrix_math, p.threads) * 1e9);
 }
 
 double step_roofline(const Ceilings& c, const LayerPoint& p) {

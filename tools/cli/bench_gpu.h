@@ -7,7 +7,9 @@
 // caches filled by the backend's own cache_store, L2 flushed before every timed call, device time
 // (StreamTimer), median of the repetitions; it reports shares of the measured ceilings and the ratio to
 // the peer's time at the same shape on an H200 (FlashMLA 9241ae3 and the torch / Triton baselines), and
-// whether the target is met.
+// whether the target is met. Then whole decode layer steps: every layer kind of each preset run by the
+// layer benchmark (bench_layers.h) on the GPU at 128K tokens of context and a batch of 64, against the sum
+// of its stages' rooflines at the measured ceilings (bench_roofline.h).
 #pragma once
 
 #include <iosfwd>
@@ -23,12 +25,13 @@ struct GpuBenchOptions {
     bool quick = false;            // the smallest point of each kind, 3 repetitions (a smoke test: no targets)
     bool json = false;
     int reps = 20;                 // timed calls per point
-    // The kinds of points to time (empty: all): "v4", "v32", "indexer", "topk", "qsa".
+    // The kinds of points to time (empty: all): "v4", "v32", "indexer", "topk", "qsa", "step" (whole decode
+    // layer steps).
     std::vector<std::string> only;
 };
 
 // The kinds of points the GPU benchmark has, for --only.
-inline constexpr const char* kGpuBenchKinds[] = {"v4", "v32", "indexer", "topk", "qsa"};
+inline constexpr const char* kGpuBenchKinds[] = {"v4", "v32", "indexer", "topk", "qsa", "step"};
 
 // True when every target evaluated was met.
 Expected<bool> run_gpu_bench(const GpuBenchOptions& options, std::ostream& out);

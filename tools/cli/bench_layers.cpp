@@ -253,7 +253,9 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
         if (v < 1) return invalid_argument_error("layer bench: batch {} must be ≥ 1", v);
     for (int64_t v : o.prefill_chunks)
         if (v < 1) return invalid_argument_error("layer bench: prefill chunk {} must be ≥ 1", v);
-    const std::string main_isa = o.isa.empty() ? std::string(isa_name(active_isa())) : o.isa;
+    const bool on_device = !o.backend.empty();
+    const std::string main_isa = on_device ? o.backend : o.isa.empty() ? std::string(isa_name(active_isa())) : o.isa;
+    const std::string main_spec = on_device ? o.backend : "cpu:" + main_isa;
     const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
     int64_t max_tokens = *std::max_element(o.contexts.begin(), o.contexts.end()) + 1;
     for (int64_t c : o.prefill_chunks) max_tokens = std::max(max_tokens, o.prefill_context + c);
@@ -273,10 +275,13 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
                 if (l.layer == layer) return l;
             return layout.layers.front();  // not reached: plan.layers come from the same config
         };
-        SIEVE_ASSIGN_OR_RETURN(LoadedModel sparse, load(config, *checkpoint, plan.layers, "cpu:" + main_isa));
-        SIEVE_ASSIGN_OR_RETURN(LoadedModel dense, load(dense_config, *checkpoint, plan.layers, "cpu:" + main_isa));
+        SIEVE_ASSIGN_OR_RETURN(LoadedModel sparse, load(config, *checkpoint, plan.layers, main_spec));
+        LoadedModel dense;  // loaded only where a dense point runs
+        if (std::any_of(o.batches.begin(), o.batches.end(), [&](int64_t b) { return b <= o.dense_max_batch; })) {
+            SIEVE_ASSIGN_OR_RETURN(dense, load(dense_config, *checkpoint, plan.layers, main_spec));
+        }
         LoadedModel other;
-        if (!o.compare_isa.empty() && o.compare_isa != main_isa) {
+        if (!on_device && !o.compare_isa.empty() && o.compare_isa != main_isa) {
             SIEVE_ASSIGN_OR_RETURN(other, load(config, *checkpoint, plan.layers, "cpu:" + o.compare_isa));
         }
         AttentionModel& model = *sparse.model;
@@ -355,11 +360,11 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
                 if (batch <= o.dense_max_batch)
                     SIEVE_RETURN_IF_ERROR(run_point(*dense.model, "decode", "dense", main_isa, all_threads, batch, context, 1));
             }
-        if (o.thread_compare && all_threads > 1)
-            SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_isa, 1, 1, o.compare_context, 1));
+        const bool thread_compare = !on_device && o.thread_compare && all_threads > 1;
+        if (thread_compare) SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_isa, 1, 1, o.compare_context, 1));
         const bool compare_point_swept = std::count(o.contexts.begin(), o.contexts.end(), o.compare_context) > 0 &&
                                          std::count(o.batches.begin(), o.batches.end(), 1) > 0;
-        if ((other.model || (o.thread_compare && all_threads > 1)) && !compare_point_swept)
+        if ((other.model || thread_compare) && !compare_point_swept)
             SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_isa, all_threads, 1, o.compare_context, 1));
         if (other.model) {
             SIEVE_RETURN_IF_ERROR(

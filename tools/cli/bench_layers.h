@@ -30,6 +30,9 @@ struct LayerBenchOptions {
     int64_t seed_tokens = 1024;       // the real prefill whose cache blocks fill the contexts
     int reps = 5;                     // timed repetitions per point (median reported)
     std::string isa;                  // the main runs' backend ISA; empty: the best this machine has
+    // A device backend's spec (e.g. "cuda") to run the layers on instead of the CPU backend: no ISA or
+    // thread comparisons then, and a point's `isa` names the backend.
+    std::string backend;
     std::string compare_isa = "avx2"; // the ISA compared against it; empty: none
     bool thread_compare = true;       // also run the comparison point on one thread
     uint64_t seed = 1;

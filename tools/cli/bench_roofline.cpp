@@ -73,4 +73,13 @@ Expected<StepWork> layer_step_work(const ModelConfig& config, const AttentionLay
     return w;
 }
 
+StageRoofline stage_roofline(const StageWork& w, double bandwidth, double matrix_peak, double cache_peak) {
+    if (bandwidth <= 0 || matrix_peak <= 0 || cache_peak <= 0) return {};
+    const double wm = w.weight_bytes / bandwidth, wf = w.weight_flops / matrix_peak;
+    const double cm = (w.bytes - w.weight_bytes) / bandwidth, cf = (w.flops - w.weight_flops) / cache_peak;
+    const double weights = std::max(wm, wf), cache = std::max(cm, cf);
+    const double memory_part = (wm >= wf ? weights : 0.0) + (cm >= cf ? cache : 0.0);
+    return {weights + cache, weights + cache > 0 && memory_part >= 0.5 * (weights + cache)};
+}
+
 }  // namespace sieve::cli

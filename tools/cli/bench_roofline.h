@@ -45,6 +45,16 @@ struct StepRequestShape {
     int64_t n_tokens = 0;  // tokens of this step
 };
 
+// A stage's roofline on a machine of these ceilings (bytes/s; flop/s of its weights' matrix math and of
+// its cache work): the weights, then the cache work, each part bound by the slower of its bytes and its
+// flops: max(bytes / bandwidth, flops / peak) summed. Memory-bound when the memory-bound parts make up
+// most of it. 0 (and compute-bound) when a ceiling is missing.
+struct StageRoofline {
+    double seconds = 0;
+    bool memory_bound = false;
+};
+StageRoofline stage_roofline(const StageWork& w, double bandwidth, double matrix_peak, double cache_peak);
+
 // `dense`: the layer takes every candidate (no indexer, no top-k), as the benchmark's dense variant
 // does. The checkpoint gives the stored bytes of each weight (FP8 blocks with their scales).
 Expected<StepWork> layer_step_work(const ModelConfig& config, const AttentionLayerLayout& layer,

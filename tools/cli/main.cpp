@@ -258,14 +258,15 @@ int main(int argc, char** argv) {
                   "ISA compared with the main runs ('' for none)");
     add_int_flag(bench_cmd, "--reps", bench.layers.reps, reps, "timed repetitions per point (the median is reported)");
     std::vector<std::string> bench_only;
-    bench_cmd->add_option("--only", bench_only, "--backend cuda: time only these kinds of points (v4, v32, indexer, topk, qsa; comma-separated)")
+    bench_cmd->add_option("--only", bench_only, "--backend cuda: time only these kinds of points (v4, v32, indexer, topk, qsa, step: whole decode layer steps; comma-separated)")
         ->delimiter(',')
         ->check(CLI::IsMember(std::vector<std::string>(std::begin(sieve::cli::kGpuBenchKinds), std::end(sieve::cli::kGpuBenchKinds))));
     std::string bench_backend = "cpu";
     add_text_flag(bench_cmd, "--backend", bench_backend, sieve::cli::check_backend_flag,
-                  "cpu (the layer sweep above), or cuda | cuda:<N>: the GPU's ceilings and its sparse-attention, "
-                  "indexer, top-k and QSA kernels at the CUDA targets' shapes, against the peers (--quick, --json and "
-                  "--reps apply; the layer-sweep flags do not)");
+                  "cpu (the layer sweep above), or cuda | cuda:<N>: the GPU's ceilings, its sparse-attention, "
+                  "indexer, top-k and QSA kernels at the CUDA targets' shapes against the peers, and whole decode layer "
+                  "steps at 128K tokens, batch 64, against their rooflines (--quick, --json and --reps apply; the "
+                  "layer-sweep flags do not)");
 
     // Errors of the command line read as sieve's other errors do.
     app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
