@@ -22,7 +22,6 @@
 #include "backends/cuda/attention_kernels.h"
 
 #include <algorithm>
-#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -427,16 +426,16 @@ __device__ __forceinline__ int sparse_attention_gather(const SparseAttentionArgs
 __device__ __forceinline__ void sparse_attention_write_block(const SparseAttentionArgs& a, int64_t split, int64_t t,
                                                              int64_t h0, int nh, const float* sAcc, const float* sM,
                                                              const float* sL, int64_t n_rows) {
-    const int Dv = a.v_dim, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+    const int Dv = a.v_dim, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     if (a.split.splits > 1) {
-        for (int hh = warp; hh < nh; hh += warps) {
+        for (int hh = warp; hh < nh; hh += kAttnWarps) {
             float* dst = a.split.acc + ((t * a.n_heads + h0 + hh) * a.split.splits + split) * Dv;
             for (int i = lane; i < Dv; i += kWarp) dst[i] = sAcc[hh * Dv + i];
         }
         attention_write_split_stats(a.split, split, t * a.n_heads + h0, nh, sM, sL, n_rows);
         return;
     }
-    for (int hh = warp; hh < nh; hh += warps) {
+    for (int hh = warp; hh < nh; hh += kAttnWarps) {
         const OneSplitRow row = attention_one_split_row(sM[hh], sL[hh], a.sink ? a.sink[h0 + hh] : -INFINITY, n_rows);
         const int64_t o0 = t * a.out_token_stride + (h0 + hh) * a.out_head_stride;
         for (int i = lane; i < Dv; i += kWarp) store_act(a.out, a.out_bf16, o0 + i, attention_one_split_value(sAcc[hh * Dv + i], row));
@@ -512,7 +511,7 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAt
 //
 // The same contract and the same split-K / combine / sink handling as sparse_attention_kernel, with both
 // products on mma.sync (bf16 operands, fp32 accumulation) over chunks of kMmaChunk gathered entries and
-// blocks of 32 or 64 heads. Values enter the products exactly (ops/sparse_attention.h: fp32 products and
+// blocks of kMmaHeads heads. Values enter the products exactly (ops/sparse_attention.h: fp32 products and
 // sums in any order):
 //   fp8_model1  e4m3 · 2^k (a UE8M0 scale) is a bf16 value: the entries are dequantized into bf16 exactly,
 //               and P·V takes the weights p_j split into two bf16 terms (mma::split_bf16: 16 significant
@@ -521,24 +520,21 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAt
 //               scales are applied in fp32: l_j = scale · Σ_groups s_jg · ⟨q_g, e_jg⟩ (one mma chain per
 //               group, scaled as it is added), and for output dims of group g the weight p_j · s_jg is split
 //               into two bf16 terms that multiply e_j
-// The bf16 rope tail is exact in both. A block takes 32 or 64 heads (64 where the model has more than 32:
-// every entry gathered, staged and converted serves twice the heads) with eight threads per head. Warp w
-// computes the logits of head m-tile w / 4 and entry n-tile w % 4 over all dims, and owns output dims
-// [(w % 8)·v_dim/8, (w % 8 + 1)·v_dim/8) of the block's heads 32·(w / 8) … + 31 (an fp32 accumulator in
-// registers), which lie in one fp8_v32 group or in the tail (mma_attention_supported). The next chunk is
-// gathered and staged (cp.async) while the current one is computed.
+// The bf16 rope tail is exact in both. Warp w computes the logits of head m-tile w / 4 and entry n-tile w % 4
+// over all dims, and owns output dims [w·v_dim/8, (w + 1)·v_dim/8) of every head of the block (an fp32
+// accumulator in registers), which lie in one fp8_v32 group or in the tail (mma_attention_supported). The
+// next chunk is gathered and staged (cp.async) while the current one is computed.
+constexpr int kMmaHeads = 32;     // heads per block: two m-tiles of 16
 constexpr int kMmaChunk = 32;     // gathered entries per chunk: four n-tiles of 8
-constexpr int kMmaDimWarps = 8;   // warps splitting v_dim among them, for each 32 heads of a block
+constexpr int kMmaThreads = 256;  // 8 warps (= kAttnThreads: the softmax step is shared)
+constexpr int kMmaWarps = kMmaThreads / kWarp;
 constexpr int kMmaMaxQkDim = 576;
 constexpr int kMmaMaxVDim = 512;
-constexpr int kMmaMaxTiles = kMmaMaxVDim / kMmaDimWarps / 8;  // output n-tiles per warp
+constexpr int kMmaMaxTiles = kMmaMaxVDim / kMmaWarps / 8;  // output n-tiles per warp
 constexpr int kMmaPad = 8;        // bf16 values of padding per shared row: ldmatrix's 8 rows hit distinct banks
 constexpr int kMmaPRow = kMmaChunk + kMmaPad;  // bf16 values per row of the split weights
 constexpr int64_t kMmaMinSplitPositions = kMmaChunk;
-__host__ __device__ constexpr int mma_threads(int heads) { return 8 * heads; }  // eight per head in the softmax step
-
-// Heads per block for these params: 64 where the model has more than 32 heads, else 32.
-int mma_attention_heads(const SparseAttentionParams& p) { return p.n_heads > 32 ? 64 : 32; }
+static_assert(kMmaThreads == kAttnThreads, "the block epilogue strides by kAttnWarps and kAttnThreads");
 
 // The entry format's numbers the kernel needs (host-computed from CacheRecordLayout).
 struct MmaRecordNumbers {
@@ -556,24 +552,20 @@ struct MmaAttentionShape {
     int stage_row = 0;  // bytes per staged raw entry: its data part, then (fp8_model1) its scales; 16-byte multiple
     size_t q_off = 0, kv_off = 0, stage_off = 0, p_off = 0, ph_off = 0, scale_off = 0, stats_off = 0, bytes = 0;
 };
-// The epilogue's accumulators [heads][v_dim] fp32 reuse the space from 0 (before the statistics).
-__host__ __device__ inline MmaAttentionShape mma_attention_shape(int heads, int qk_dim, int v_dim, const MmaRecordNumbers& r,
-                                                                 bool model1) {
+__host__ __device__ inline MmaAttentionShape mma_attention_shape(int qk_dim, const MmaRecordNumbers& r, bool model1) {
     MmaAttentionShape s;
     s.row = qk_dim + kMmaPad;
     s.n_groups = (r.quant_dim + r.group - 1) / r.group;
     s.stage_row = (r.data_bytes + r.scale_bytes + 15) / 16 * 16;
     s.q_off = 0;
-    s.kv_off = s.q_off + static_cast<size_t>(heads) * s.row * 2;
+    s.kv_off = s.q_off + static_cast<size_t>(kMmaHeads) * s.row * 2;
     s.stage_off = s.kv_off + static_cast<size_t>(kMmaChunk) * s.row * 2;
     s.p_off = s.stage_off + static_cast<size_t>(kMmaChunk) * s.stage_row;
-    s.ph_off = s.p_off + static_cast<size_t>(heads) * kMmaChunk * 4;
+    s.ph_off = s.p_off + static_cast<size_t>(kMmaHeads) * kMmaChunk * 4;
     // fp8_model1: the split weights (head and tail terms); fp8_v32: the group scales, [group][entry].
-    s.scale_off = s.ph_off + (model1 ? 2 * static_cast<size_t>(heads) * kMmaPRow * 2 : 0);
+    s.scale_off = s.ph_off + (model1 ? 2 * static_cast<size_t>(kMmaHeads) * kMmaPRow * 2 : 0);
     s.stats_off = s.scale_off + (model1 ? 0 : static_cast<size_t>(kMmaChunk) * s.n_groups * 4);
-    const size_t acc_bytes = static_cast<size_t>(heads) * v_dim * 4;
-    if (s.stats_off < acc_bytes) s.stats_off = acc_bytes;
-    s.bytes = s.stats_off + 3 * static_cast<size_t>(heads) * 4;
+    s.bytes = s.stats_off + 3 * kMmaHeads * 4;
     return s;
 }
 
@@ -595,7 +587,7 @@ bool mma_attention_supported(const SparseAttentionParams& p) {
     }
     if (!any) return false;
     const CacheRecordLayout layout{format, p.qk_dim, p.rope_dim};
-    const int64_t quant = layout.quant_dim(), group = layout.group_size(), share = p.v_dim / kMmaDimWarps;
+    const int64_t quant = layout.quant_dim(), group = layout.group_size(), share = p.v_dim / kMmaWarps;
     return p.qk_dim % 16 == 0 && p.qk_dim <= kMmaMaxQkDim && quant % 16 == 0 && group % 16 == 0 && p.v_dim % 64 == 0 &&
            p.v_dim <= kMmaMaxVDim && group % share == 0 && quant % share == 0;
 }
@@ -616,9 +608,9 @@ struct MmaAttentionArgs {
 __device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int stage_row, int n, const uint8_t* const* s_data,
                                                 const uint8_t* const* s_scales, uint8_t* stage) {
     const MmaRecordNumbers& r = ma.rec;
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     if (ma.async_ok) {
-        for (int e = warp; e < n; e += warps) {
+        for (int e = warp; e < n; e += kMmaWarps) {
             uint8_t* dst = stage + e * stage_row;
             const uint32_t to = mma::smem_address(dst);
             for (int k = lane; k < r.data_bytes / 16; k += kWarp) async_copy::copy<16>(to + 16 * k, s_data[e] + 16 * k);
@@ -630,7 +622,7 @@ __device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int 
     }
     // Kept rolled: this path never runs for the cache pools' entries, and the kernel's size is time.
 #pragma unroll 1
-    for (int e = warp; e < n; e += warps) {
+    for (int e = warp; e < n; e += kMmaWarps) {
 #pragma unroll 1
         for (int k = lane; k < r.data_bytes; k += kWarp) stage[e * stage_row + k] = static_cast<uint8_t>(load_u8(s_data[e] + k));
 #pragma unroll 1
@@ -692,7 +684,7 @@ __device__ __forceinline__ void mma_convert_row(const uint8_t* staged, const Mma
 // non-finite cases, per head): eight consecutive threads per head, each taking four of the kMmaChunk
 // logits, so that every thread of the block works and a head's reductions take three shuffles.
 __device__ __forceinline__ void mma_step_softmax(float* sP, float* sM, float* sL, float* sAlpha, int n) {
-    static_assert(kMmaChunk == 8 * 4, "eight threads per head (mma_threads), four logits each");
+    static_assert(kMmaThreads == 8 * kMmaHeads && kMmaChunk == 8 * 4, "eight threads per head, four logits each");
     const int tid = static_cast<int>(threadIdx.x), hh = tid / 8, k0 = 4 * (tid % 8);
     float4* const row = reinterpret_cast<float4*>(sP + hh * kMmaChunk + k0);
     const float4 l4 = *row;
@@ -731,12 +723,9 @@ __device__ __forceinline__ float mma_entry_scale(const uint8_t* staged, const Mm
     return isfinite(__fmul_rn(s, 448.0f)) ? s : __uint_as_float(0x7fc00000u);
 }
 
-// One block per (token, block of kHeads heads, split). Semantics: ops/sparse_attention.h. 128 registers per
-// thread either way: two blocks of 256 threads or one of 512 per multiprocessor.
-template <bool kModel1, int kHeads>
-__global__ void __launch_bounds__(mma_threads(kHeads), kHeads == 32 ? 2 : 1) sparse_attention_mma_kernel(MmaAttentionArgs ma) {
-    static_assert(kHeads == 32 || kHeads == 64, "32 heads per warp's P·V rows, one or two such groups");
-    constexpr int kThreads = mma_threads(kHeads), kWarps = kThreads / kWarp;
+// One block per (token, block of kMmaHeads heads, split). Semantics: ops/sparse_attention.h.
+template <bool kModel1>
+__global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(MmaAttentionArgs ma) {
     const SparseAttentionArgs& a = ma.base;
     extern __shared__ float4 attention_smem[];
     __shared__ const uint8_t* s_data[kMmaChunk];
@@ -744,30 +733,30 @@ __global__ void __launch_bounds__(mma_threads(kHeads), kHeads == 32 ? 2 : 1) spa
     __shared__ int s_list[kMmaChunk];
     __shared__ int s_count[2];  // the entries gathered for chunks of even and odd index
     const MmaRecordNumbers& R = ma.rec;
-    const MmaAttentionShape S = mma_attention_shape(kHeads, a.qk_dim, a.v_dim, R, kModel1);
+    const MmaAttentionShape S = mma_attention_shape(a.qk_dim, R, kModel1);
     uint8_t* smem = reinterpret_cast<uint8_t*>(attention_smem);
-    uint16_t* const sQ = reinterpret_cast<uint16_t*>(smem + S.q_off);    // [kHeads][row] bf16
+    uint16_t* const sQ = reinterpret_cast<uint16_t*>(smem + S.q_off);    // [kMmaHeads][row] bf16
     uint16_t* const sKV = reinterpret_cast<uint16_t*>(smem + S.kv_off);  // [kMmaChunk][row] bf16
     uint8_t* const stage = smem + S.stage_off;                           // [kMmaChunk][stage_row] raw entries
-    float* const sP = reinterpret_cast<float*>(smem + S.p_off);          // [kHeads][kMmaChunk] logits, then p
-    uint16_t* const sPh = reinterpret_cast<uint16_t*>(smem + S.ph_off);  // fp8_model1: [kHeads][kMmaPRow] head terms of p
-    uint16_t* const sPt = sPh + kHeads * kMmaPRow;                       //   and tail terms
+    float* const sP = reinterpret_cast<float*>(smem + S.p_off);          // [kMmaHeads][kMmaChunk] logits, then p
+    uint16_t* const sPh = reinterpret_cast<uint16_t*>(smem + S.ph_off);  // fp8_model1: [kMmaHeads][kMmaPRow] head terms of p
+    uint16_t* const sPt = sPh + kMmaHeads * kMmaPRow;                    //   and tail terms
     float* const sScale = reinterpret_cast<float*>(smem + S.scale_off);  // fp8_v32: [n_groups][kMmaChunk]
     float* const sM = reinterpret_cast<float*>(smem + S.stats_off);
-    float* const sL = sM + kHeads;
-    float* const sAlpha = sL + kHeads;
+    float* const sL = sM + kMmaHeads;
+    float* const sAlpha = sL + kMmaHeads;
 
     const int64_t split = blockIdx.x % a.split.splits, item = blockIdx.x / a.split.splits;
     const int64_t t = item / a.head_blocks;
-    const int64_t h0 = (item % a.head_blocks) * kHeads;
-    const int nh = static_cast<int>(min(static_cast<int64_t>(kHeads), a.n_heads - h0));
+    const int64_t h0 = (item % a.head_blocks) * kMmaHeads;
+    const int nh = static_cast<int>(min(static_cast<int64_t>(kMmaHeads), a.n_heads - h0));
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp, g = lane / 4, tq = lane % 4;
     const int Dk = a.qk_dim, Dv = a.v_dim;
     const int64_t total = a.main.width + a.extra.width;
     const int64_t begin = total * split / a.split.splits, end = total * (split + 1) / a.split.splits;
 
-    // q rows as bf16 (the heads past nh zero), warp w taking heads w, w + kWarps, …; the running state empty.
-    for (int hh = warp; hh < kHeads; hh += kWarps) {
+    // q rows as bf16 (the heads past nh zero), warp w taking heads w, w + 8, …; the running state empty.
+    for (int hh = warp; hh < kMmaHeads; hh += kMmaWarps) {
         uint16_t* dst = sQ + hh * S.row;
         const auto* q = static_cast<const uint16_t*>(a.q) + t * a.q_token_stride + (h0 + hh) * a.q_head_stride;
         if (hh >= nh) {
@@ -779,15 +768,13 @@ __global__ void __launch_bounds__(mma_threads(kHeads), kHeads == 32 ? 2 : 1) spa
             for (int i = lane; i < Dk; i += kWarp) dst[i] = q[i];
         }
     }
-    if (tid < kHeads) {
+    if (tid < kMmaHeads) {
         sM[tid] = -INFINITY;
         sL[tid] = 0.0f;
     }
 
-    // The warp's P·V rows (heads hr0 … hr0 + 31) and output dims; fp8_v32: the group whose scale they share
-    // (−1: the bf16 tail, weight p_j alone).
-    const int hr0 = 32 * (warp / kMmaDimWarps);
-    const int share = Dv / kMmaDimWarps, tiles = share / 8, d0 = (warp % kMmaDimWarps) * share;
+    // The warp's output dims; fp8_v32: the group whose scale they share (−1: the bf16 tail, weight p_j alone).
+    const int share = Dv / kMmaWarps, tiles = share / 8, d0 = warp * share;
     const int own_group = !kModel1 && d0 < R.quant_dim ? d0 / R.group : -1;
     float acc[2][kMmaMaxTiles][4] = {};
     const int mt_logit = warp / 4, nt_logit = warp % 4;
@@ -805,15 +792,15 @@ __global__ void __launch_bounds__(mma_threads(kHeads), kHeads == 32 ? 2 : 1) spa
             n_rows += n;
         }
         // Warp 0 first gathers the next chunk; then the chunk's entries as bf16 rows (zero past n), warp w
-        // converting rows w, w + kWarps, …, and (fp8_v32) their scales.
+        // converting rows w, w + 8, …, and (fp8_v32) their scales.
         if (warp == 0) {
             const int filled = sparse_attention_gather(a, t, cursor, end, kMmaChunk, s_data, s_scales, s_list);
             if (lane == 0) s_count[(chunk + 1) & 1] = filled;
         }
-        for (int r = warp; chunk >= 0 && r < kMmaChunk; r += kWarps)
+        for (int r = warp; chunk >= 0 && r < kMmaChunk; r += kMmaWarps)
             mma_convert_row<kModel1>(stage + r * S.stage_row, R, Dk, r < n, sKV + r * S.row);
         if constexpr (!kModel1)
-            for (int idx = tid; chunk >= 0 && idx < kMmaChunk * S.n_groups; idx += kThreads) {
+            for (int idx = tid; chunk >= 0 && idx < kMmaChunk * S.n_groups; idx += kMmaThreads) {
                 const int r = idx % kMmaChunk, gi = idx / kMmaChunk;
                 sScale[idx] = r < n ? mma_entry_scale(stage + r * S.stage_row, R, gi) : 0.0f;
             }
@@ -873,7 +860,7 @@ __global__ void __launch_bounds__(mma_threads(kHeads), kHeads == 32 ? 2 : 1) spa
         mma_step_softmax(sP, sM, sL, sAlpha, n);
         __syncthreads();
         if constexpr (kModel1) {  // the weights' two bf16 terms, once for every warp
-            for (int idx = tid; idx < kHeads * kMmaChunk / 2; idx += kThreads) {
+            for (int idx = tid; idx < kMmaHeads * kMmaChunk / 2; idx += kMmaThreads) {
                 const int h = idx / (kMmaChunk / 2), key = 2 * (idx % (kMmaChunk / 2));
                 const float2 p = *reinterpret_cast<const float2*>(sP + h * kMmaChunk + key);
                 const mma::Bf16Split s0 = mma::split_bf16(p.x), s1 = mma::split_bf16(p.y);
@@ -883,10 +870,10 @@ __global__ void __launch_bounds__(mma_threads(kHeads), kHeads == 32 ? 2 : 1) spa
             __syncthreads();
         }
 
-        // acc = acc · alpha + P·V over the warp's rows and dims; entries past n have p = 0 and zero values.
+        // acc = acc · alpha + P·V over the warp's dims; entries past n have p = 0 and zero values.
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-            const float al0 = sAlpha[hr0 + 16 * mt + g], al1 = sAlpha[hr0 + 16 * mt + g + 8];
+            const float al0 = sAlpha[16 * mt + g], al1 = sAlpha[16 * mt + g + 8];
 #pragma unroll
             for (int nt = 0; nt < kMmaMaxTiles; ++nt) {
                 acc[mt][nt][0] *= al0;
@@ -901,13 +888,13 @@ __global__ void __launch_bounds__(mma_threads(kHeads), kHeads == 32 ? 2 : 1) spa
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
                 if constexpr (kModel1) {
-                    const int off = (hr0 + 16 * mt + (lane & 15)) * kMmaPRow + 16 * ks + (lane >> 4) * 8;
+                    const int off = (16 * mt + (lane & 15)) * kMmaPRow + 16 * ks + (lane >> 4) * 8;
                     mma::ldmatrix_x4(a_head[mt], sPh + off);
                     mma::ldmatrix_x4(a_tail[mt], sPt + off);
                 } else {
 #pragma unroll
                     for (int q = 0; q < 4; ++q) {
-                        const int h = hr0 + 16 * mt + g + 8 * (q & 1), key = 16 * ks + 2 * tq + 8 * (q >> 1);
+                        const int h = 16 * mt + g + 8 * (q & 1), key = 16 * ks + 2 * tq + 8 * (q >> 1);
                         float2 w = *reinterpret_cast<const float2*>(sP + h * kMmaChunk + key);
                         if (own_group >= 0) {
                             const float2 sc = *reinterpret_cast<const float2*>(sScale + own_group * kMmaChunk + key);
@@ -941,8 +928,8 @@ __global__ void __launch_bounds__(mma_threads(kHeads), kHeads == 32 ? 2 : 1) spa
         }
     }
     // The loop ends right after a barrier: sM and sL are complete, and no chunk buffer is read or staged any
-    // more. The accumulators pass through shared memory, from its start up to the statistics
-    // (mma_attention_shape keeps kHeads · v_dim floats there), so that one compact loop writes them out. Written per
+    // more. The accumulators pass through shared memory, over sQ and sKV (kMmaHeads · v_dim floats fit their
+    // 4 · kMmaHeads · row bytes: v_dim ≤ qk_dim), so that one compact loop writes them out. Written per
     // register tile, the division and the stores of the output were unrolled 64 times: most of the kernel's
     // code, fetched cold by every block (an instruction-fetch-bound kernel at small batches).
     float* const sAcc = reinterpret_cast<float*>(smem);
@@ -951,7 +938,7 @@ __global__ void __launch_bounds__(mma_threads(kHeads), kHeads == 32 ? 2 : 1) spa
 #pragma unroll
         for (int nt = 0; nt < kMmaMaxTiles; ++nt) {
             if (nt >= tiles) break;
-            float* row_g = sAcc + (hr0 + 16 * mt + g) * Dv + d0 + 8 * nt + 2 * tq;
+            float* row_g = sAcc + (16 * mt + g) * Dv + d0 + 8 * nt + 2 * tq;
             *reinterpret_cast<float2*>(row_g) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
             *reinterpret_cast<float2*>(row_g + 8 * Dv) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
         }
@@ -999,8 +986,7 @@ SparseListArgs sparse_list_args(const SparseAttentionParams& p, const SparseKvLi
 int64_t sparse_attention_splits(const SparseAttentionParams& p) {
     const int64_t positions = p.main.width + p.extra.width;
     if (!mma_attention_supported(p)) return attention_splits(p.n_tokens, p.n_heads, positions);
-    const int64_t heads = mma_attention_heads(p);
-    const int64_t base = p.n_tokens * ((p.n_heads + heads - 1) / heads);
+    const int64_t base = p.n_tokens * ((p.n_heads + kMmaHeads - 1) / kMmaHeads);
     if (base <= 0 || base >= kTargetBlocks || positions <= kMmaMinSplitPositions) return 1;
     const int64_t s = std::min((kTargetBlocks + base - 1) / base, (positions + kMmaMinSplitPositions - 1) / kMmaMinSplitPositions);
     return std::max<int64_t>(1, std::min(s, kMaxSplits));
@@ -1744,8 +1730,8 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
     const bool mma = mma_attention_supported(p);
     AttentionShape shape;
     if (mma) {
-        shape.heads_per_block = mma_attention_heads(p);
-        shape.head_blocks = (p.n_heads + shape.heads_per_block - 1) / shape.heads_per_block;
+        shape.head_blocks = (p.n_heads + kMmaHeads - 1) / kMmaHeads;
+        shape.heads_per_block = kMmaHeads;
         shape.chunk = kMmaChunk;
         shape.splits = splits;
         if (p.n_tokens > INT_MAX / shape.head_blocks / splits)
@@ -1800,8 +1786,7 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
             if (l->width > 0)
                 ma.async_ok = ma.async_ok && reinterpret_cast<uintptr_t>(l->rec.base) % 16 == 0 && l->rec.block_bytes % 16 == 0;
         ma.q_vector_ok = reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && p.q_token_stride % 8 == 0 && p.q_head_stride % 8 == 0;
-        const int heads = shape.heads_per_block;
-        const MmaAttentionShape ms = mma_attention_shape(heads, a.qk_dim, a.v_dim, r, model1);
+        const MmaAttentionShape ms = mma_attention_shape(a.qk_dim, r, model1);
         int device = 0, optin = 0;
         SIEVE_RETURN_IF_ERROR(launch_check(cudaGetDevice(&device), "sparse_attention", "cudaGetDevice"));
         SIEVE_RETURN_IF_ERROR(launch_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
@@ -1810,19 +1795,14 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
             return unsupported_error("cuda: sparse_attention: the tensor-core kernel's {} bytes of shared memory exceed the {} a block may use",
                                      ms.bytes, optin);
         // The device's whole per-block allowance, once per kernel: every launch stays under it.
-        using Kernel = void (*)(MmaAttentionArgs);
-        static const Kernel kernels[2][2] = {{sparse_attention_mma_kernel<false, 32>, sparse_attention_mma_kernel<false, 64>},
-                                             {sparse_attention_mma_kernel<true, 32>, sparse_attention_mma_kernel<true, 64>}};
-        static const std::array<std::array<cudaError_t, 2>, 2> attributes = [&] {
-            std::array<std::array<cudaError_t, 2>, 2> e{};
-            for (int f = 0; f < 2; ++f)
-                for (int h = 0; h < 2; ++h)
-                    e[f][h] = cudaFuncSetAttribute(kernels[f][h], cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
-            return e;
-        }();
-        const int f = model1 ? 1 : 0, h = heads == 64 ? 1 : 0;
-        SIEVE_RETURN_IF_ERROR(launch_check(attributes[f][h], "sparse_attention", "shared memory of the tensor-core kernel"));
-        kernels[f][h]<<<static_cast<unsigned>(blocks), mma_threads(heads), ms.bytes, stream>>>(ma);
+        auto kernel = model1 ? sparse_attention_mma_kernel<true> : sparse_attention_mma_kernel<false>;
+        static const cudaError_t attribute_model1 =
+            cudaFuncSetAttribute(sparse_attention_mma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
+        static const cudaError_t attribute_v32 =
+            cudaFuncSetAttribute(sparse_attention_mma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
+        SIEVE_RETURN_IF_ERROR(launch_check(model1 ? attribute_model1 : attribute_v32, "sparse_attention",
+                                           "shared memory of the tensor-core kernel"));
+        kernel<<<static_cast<unsigned>(blocks), kMmaThreads, ms.bytes, stream>>>(ma);
     } else {
         sparse_attention_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
     }
