@@ -254,8 +254,9 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
     for (int64_t v : o.prefill_chunks)
         if (v < 1) return invalid_argument_error("layer bench: prefill chunk {} must be ≥ 1", v);
     const bool on_device = !o.backend.empty();
-    const std::string main_isa = on_device ? o.backend : o.isa.empty() ? std::string(isa_name(active_isa())) : o.isa;
-    const std::string main_spec = on_device ? o.backend : "cpu:" + main_isa;
+    // The main runs' label (LayerPoint::isa: the ISA, or the device backend's spec) and backend spec.
+    const std::string main_label = on_device ? o.backend : o.isa.empty() ? std::string(isa_name(active_isa())) : o.isa;
+    const std::string main_spec = on_device ? o.backend : "cpu:" + main_label;
     const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
     int64_t max_tokens = *std::max_element(o.contexts.begin(), o.contexts.end()) + 1;
     for (int64_t c : o.prefill_chunks) max_tokens = std::max(max_tokens, o.prefill_context + c);
@@ -281,7 +282,7 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
             SIEVE_ASSIGN_OR_RETURN(dense, load(dense_config, *checkpoint, plan.layers, main_spec));
         }
         LoadedModel other;
-        if (!on_device && !o.compare_isa.empty() && o.compare_isa != main_isa) {
+        if (!on_device && !o.compare_isa.empty() && o.compare_isa != main_label) {
             SIEVE_ASSIGN_OR_RETURN(other, load(config, *checkpoint, plan.layers, "cpu:" + o.compare_isa));
         }
         AttentionModel& model = *sparse.model;
@@ -356,22 +357,22 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
         const size_t preset_first = points.size();
         for (int64_t context : o.contexts)
             for (int64_t batch : o.batches) {
-                SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_isa, all_threads, batch, context, 1));
+                SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_label, all_threads, batch, context, 1));
                 if (batch <= o.dense_max_batch)
-                    SIEVE_RETURN_IF_ERROR(run_point(*dense.model, "decode", "dense", main_isa, all_threads, batch, context, 1));
+                    SIEVE_RETURN_IF_ERROR(run_point(*dense.model, "decode", "dense", main_label, all_threads, batch, context, 1));
             }
         const bool thread_compare = !on_device && o.thread_compare && all_threads > 1;
-        if (thread_compare) SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_isa, 1, 1, o.compare_context, 1));
+        if (thread_compare) SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_label, 1, 1, o.compare_context, 1));
         const bool compare_point_swept = std::count(o.contexts.begin(), o.contexts.end(), o.compare_context) > 0 &&
                                          std::count(o.batches.begin(), o.batches.end(), 1) > 0;
         if ((other.model || thread_compare) && !compare_point_swept)
-            SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_isa, all_threads, 1, o.compare_context, 1));
+            SIEVE_RETURN_IF_ERROR(run_point(model, "decode", "sparse", main_label, all_threads, 1, o.compare_context, 1));
         if (other.model) {
             SIEVE_RETURN_IF_ERROR(
                 run_point(*other.model, "decode", "sparse", o.compare_isa, all_threads, 1, o.compare_context, 1));
         }
         for (int64_t chunk : o.prefill_chunks)
-            SIEVE_RETURN_IF_ERROR(run_point(model, "prefill", "sparse", main_isa, all_threads, 1, o.prefill_context, chunk));
+            SIEVE_RETURN_IF_ERROR(run_point(model, "prefill", "sparse", main_label, all_threads, 1, o.prefill_context, chunk));
 
         if (!judge) continue;
         // The second pass: every flagged point is timed once more (one step for all the flagged layers
@@ -382,7 +383,7 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
             while (i < points.size() && (verdict[i].empty() || points[i].retimed)) ++i;
             if (i == points.size()) break;
             const LayerPoint p = points[i];
-            AttentionModel& m = p.variant == "dense" ? *dense.model : p.isa != main_isa ? *other.model : model;
+            AttentionModel& m = p.variant == "dense" ? *dense.model : p.isa != main_label ? *other.model : model;
             SIEVE_ASSIGN_OR_RETURN(std::vector<LayerPoint> again, time_point(m, p.phase, p.variant, p.isa, p.threads,
                                                                              p.batch, p.context, p.tokens / p.batch));
             for (size_t j = i; j < points.size(); ++j) {
