@@ -52,15 +52,14 @@ private:
 };
 
 StageRoofline roofline(const Ceilings& c, const LayerPoint& p, size_t stage) {
-    const StageWork& w = p.work[stage];
-    return stage_roofline(w, c.bandwidth(p.threads) * 1e9, c.peak(p.isa, true, p.threads) * 1e9,
-                          c.peak(p.isa, w.matrix_math, p.threads) * 1e9);
+    return stage_roofline(p.work[stage], c.bandwidth(p.threads) * 1e9, c.peak(p.isa, true, p.threads) * 1e9,
+                          c.peak(p.isa, false, p.threads) * 1e9);
 }
 
 double step_roofline(const Ceilings& c, const LayerPoint& p) {
-    double s = 0;
-    for (size_t st = 0; st < kStages; ++st) s += roofline(c, p, st).seconds;
-    return s;
+    return sieve::cli::step_roofline(p.work, c.bandwidth(p.threads) * 1e9, c.peak(p.isa, true, p.threads) * 1e9,
+                                     c.peak(p.isa, false, p.threads) * 1e9)
+        .seconds;
 }
 
 std::string pct(double fraction) { return fraction > 0 ? fmt::format("{:.0f}%", 100 * fraction) : "-"; }

@@ -240,6 +240,40 @@ Expected<std::vector<LayerPoint>> time_step(StepRunner& runner, AttentionModel& 
     return out;
 }
 
+// LayerBenchOptions::graph_replay: every layer of the step (planned again here) recorded into its own
+// graph, replayed `reps` times after `warmups`, each replay timed on the device after the L2 flush.
+Status time_replays(AttentionModel& model, const StepBatch& batch, const std::vector<float>& x, int warmups, int reps,
+                    size_t l2_flush_bytes, std::vector<LayerPoint>& points) {
+    Backend& backend = model.backend();
+    const size_t bytes = x.size() * sizeof(float);
+    SIEVE_ASSIGN_OR_RETURN(auto in, backend.buffer_alloc(bytes, BufferUsage::workspace, "a replayed layer's input"));
+    SIEVE_ASSIGN_OR_RETURN(auto out, backend.buffer_alloc(bytes, BufferUsage::workspace, "a replayed layer's output"));
+    SIEVE_ASSIGN_OR_RETURN(auto flush, backend.buffer_alloc(l2_flush_bytes, BufferUsage::workspace, "the L2 flush"));
+    SIEVE_ASSIGN_OR_RETURN(auto timer, backend.stream_timer());
+    SIEVE_RETURN_IF_ERROR(backend.buffer_upload(*in, 0, x.data(), bytes));
+    SIEVE_RETURN_IF_ERROR(model.plan_step(batch));
+    for (size_t l = 0; l < points.size(); ++l) {
+        const auto pos = static_cast<int64_t>(l);
+        SIEVE_ASSIGN_OR_RETURN(auto graph, backend.capture([&] {
+            return model.forward(pos, batch, in->as<float>(), out->as<float>(), nullptr);
+        }));
+        std::vector<double> w;
+        for (int rep = -warmups; rep < reps; ++rep) {
+            if (flush->bytes() > 0)
+                SIEVE_RETURN_IF_ERROR(backend.buffer_fill(*flush, 0, static_cast<uint8_t>(rep), flush->bytes()));
+            SIEVE_RETURN_IF_ERROR(timer->start());
+            SIEVE_RETURN_IF_ERROR(graph->replay());
+            SIEVE_RETURN_IF_ERROR(timer->stop());
+            SIEVE_ASSIGN_OR_RETURN(const double seconds, timer->seconds());
+            if (rep >= 0) w.push_back(seconds);
+        }
+        std::sort(w.begin(), w.end());
+        points[l].replay_seconds = median_of(w);
+        points[l].replay_spread = points[l].replay_seconds > 0 ? (w.back() - w.front()) / points[l].replay_seconds : 0;
+    }
+    return backend.synchronize();
+}
+
 }  // namespace
 
 Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
@@ -333,6 +367,11 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
             auto timed =
                 time_step(runner, m, step, x, decode ? 3 : 1, decode ? o.reps : std::max(1, o.reps / 2), proto);
             cpu_set_compute_threads(0);
+            if (timed.has_value() && on_device && o.graph_replay) {
+                const Status replayed = time_replays(m, step, x, decode ? 3 : 1, decode ? o.reps : std::max(1, o.reps / 2),
+                                                     o.l2_flush_bytes, *timed);
+                if (!replayed.is_ok()) timed = replayed.with_context("timing the layers replayed from graphs");
+            }
             for (int64_t r = 1; r <= batch; ++r) caches.free(r);
             if (!timed.has_value()) return timed.status();
             for (LayerPoint& p : *timed) {

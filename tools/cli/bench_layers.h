@@ -33,6 +33,12 @@ struct LayerBenchOptions {
     // A device backend's spec (e.g. "cuda") to run the layers on instead of the CPU backend: no ISA or
     // thread comparisons then, and a point's `isa` names the backend.
     std::string backend;
+    // On a device backend: each layer is also timed as an engine runs it, recorded once into a graph
+    // (Backend::capture) and replayed: device time between two stream marks, no host launch gaps, with
+    // `l2_flush_bytes` of a device buffer written before each replay (a model runs its other layers between
+    // two steps of one, so none finds its data in the L2 cache).
+    bool graph_replay = false;
+    size_t l2_flush_bytes = size_t{512} << 20;
     std::string compare_isa = "avx2"; // the ISA compared against it; empty: none
     bool thread_compare = true;       // also run the comparison point on one thread
     uint64_t seed = 1;
@@ -52,6 +58,8 @@ struct LayerPoint {
     int64_t tokens = 0;   // tokens of the step
     double seconds = 0;   // median wall time of the layer's forward
     double spread = 0;    // (max − min) / median over the repetitions
+    double replay_seconds = 0;  // median device time of the layer replayed from its graph; 0: not timed
+    double replay_spread = 0;
     std::array<double, static_cast<size_t>(Stage::count)> stage_seconds{};  // medians per stage
     StepWork work{};      // bytes and flops per stage (bench_roofline.h)
     std::string noise;    // why the point looks timed under load (tools/bench/noise.h); empty: it does not

@@ -73,13 +73,32 @@ Expected<StepWork> layer_step_work(const ModelConfig& config, const AttentionLay
     return w;
 }
 
-StageRoofline stage_roofline(const StageWork& w, double bandwidth, double matrix_peak, double cache_peak) {
-    if (bandwidth <= 0 || matrix_peak <= 0 || cache_peak <= 0) return {};
+namespace {
+
+// Memory-bound when the memory-bound parts make up at least half of the time.
+StageRoofline judged(double seconds, double memory_seconds) {
+    return {seconds, seconds > 0 && memory_seconds >= 0.5 * seconds};
+}
+
+}  // namespace
+
+StageRoofline stage_roofline(const StageWork& w, double bandwidth, double matrix_peak, double fma_peak) {
+    if (bandwidth <= 0 || matrix_peak <= 0 || fma_peak <= 0) return {};
+    const double cache_peak = w.matrix_math ? matrix_peak : fma_peak;
     const double wm = w.weight_bytes / bandwidth, wf = w.weight_flops / matrix_peak;
     const double cm = (w.bytes - w.weight_bytes) / bandwidth, cf = (w.flops - w.weight_flops) / cache_peak;
     const double weights = std::max(wm, wf), cache = std::max(cm, cf);
-    const double memory_part = (wm >= wf ? weights : 0.0) + (cm >= cf ? cache : 0.0);
-    return {weights + cache, weights + cache > 0 && memory_part >= 0.5 * (weights + cache)};
+    return judged(weights + cache, (wm >= wf ? weights : 0.0) + (cm >= cf ? cache : 0.0));
+}
+
+StageRoofline step_roofline(const StepWork& w, double bandwidth, double matrix_peak, double fma_peak) {
+    double seconds = 0, memory_seconds = 0;
+    for (const StageWork& s : w) {
+        const StageRoofline r = stage_roofline(s, bandwidth, matrix_peak, fma_peak);
+        seconds += r.seconds;
+        if (r.memory_bound) memory_seconds += r.seconds;
+    }
+    return judged(seconds, memory_seconds);
 }
 
 }  // namespace sieve::cli

@@ -45,15 +45,19 @@ struct StepRequestShape {
     int64_t n_tokens = 0;  // tokens of this step
 };
 
-// A stage's roofline on a machine of these ceilings (bytes/s; flop/s of its weights' matrix math and of
-// its cache work): the weights, then the cache work, each part bound by the slower of its bytes and its
-// flops: max(bytes / bandwidth, flops / peak) summed. Memory-bound when the memory-bound parts make up
-// most of it. 0 (and compute-bound) when a ceiling is missing.
+// A stage's roofline on a machine of these ceilings (bytes/s; flop/s of matrix math and of plain FMA
+// math): the weights, then the cache work, each part bound by the slower of its bytes and its flops:
+// max(bytes / bandwidth, flops / peak) summed. The weights' flops run at matrix_peak, the cache work's at
+// matrix_peak where it is GEMM-like (StageWork::matrix_math) and at fma_peak otherwise. Memory-bound
+// when the memory-bound parts make up most of it. 0 (and compute-bound) when a ceiling is missing.
 struct StageRoofline {
     double seconds = 0;
     bool memory_bound = false;
 };
-StageRoofline stage_roofline(const StageWork& w, double bandwidth, double matrix_peak, double cache_peak);
+StageRoofline stage_roofline(const StageWork& w, double bandwidth, double matrix_peak, double fma_peak);
+// A whole step's: the sum of its stages' rooflines, memory-bound when its memory-bound stages make up most
+// of it (the same rule as a stage's).
+StageRoofline step_roofline(const StepWork& w, double bandwidth, double matrix_peak, double fma_peak);
 
 // `dense`: the layer takes every candidate (no indexer, no top-k), as the benchmark's dense variant
 // does. The checkpoint gives the stored bytes of each weight (FP8 blocks with their scales).
