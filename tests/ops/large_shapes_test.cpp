@@ -29,6 +29,12 @@ TEST(LargeShapes, TopkLongRows) {
     run_topk_case(rng, backends, *ref, 2, 131072, 2048, TopkDist::uniform, false, false);
     run_topk_case(rng, backends, *ref, 2, 131072, 2048, TopkDist::zeros_and_signs, true, false);
     run_topk_case(rng, backends, *ref, 3, 65536, 512, TopkDist::ascending, false, true);
+    run_topk_case(rng, backends, *ref, 2, 131072, 2048, TopkDist::constant, false, false);  // one bin: no candidate list
+    // A decode batch's rows (a GPU backend gives each row its own block when there are many) and a row
+    // longer than a GPU cluster's shared memory holds.
+    run_topk_case(rng, backends, *ref, 24, 131072, 2048, TopkDist::uniform, true, true);
+    run_topk_case(rng, backends, *ref, 20, 131072, 2048, TopkDist::few_values, false, false);
+    run_topk_case(rng, backends, *ref, 2, 300000, 2048, TopkDist::zeros_and_signs, true, true);
 }
 
 }  // namespace

@@ -9,11 +9,8 @@
 // fixed order. The key scale s_j multiplies that sum once. The result is a function of the inputs and
 // the head count alone (the thread layout is chosen from n_heads), so two runs give the same bytes.
 //
-// topk: one thread block per row. A radix select over 32-bit rank keys (higher key = ranked first; NaN
-// lowest; −0.0 = +0.0) finds the key T of the k-th pick and how many candidates m with key T are picked;
-// the "ties to the lower index" rule then picks exactly the m lowest indices with key T. One in-order
-// stream compaction (block prefix sums) writes {key > T} ∪ {first m of key = T} in ascending index
-// order, as the contract wants the output, without any sort. Exact: integer keys only.
+// topk: a radix select over 32-bit rank keys in three passes, then one in-order write of the picks, no sort
+// (the "top-k" section below): a few rows spread over a cluster of blocks each, more rows a block each.
 //
 // The fused selection of indexer_scores writes the score rows (to `scores`, or to the workspace when
 // the caller wants none) and runs the same top-k kernel over them with valid_len = n_keys.
@@ -159,11 +156,28 @@ Status launch_indexer_scores(const ScoresArgs& a, cudaStream_t stream) {
 }
 
 // ============================== top-k ===========================================================
+//
+// Both kernels run the same radix select over 32-bit rank keys (higher key = ranked first; NaN lowest;
+// −0.0 = +0.0): three passes of 11, 11 and 10 bits, most significant first, each a histogram of the keys
+// that match the digits fixed so far and the choice of the digit whose bin holds the remaining-th best
+// such key. That gives the key T of the k-th pick and how many m of the keys equal to T are picked; the
+// tie rule ("ties to the lower index") then picks exactly the m lowest indices with key T. Each warp owns
+// a contiguous part of the row, counts its keys > T and = T, learns the counts of the parts before it,
+// and writes its picks {key > T} ∪ {first m of key = T} at their places in ascending index order by
+// ballots and warp scans: no sort, integer keys only, exact.
+//
+// - topk_cluster_kernel (rows of at most kClusterBlocks · kClusterMaxSegment, few rows): a row spread
+//   over the blocks of one cluster, its keys read once into their shared memory.
+// - topk_row_kernel (every other case): one block per row, streaming the row from global memory (the
+//   L2 cache after the first read) once per pass.
 
-constexpr int kTopkThreads = 512;
+constexpr int kTopkThreads = 1024;  // one block fills a multiprocessor's warps
 constexpr int kTopkWarps = kTopkThreads / 32;
-constexpr int kTopkItems = 4;  // consecutive candidates per thread in one compaction step
-constexpr int kTopkBins = 256;  // 8-bit digits: 4 radix passes over the 32-bit keys
+constexpr int kTopkBins = 2048;     // 11-bit digits
+constexpr int kTopkBinsPerThread = kTopkBins / kTopkThreads;
+constexpr int kTopkCandidates = 8192;  // keys of the first digit's chosen bin kept in shared memory
+static_assert(kTopkBinsPerThread == 2, "topk_choose_digit takes two bins per thread");
+static_assert(kTopkWarps == 32, "one warp scans or sums the warps' values");
 
 struct TopkArgs {
     const float* scores = nullptr;       // [n_rows, n_cols], row r at scores + r·scores_row_stride
@@ -185,6 +199,19 @@ __device__ __forceinline__ uint32_t topk_rank_key(float f) {
     return (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
 }
 
+// Row r's candidates: valid_len[r] is promised in [0, n_cols]; clamped so that a bad length never reads
+// past the row. At most INT32_MAX (validate).
+__device__ __forceinline__ int topk_row_length(const TopkArgs& a, int64_t r) {
+    return static_cast<int>(
+        a.valid_len != nullptr ? min(max(static_cast<int64_t>(a.valid_len[r]), int64_t{0}), a.n_cols) : a.n_cols);
+}
+
+// The digits, most significant first: bits 31–21, 20–10 and 9–0 of the rank key.
+__device__ __forceinline__ int topk_digit_shift(int pass) { return pass == 0 ? 21 : pass == 1 ? 10 : 0; }
+__device__ __forceinline__ uint32_t topk_digit_mask(int pass) { return pass == 2 ? 0x3ffu : 0x7ffu; }
+// The bits fixed before pass `pass` (> 0).
+__device__ __forceinline__ uint32_t topk_fixed_mask(int pass) { return ~0u << topk_digit_shift(pass - 1); }
+
 // Exclusive prefix sum of v over the block (thread order) and the block's total; every thread must call
 // it. `warp_sums` is [kTopkWarps] shared scratch, free again on return.
 __device__ uint32_t topk_block_exclusive_scan(uint32_t v, uint32_t* warp_sums, uint32_t& total) {
@@ -198,13 +225,13 @@ __device__ uint32_t topk_block_exclusive_scan(uint32_t v, uint32_t* warp_sums, u
     if (lane == 31) warp_sums[warp] = x;
     __syncthreads();
     if (warp == 0) {
-        uint32_t w = lane < kTopkWarps ? warp_sums[lane] : 0u;
+        uint32_t w = warp_sums[lane];
 #pragma unroll
         for (int o = 1; o < 32; o *= 2) {
             const uint32_t y = __shfl_up_sync(0xffffffffu, w, o);
             if (lane >= o) w += y;
         }
-        if (lane < kTopkWarps) warp_sums[lane] = w;  // inclusive over warps
+        warp_sums[lane] = w;  // inclusive over warps
     }
     __syncthreads();
     const uint32_t before = warp == 0 ? 0u : warp_sums[warp - 1];
@@ -213,259 +240,391 @@ __device__ uint32_t topk_block_exclusive_scan(uint32_t v, uint32_t* warp_sums, u
     return before + x - v;
 }
 
-// One histogram step of a warp: the lanes that take their candidate add 1 to bin `digit`. When every taker
-// has the same digit (heavy ties: constant rows, ReLU zeros) one lane adds them all, so that they do not
-// serialize on one shared-memory counter; otherwise each taker adds its own 1 (distinct digits rarely
-// collide). Every lane of the warp must call it.
-__device__ __forceinline__ void topk_histogram_add(uint32_t* hist, bool take, uint32_t digit, int lane) {
+// Inclusive prefix sum of v over the warp's lanes.
+__device__ __forceinline__ uint32_t topk_warp_inclusive_scan(uint32_t v, int lane) {
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += y;
+    }
+    return v;
+}
+
+// The bins of thread t: kTopkBins − 2(t + 1) + 1 (better) and kTopkBins − 2(t + 1), the best digits first.
+__device__ __forceinline__ int topk_low_bin() { return kTopkBins - kTopkBinsPerThread * (static_cast<int>(threadIdx.x) + 1); }
+
+// One pass's choice, by the whole block, from each thread's counts of its two bins (counts.y: the better
+// one): the digit of the `remaining`-th best matching key and how many of its bin are still to pick (into
+// shared memory; every thread reads them after the barrier at the end). A block scan of the threads'
+// counts finds the one thread whose bins hold that key.
+__device__ void topk_choose_digit(uint2 counts, uint32_t remaining, uint32_t* warp_sums, uint32_t* s_digit,
+                                  uint32_t* s_remaining) {
+    const int low = topk_low_bin();
+    uint32_t total = 0u;
+    const uint32_t above = topk_block_exclusive_scan(counts.x + counts.y, warp_sums, total);  // in better bins
+    if (above < remaining && remaining <= above + counts.y) {
+        *s_digit = static_cast<uint32_t>(low + 1);
+        *s_remaining = remaining - above;
+    } else if (above + counts.y < remaining && remaining <= above + counts.y + counts.x) {
+        *s_digit = static_cast<uint32_t>(low);
+        *s_remaining = remaining - above - counts.y;
+    }
+    __syncthreads();
+}
+
+// One histogram step: each thread that takes its key adds 1 to bin `digit`. Plain shared-memory atomics:
+// measured on the H200, warp aggregation (__match_any_sync, or one add when every taker has the same
+// digit) cost more than the hardware's own handling of lanes that hit one counter, on a first digit where
+// half the row shares a handful of bins (the cluster kernel's first pass over 128K keys: 2.3 µs plain,
+// 3.8 µs with the same-digit check, 11.7 µs with __match_any_sync).
+__device__ __forceinline__ void topk_histogram_add(uint32_t* hist, bool take, uint32_t digit) {
+    if (take) atomicAdd(&hist[digit], 1u);
+}
+
+// Appends the keys of the lanes that take theirs to `list` (capacity kTopkCandidates; the count goes on
+// past it, so that the caller sees the overflow) in any order. Every lane of the warp must call it.
+__device__ __forceinline__ void topk_append(uint32_t* list, uint32_t* count, bool take, uint32_t key, int lane) {
     const uint32_t takers = __ballot_sync(0xffffffffu, take);
     if (takers == 0u) return;
     const int leader = __ffs(static_cast<int>(takers)) - 1;
-    const uint32_t leader_digit = __shfl_sync(0xffffffffu, digit, leader);
-    const bool same = __all_sync(0xffffffffu, !take || digit == leader_digit);
-    if (same) {
-        if (lane == leader) atomicAdd(&hist[leader_digit], static_cast<uint32_t>(__popc(takers)));
-    } else if (take) {
-        atomicAdd(&hist[digit], 1u);
-    }
+    uint32_t base = 0u;
+    if (lane == leader) base = atomicAdd(count, static_cast<uint32_t>(__popc(takers)));
+    base = __shfl_sync(0xffffffffu, base, leader);
+    const uint32_t at = base + static_cast<uint32_t>(__popc(takers & ((1u << lane) - 1u)));
+    if (take && at < static_cast<uint32_t>(kTopkCandidates)) list[at] = key;
 }
 
-// One radix pass's choice, by warp 0 over a complete histogram of the matching candidates: the digit of the
-// `remaining`-th best candidate and how many of its bin are still to pick (both into shared memory). Lane l
-// owns bins 255 − 8l down to 248 − 8l (the best digits first); a warp scan of the lanes' counts finds the one
-// lane whose bins hold that candidate.
-__device__ __forceinline__ void topk_choose_digit(const uint32_t* hist, uint32_t remaining, int lane, uint32_t* s_digit,
-                                                  uint32_t* s_remaining) {
-    uint32_t c[8], local = 0u;
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-        c[q] = hist[kTopkBins - 1 - 8 * lane - q];
-        local += c[q];
+// The picks of this thread's `items` consecutive keys (bit q: key q) that are > T or = T (`above`,
+// `equal`), written at out[pos …] for the warp, lane order then bit order: equal keys are picked while
+// their rank among the equal keys (from `equal_rank`) is below `take_equal`. `pos` and `equal_rank` advance
+// by the warp's picks and equal keys. Every lane of the warp must call it.
+__device__ __forceinline__ void topk_write_picks(int32_t* out, int32_t first_index, uint32_t above, uint32_t equal,
+                                                 uint32_t take_equal, uint32_t& pos, uint32_t& equal_rank, int lane) {
+    uint32_t pick = above;
+    if (__any_sync(0xffffffffu, equal != 0u)) {  // rare: only keys equal to T
+        const uint32_t incl = topk_warp_inclusive_scan(static_cast<uint32_t>(__popc(equal)), lane);
+        uint32_t rank = equal_rank + incl - static_cast<uint32_t>(__popc(equal));
+        for (uint32_t bits = equal; bits != 0u; bits &= bits - 1u, ++rank)
+            if (rank < take_equal) pick |= bits & (~bits + 1u);
+        equal_rank += __shfl_sync(0xffffffffu, incl, 31);
     }
-    uint32_t incl = local;
+    const uint32_t incl = topk_warp_inclusive_scan(static_cast<uint32_t>(__popc(pick)), lane);
+    uint32_t at = pos + incl - static_cast<uint32_t>(__popc(pick));
+    for (uint32_t bits = pick; bits != 0u; bits &= bits - 1u)
+        out[at++] = first_index + static_cast<int32_t>(__ffs(static_cast<int>(bits)) - 1);
+    pos += __shfl_sync(0xffffffffu, incl, 31);
+}
+
+// The picks before warp `warp`'s part: the keys > T of the parts before it plus the first `take_equal` of
+// their keys = T (`before_above`, `before_equal`: the same of the blocks before this one).
+__device__ __forceinline__ void topk_part_start(const uint32_t* part_above, const uint32_t* part_equal, int warp,
+                                                uint32_t before_above, uint32_t before_equal, uint32_t take_equal,
+                                                uint32_t& pos, uint32_t& equal_rank) {
+    for (int w = 0; w < warp; ++w) before_above += part_above[w], before_equal += part_equal[w];
+    pos = before_above + min(before_equal, take_equal);
+    equal_rank = before_equal;
+}
+
+// ---- top-k, one block per row, streaming ----
+//
+// The row is read as 16-byte units: unit j holds the keys 4j − off … 4j − off + 3, where off places the
+// row's first key in its 16-byte granule (a unit that reaches outside the row, the first or last, is read
+// key by key). Warp w owns the units [w·units_per_warp, (w + 1)·units_per_warp), a lane one unit per step,
+// so each warp's part is a contiguous range of the row. Four reads of the row: the first digit's
+// histogram (from global memory), the second's, which also keeps the keys of the first digit's bin in
+// shared memory (when they fit: the third histograms those; otherwise it reads the row again), the
+// counts per part, and the writes.
+constexpr int kRowLoadUnroll = 4;  // units in flight per lane
+
+struct TopkRowUnits {
+    const float* row = nullptr;
+    const float4* granules = nullptr;  // the row's 16-byte granules, from the one holding its first key
+    int off = 0, n = 0;                // n: the row's length
+    int begin = 0, end = 0;            // this warp's units
+};
+
+// Unit j's rank keys and which of them are in the row (bit q: key 4j − off + q). `in`: j is this warp's.
+__device__ __forceinline__ uint32_t topk_load_unit(const TopkRowUnits& u, int j, bool in, uint32_t (&key)[4]) {
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    uint32_t valid = 0u;
+    const int e0 = 4 * j - u.off;
+    if (in && e0 >= 0 && e0 + 4 <= u.n) {
+        const float4 g = __ldg(u.granules + j);
+        v[0] = g.x, v[1] = g.y, v[2] = g.z, v[3] = g.w;
+        valid = 0xfu;
+    } else if (in) {
 #pragma unroll
-    for (int off = 1; off < 32; off *= 2) {
-        const uint32_t y = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += y;
+        for (int q = 0; q < 4; ++q)
+            if (e0 + q >= 0 && e0 + q < u.n) v[q] = u.row[e0 + q], valid |= 1u << q;
     }
-    const uint32_t above = incl - local;  // matching keys in better bins than this lane's
-    if (above < remaining && remaining <= incl) {  // exactly one lane
-        uint32_t acc = above;
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            if (acc + c[q] >= remaining) {
-                *s_digit = static_cast<uint32_t>(kTopkBins - 1 - 8 * lane - q);
-                *s_remaining = remaining - acc;
-                break;
-            }
-            acc += c[q];
+    for (int q = 0; q < 4; ++q) key[q] = topk_rank_key(v[q]);
+    return valid;
+}
+
+// Calls visit(j, keys, valid) for every unit of this warp, kRowLoadUnroll units per lane in flight; every
+// lane of the warp calls it for every step (j past the warp's units: valid 0).
+template <class Visit>
+__device__ __forceinline__ void topk_stream_units(const TopkRowUnits& u, int lane, Visit&& visit) {
+    for (int j0 = u.begin; j0 < u.end; j0 += 32 * kRowLoadUnroll) {
+        uint32_t key[kRowLoadUnroll][4], valid[kRowLoadUnroll];
+#pragma unroll
+        for (int s = 0; s < kRowLoadUnroll; ++s) {
+            const int j = j0 + 32 * s + lane;
+            valid[s] = topk_load_unit(u, j, j < u.end, key[s]);
         }
+#pragma unroll
+        for (int s = 0; s < kRowLoadUnroll; ++s) visit(j0 + 32 * s + lane, key[s], valid[s]);
     }
 }
 
 // Row r of the selection (blockIdx.x = r): ops/topk.h exactly.
-__global__ void __launch_bounds__(kTopkThreads) topk_f32_kernel(TopkArgs a) {
-    __shared__ uint32_t hist[kTopkBins];
-    __shared__ uint32_t warp_sums[kTopkWarps];
-    __shared__ uint32_t s_digit, s_remaining;
+__global__ void __launch_bounds__(kTopkThreads, 1) topk_row_kernel(TopkArgs a) {
+    __shared__ __align__(8) uint32_t hist[kTopkBins];
+    __shared__ uint32_t cand_s[kTopkCandidates];
+    __shared__ uint32_t warp_sums[kTopkWarps], part_above[kTopkWarps], part_equal[kTopkWarps];
+    __shared__ uint32_t s_digit, s_remaining, s_n_cand;
 
-    const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+    const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int64_t r = blockIdx.x;
-    const float* s = a.scores + r * a.scores_row_stride;
     int32_t* o = a.out + r * a.out_row_stride;
-    // valid_len[r] is promised in [0, n_cols]; clamped so that a bad length never reads past the row.
-    const int64_t n =
-        a.valid_len != nullptr ? min(max(static_cast<int64_t>(a.valid_len[r]), int64_t{0}), a.n_cols) : a.n_cols;
-    const int64_t picks = min(a.k, n);
-
+    const int n = topk_row_length(a, r);
+    const int picks = static_cast<int>(min(a.k, static_cast<int64_t>(n)));
     if (picks == n) {
         // Every candidate is picked: the picks in ascending index order are 0 … n − 1.
-        for (int64_t i = tid; i < n; i += kTopkThreads) o[i] = static_cast<int32_t>(i);
+        for (int i = tid; i < n; i += kTopkThreads) o[i] = i;
     } else {
-        // 1 ≤ picks < n ≤ INT32_MAX. Radix select, most significant digit first: among the candidates whose
-        // key matches `prefix` on the bits of `mask`, `remaining` are still to be picked; the digit whose
-        // bucket holds the remaining-th best such key is fixed next.
-        uint32_t prefix = 0u, mask = 0u, remaining = static_cast<uint32_t>(picks);
-        for (int shift = 24; shift >= 0; shift -= 8) {
+        // 1 ≤ picks < n ≤ INT32_MAX.
+        TopkRowUnits u;
+        u.row = a.scores + r * a.scores_row_stride;
+        u.off = static_cast<int>((reinterpret_cast<uintptr_t>(u.row) & 15u) / 4u);  // f32 rows: 4-byte aligned
+        u.granules = reinterpret_cast<const float4*>(u.row - u.off);
+        u.n = n;
+        const int units = static_cast<int>((static_cast<int64_t>(n) + u.off + 3) / 4);
+        const int per_warp = ((units + kTopkWarps - 1) / kTopkWarps + 31) / 32 * 32;
+        u.begin = min(units, warp * per_warp);
+        u.end = min(units, u.begin + per_warp);
+
+        uint32_t prefix = 0u, remaining = static_cast<uint32_t>(picks);
+        bool from_candidates = false;
+        for (int pass = 0; pass < 3; ++pass) {
             for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0u;
+            if (tid == 0 && pass == 1) s_n_cand = 0u;
             __syncthreads();
-            for (int64_t i0 = 0; i0 < n; i0 += kTopkThreads) {  // every thread runs every step: full warps
-                const int64_t i = i0 + tid;
-                uint32_t key = 0u;
-                bool take = false;
-                if (i < n) {
-                    key = topk_rank_key(s[i]);
-                    take = (key & mask) == prefix;
+            const int shift = topk_digit_shift(pass);
+            const uint32_t digit_mask = topk_digit_mask(pass), fixed = pass == 0 ? 0u : topk_fixed_mask(pass);
+            if (from_candidates) {
+                const int count = static_cast<int>(s_n_cand);
+                for (int i = tid; i < count; i += kTopkThreads) {
+                    const uint32_t key = cand_s[i];
+                    topk_histogram_add(hist, (key & fixed) == prefix, (key >> shift) & digit_mask);
                 }
-                const uint32_t digit = (key >> shift) & 0xffu;
-                topk_histogram_add(hist, take, digit, lane);
+            } else {
+                topk_stream_units(u, lane, [&](int, const uint32_t (&key)[4], uint32_t valid) {
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const bool take = ((valid >> q) & 1u) != 0u && (key[q] & fixed) == prefix;
+                        topk_histogram_add(hist, take, (key[q] >> shift) & digit_mask);
+                        if (pass == 1) topk_append(cand_s, &s_n_cand, take, key[q], lane);
+                    }
+                });
             }
             __syncthreads();
-            if (tid < 32) topk_choose_digit(hist, remaining, lane, &s_digit, &s_remaining);
-            __syncthreads();
+            const int low = topk_low_bin();
+            topk_choose_digit(*reinterpret_cast<const uint2*>(hist + low), remaining, warp_sums, &s_digit, &s_remaining);
             prefix |= s_digit << shift;
-            mask |= 0xffu << shift;
             remaining = s_remaining;
+            if (pass == 1) from_candidates = s_n_cand <= static_cast<uint32_t>(kTopkCandidates);  // after the barrier
         }
-        // T = prefix is the key of the last pick; `remaining` of the candidates with key T are picked: by
-        // the tie rule, the lowest indices among them. Every key > T is picked. One in-order compaction
-        // writes the picks ascending.
+
+        // T = prefix is the key of the last pick; `remaining` of the keys equal to T are picked.
         const uint32_t threshold = prefix, take_equal = remaining;
-        uint32_t equal_before = 0u, picked_before = 0u;
-        for (int64_t c0 = 0; c0 < n && picked_before < static_cast<uint32_t>(picks);
-             c0 += int64_t{kTopkThreads} * kTopkItems) {
-            const int64_t i0 = c0 + int64_t{tid} * kTopkItems;
-            uint32_t above = 0u, equal = 0u;  // bit q: candidate i0 + q
+        uint32_t above = 0u, equal = 0u;
+        topk_stream_units(u, lane, [&](int, const uint32_t (&key)[4], uint32_t valid) {
 #pragma unroll
-            for (int q = 0; q < kTopkItems; ++q) {
-                if (i0 + q >= n) break;
-                const uint32_t key = topk_rank_key(s[i0 + q]);
-                if (key > threshold) above |= 1u << q;
-                if (key == threshold) equal |= 1u << q;
+            for (int q = 0; q < 4; ++q) {
+                const bool in = ((valid >> q) & 1u) != 0u;
+                above += in && key[q] > threshold ? 1u : 0u;
+                equal += in && key[q] == threshold ? 1u : 0u;
             }
-            uint32_t equal_total = 0u, picked_total = 0u;
-            uint32_t equal_rank = equal_before + topk_block_exclusive_scan(static_cast<uint32_t>(__popc(equal)), warp_sums, equal_total);
-            uint32_t pick = above;
+        });
+        above = __reduce_add_sync(0xffffffffu, above);
+        equal = __reduce_add_sync(0xffffffffu, equal);
+        if (lane == 0) part_above[warp] = above, part_equal[warp] = equal;
+        __syncthreads();
+        uint32_t pos = 0u, equal_rank = 0u;
+        topk_part_start(part_above, part_equal, warp, 0u, 0u, take_equal, pos, equal_rank);
+        topk_stream_units(u, lane, [&](int j, const uint32_t (&key)[4], uint32_t valid) {
+            uint32_t ab = 0u, eq = 0u;
 #pragma unroll
-            for (int q = 0; q < kTopkItems; ++q) {
-                if ((equal >> q) & 1u) {
-                    if (equal_rank < take_equal) pick |= 1u << q;
-                    ++equal_rank;
-                }
+            for (int q = 0; q < 4; ++q) {
+                const bool in = ((valid >> q) & 1u) != 0u;
+                ab |= (in && key[q] > threshold ? 1u : 0u) << q;
+                eq |= (in && key[q] == threshold ? 1u : 0u) << q;
             }
-            uint32_t pos = picked_before + topk_block_exclusive_scan(static_cast<uint32_t>(__popc(pick)), warp_sums, picked_total);
-#pragma unroll
-            for (int q = 0; q < kTopkItems; ++q) {
-                if ((pick >> q) & 1u) {
-                    if (pos < static_cast<uint32_t>(picks)) o[pos] = static_cast<int32_t>(i0 + q);
-                    ++pos;
-                }
-            }
-            equal_before += equal_total;
-            picked_before += picked_total;
-        }
+            topk_write_picks(o, 4 * j - u.off, ab, eq, take_equal, pos, equal_rank, lane);
+        });
     }
     for (int64_t i = picks + tid; i < a.k; i += kTopkThreads) o[i] = -1;  // −1 up to width k
-    if (a.out_count != nullptr && tid == 0) a.out_count[r] = static_cast<int32_t>(picks);
+    if (a.out_count != nullptr && tid == 0) a.out_count[r] = picks;
 }
 
 // ---- top-k over a cluster of blocks (sm_90 thread-block clusters) ----
 //
-// The same selection with a row spread over the kClusterBlocks blocks of one cluster: each block turns its
-// segment of the row into rank keys in its own shared memory ONCE, and every radix pass then histograms
-// shared memory only; the blocks add each other's histograms through distributed shared memory and so
-// take the same digit. At the end each block counts its picks, learns the counts of the blocks before it
-// (so the output stays in ascending index order and the ties go to the lowest indices of the whole row),
-// and compacts its own segment. One read of the row from global memory instead of five.
+// A row spread over the kClusterBlocks blocks of one cluster. Each block reads its segment of the row once
+// (16-byte loads, kClusterLoadUnroll of them in flight per thread) into rank keys in its own shared memory
+// and histograms the first digit as they arrive. The blocks read each other's histograms through
+// distributed shared memory and so take the same digits. The second pass keeps this block's keys of the
+// first digit's bin apart (when they fit), so that the third histograms only those. Warp w's part is a
+// contiguous range of its block's segment; the counts of the blocks before it come from their shared
+// memory. One read of the row from global memory.
 constexpr int kClusterBlocks = 8;
-constexpr int64_t kClusterMaxSegment = 24576;  // keys per block (96 KiB of shared memory): rows up to 196 608
+constexpr int kClusterMaxSegment = 24576;  // keys per block (96 KiB of shared memory): rows up to 196 608
+constexpr int kClusterLoadUnroll = 4;      // 16-byte loads in flight per thread
+constexpr int64_t kClusterMaxRows = 16;    // one wave of clusters on 132 multiprocessors; more rows: topk_row_kernel
 
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kTopkThreads)
-    topk_cluster_kernel(TopkArgs a, int64_t segment) {
-    extern __shared__ uint32_t keys_s[];  // [segment] rank keys of this block's part of the row
-    __shared__ uint32_t hist[kTopkBins];
-    __shared__ uint32_t total_s[kTopkBins];
-    __shared__ uint32_t warp_sums[kTopkWarps];
-    __shared__ uint32_t s_digit, s_remaining, s_counts[2];  // s_counts: keys > T, keys = T in this segment
+// Dynamic shared memory: [kTopkCandidates] candidate keys, then [3 + segment] words for this block's rank
+// keys, placed so that the ones written by 16-byte stores land on 16-byte boundaries.
+__host__ __device__ constexpr size_t topk_cluster_dynamic_bytes(int segment) {
+    return (static_cast<size_t>(kTopkCandidates) + 3 + static_cast<size_t>(segment)) * sizeof(uint32_t);
+}
+
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kTopkThreads, 1)
+    topk_cluster_kernel(TopkArgs a, int segment) {
+    extern __shared__ __align__(16) uint32_t dynamic_s[];
+    __shared__ __align__(16) uint32_t hist[2][kTopkBins];  // pass p uses hist[p % 2]: one cluster barrier per pass
+    __shared__ uint32_t warp_sums[kTopkWarps], part_above[kTopkWarps], part_equal[kTopkWarps];
+    __shared__ uint32_t s_digit, s_remaining, s_n_cand, s_counts[2];  // s_counts: keys > T, keys = T in this segment
+    uint32_t* const cand_s = dynamic_s;
 
     cg::cluster_group cluster = cg::this_cluster();
-    const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+    const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int rank = static_cast<int>(cluster.block_rank());
     for (int64_t r = blockIdx.y; r < a.n_rows; r += gridDim.y) {  // uniform over the cluster
         const float* s = a.scores + r * a.scores_row_stride;
         int32_t* o = a.out + r * a.out_row_stride;
-        const int64_t n =
-            a.valid_len != nullptr ? min(max(static_cast<int64_t>(a.valid_len[r]), int64_t{0}), a.n_cols) : a.n_cols;
-        const int64_t picks = min(a.k, n);
-        const int64_t begin = min(rank * segment, n), len = min(segment, n - begin);
+        const int n = topk_row_length(a, r);
+        const int picks = static_cast<int>(min(a.k, static_cast<int64_t>(n)));
+        const int begin = static_cast<int>(min(static_cast<int64_t>(rank) * segment, static_cast<int64_t>(n)));
+        const int len = min(segment, n - begin);
         if (picks == n) {
-            for (int64_t i = tid; i < len; i += kTopkThreads) o[begin + i] = static_cast<int32_t>(begin + i);
+            for (int i = tid; i < len; i += kTopkThreads) o[begin + i] = begin + i;
         } else {
-            for (int64_t i = tid; i < len; i += kTopkThreads) keys_s[i] = topk_rank_key(s[begin + i]);
-            uint32_t prefix = 0u, mask = 0u, remaining = static_cast<uint32_t>(picks);
-            for (int shift = 24; shift >= 0; shift -= 8) {
-                for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0u;
-                __syncthreads();
-                for (int64_t i0 = 0; i0 < len; i0 += kTopkThreads) {
-                    const int64_t i = i0 + tid;
-                    uint32_t key = 0u;
-                    bool take = false;
-                    if (i < len) {
-                        key = keys_s[i];
-                        take = (key & mask) == prefix;
+            // 1 ≤ picks < n. The segment's keys: up to 3 before the first 16-byte boundary, then 16-byte
+            // loads, then up to 3 after the last.
+            const float* seg = s + begin;
+            const int head = min(len, static_cast<int>(((16u - (reinterpret_cast<uintptr_t>(seg) & 15u)) & 15u) / 4u));
+            uint32_t* const keys = dynamic_s + kTopkCandidates + ((4 - head) & 3);  // keys + head: 16-byte aligned
+            const int n4 = (len - head) / 4, tail = head + 4 * n4;
+            for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[0][i] = 0u;
+            if (tid == 0) s_n_cand = 0u;
+            __syncthreads();
+            if (warp == 0) {
+                const int i = lane < 4 ? lane : tail + lane - 4;  // lanes 0–3: the head; 4–7: the tail
+                const bool take = (lane < 4 && i < head) || (lane >= 4 && lane < 8 && i < len);
+                const uint32_t key = take ? topk_rank_key(seg[i]) : 0u;
+                if (take) keys[i] = key;
+                topk_histogram_add(hist[0], take, key >> topk_digit_shift(0));
+            }
+            const float4* seg4 = reinterpret_cast<const float4*>(seg + head);
+            uint4* keys4 = reinterpret_cast<uint4*>(keys + head);
+            for (int j0 = 0; j0 < n4; j0 += kTopkThreads * kClusterLoadUnroll) {
+                float4 v[kClusterLoadUnroll];
+#pragma unroll
+                for (int u = 0; u < kClusterLoadUnroll; ++u) {
+                    const int j = j0 + tid + u * kTopkThreads;
+                    v[u] = j < n4 ? __ldg(seg4 + j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int u = 0; u < kClusterLoadUnroll; ++u) {
+                    const int j = j0 + tid + u * kTopkThreads;
+                    if (j >= n4) continue;
+                    const uint4 k = make_uint4(topk_rank_key(v[u].x), topk_rank_key(v[u].y), topk_rank_key(v[u].z),
+                                               topk_rank_key(v[u].w));
+                    keys4[j] = k;
+                    topk_histogram_add(hist[0], true, k.x >> topk_digit_shift(0));
+                    topk_histogram_add(hist[0], true, k.y >> topk_digit_shift(0));
+                    topk_histogram_add(hist[0], true, k.z >> topk_digit_shift(0));
+                    topk_histogram_add(hist[0], true, k.w >> topk_digit_shift(0));
+                }
+            }
+
+            uint32_t prefix = 0u, remaining = static_cast<uint32_t>(picks);
+            bool keep_candidates = false;  // the second pass keeps this block's keys of the first digit's bin
+            for (int pass = 0; pass < 3; ++pass) {
+                const int shift = topk_digit_shift(pass);
+                uint32_t* const h = hist[pass % 2];
+                if (pass > 0) {
+                    const uint32_t fixed = topk_fixed_mask(pass), digit_mask = topk_digit_mask(pass);
+                    const bool from_candidates = pass == 2 && keep_candidates;
+                    const uint32_t* const src = from_candidates ? cand_s : keys;
+                    const int count = from_candidates ? static_cast<int>(s_n_cand) : len;
+                    for (int i0 = 0; i0 < count; i0 += kTopkThreads) {  // every thread runs every step: full warps
+                        const int i = i0 + tid;
+                        const uint32_t key = i < count ? src[i] : 0u;
+                        const bool take = i < count && (key & fixed) == prefix;
+                        topk_histogram_add(h, take, (key >> shift) & digit_mask);
+                        if (pass == 1 && keep_candidates) topk_append(cand_s, &s_n_cand, take, key, lane);
                     }
-                    const uint32_t digit = (key >> shift) & 0xffu;
-                    topk_histogram_add(hist, take, digit, lane);
                 }
-                cluster.sync();  // every block's histogram is complete
-                for (int d = tid; d < kTopkBins; d += kTopkThreads) {
-                    uint32_t sum = 0u;
-                    for (int b = 0; b < kClusterBlocks; ++b) sum += cluster.map_shared_rank(hist, b)[d];
-                    total_s[d] = sum;
+                cluster.sync();  // every block's histogram of this pass is complete (and cand_s with it)
+                // The other buffer was last read in the previous pass, before this barrier: clear it for the next.
+                if (pass < 2)
+                    for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[(pass + 1) % 2][i] = 0u;
+                const int low = topk_low_bin();
+                uint2 counts = make_uint2(0u, 0u);
+#pragma unroll
+                for (int b = 0; b < kClusterBlocks; ++b) {
+                    const uint2 v = *reinterpret_cast<const uint2*>(cluster.map_shared_rank(h, b) + low);
+                    counts.x += v.x, counts.y += v.y;
                 }
-                cluster.sync();  // nobody reads a histogram any more: the next pass may clear them
-                if (tid < 32) topk_choose_digit(total_s, remaining, lane, &s_digit, &s_remaining);
-                __syncthreads();
-                prefix |= s_digit << shift;
-                mask |= 0xffu << shift;
+                topk_choose_digit(counts, remaining, warp_sums, &s_digit, &s_remaining);
+                const uint32_t digit = s_digit;
+                prefix |= digit << shift;
                 remaining = s_remaining;
+                if (pass == 0) keep_candidates = hist[0][digit] <= static_cast<uint32_t>(kTopkCandidates);  // this block's
             }
+
+            // T = prefix is the key of the last pick; `remaining` of the keys equal to T are picked. Warp w's
+            // part: whole 32-key steps of the segment.
             const uint32_t threshold = prefix, take_equal = remaining;
-            // This segment's keys above and equal to T, then the same of the blocks before it.
+            const int part = ((len + kTopkWarps - 1) / kTopkWarps + 31) / 32 * 32;
+            const int w_begin = min(len, warp * part), w_end = min(len, w_begin + part);
             uint32_t above = 0u, equal = 0u;
-            for (int64_t i = tid; i < len; i += kTopkThreads) {
-                above += keys_s[i] > threshold ? 1u : 0u;
-                equal += keys_s[i] == threshold ? 1u : 0u;
+            for (int i = w_begin + lane; i < w_end; i += 32) {
+                const uint32_t key = keys[i];
+                above += key > threshold ? 1u : 0u;
+                equal += key == threshold ? 1u : 0u;
             }
-            uint32_t above_total = 0u, equal_total = 0u;
-            topk_block_exclusive_scan(above, warp_sums, above_total);
-            topk_block_exclusive_scan(equal, warp_sums, equal_total);
-            if (tid == 0) s_counts[0] = above_total, s_counts[1] = equal_total;
+            above = __reduce_add_sync(0xffffffffu, above);
+            equal = __reduce_add_sync(0xffffffffu, equal);
+            if (lane == 0) part_above[warp] = above, part_equal[warp] = equal;
+            __syncthreads();
+            if (warp == 0) {
+                const uint32_t ab = __reduce_add_sync(0xffffffffu, part_above[lane]);
+                const uint32_t eq = __reduce_add_sync(0xffffffffu, part_equal[lane]);
+                if (lane == 0) s_counts[0] = ab, s_counts[1] = eq;
+            }
             cluster.sync();
-            uint32_t picked_before = 0u, equal_before = 0u;
+            uint32_t before_above = 0u, before_equal = 0u;
             for (int b = 0; b < rank; ++b) {
-                const uint32_t* other = cluster.map_shared_rank(s_counts, b);
-                const uint32_t eq = other[1];
-                const uint32_t eq_taken = equal_before >= take_equal ? 0u : min(eq, take_equal - equal_before);
-                picked_before += other[0] + eq_taken;
-                equal_before += eq;
+                const uint32_t* const other = cluster.map_shared_rank(s_counts, b);
+                before_above += other[0];
+                before_equal += other[1];
             }
-            // In-order compaction of this segment (as topk_f32_kernel's, over shared memory).
-            for (int64_t c0 = 0; c0 < len; c0 += int64_t{kTopkThreads} * kTopkItems) {
-                const int64_t i0 = c0 + int64_t{tid} * kTopkItems;
-                uint32_t ab = 0u, eq = 0u;
-#pragma unroll
-                for (int q = 0; q < kTopkItems; ++q) {
-                    if (i0 + q >= len) break;
-                    const uint32_t key = keys_s[i0 + q];
-                    if (key > threshold) ab |= 1u << q;
-                    if (key == threshold) eq |= 1u << q;
-                }
-                uint32_t eq_step = 0u, picked_step = 0u;
-                uint32_t equal_rank = equal_before + topk_block_exclusive_scan(static_cast<uint32_t>(__popc(eq)), warp_sums, eq_step);
-                uint32_t pick = ab;
-#pragma unroll
-                for (int q = 0; q < kTopkItems; ++q) {
-                    if ((eq >> q) & 1u) {
-                        if (equal_rank < take_equal) pick |= 1u << q;
-                        ++equal_rank;
-                    }
-                }
-                uint32_t pos = picked_before + topk_block_exclusive_scan(static_cast<uint32_t>(__popc(pick)), warp_sums, picked_step);
-#pragma unroll
-                for (int q = 0; q < kTopkItems; ++q) {
-                    if ((pick >> q) & 1u) {
-                        if (pos < static_cast<uint32_t>(picks)) o[pos] = static_cast<int32_t>(begin + i0 + q);
-                        ++pos;
-                    }
-                }
-                equal_before += eq_step;
-                picked_before += picked_step;
+            uint32_t pos = 0u, equal_rank = 0u;
+            topk_part_start(part_above, part_equal, warp, before_above, before_equal, take_equal, pos, equal_rank);
+            for (int i0 = w_begin; i0 < w_end; i0 += 32) {  // warp-uniform
+                const int i = i0 + lane;
+                const uint32_t key = i < w_end ? keys[i] : 0u;
+                const bool in = i < w_end;
+                topk_write_picks(o, begin + i, in && key > threshold ? 1u : 0u, in && key == threshold ? 1u : 0u,
+                                 take_equal, pos, equal_rank, lane);
             }
         }
         if (rank == 0) {
             for (int64_t i = picks + tid; i < a.k; i += kTopkThreads) o[i] = -1;  // −1 up to width k
-            if (a.out_count != nullptr && tid == 0) a.out_count[r] = static_cast<int32_t>(picks);
+            if (a.out_count != nullptr && tid == 0) a.out_count[r] = picks;
         }
         cluster.sync();  // no block leaves (or reuses its shared memory) while another still reads it
     }
@@ -474,18 +633,18 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kTopkTh
 Status launch_topk(const TopkArgs& a, cudaStream_t stream) {
     if (a.n_rows == 0) return Status::ok();
     const int64_t segment = (a.n_cols + kClusterBlocks - 1) / kClusterBlocks;
-    if (segment <= kClusterMaxSegment) {
+    if (segment <= kClusterMaxSegment && a.n_rows <= kClusterMaxRows) {
         static const cudaError_t attribute =
             cudaFuncSetAttribute(topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(kClusterMaxSegment * sizeof(uint32_t)));
+                                 static_cast<int>(topk_cluster_dynamic_bytes(kClusterMaxSegment)));
         SIEVE_RETURN_IF_ERROR(cuda_status(attribute, "topk: shared memory of the cluster kernel"));
-        const dim3 grid(kClusterBlocks, static_cast<unsigned>(std::min(a.n_rows, kMaxGridY)));
-        topk_cluster_kernel<<<grid, kTopkThreads, static_cast<size_t>(std::max<int64_t>(segment, 1)) * sizeof(uint32_t), stream>>>(
-            a, std::max<int64_t>(segment, 1));
+        const int seg = static_cast<int>(std::max<int64_t>(segment, 1));
+        const dim3 grid(kClusterBlocks, static_cast<unsigned>(a.n_rows));
+        topk_cluster_kernel<<<grid, kTopkThreads, topk_cluster_dynamic_bytes(seg), stream>>>(a, seg);
         return cuda_status(cudaGetLastError(), "topk launch (cluster)");
     }
     if (a.n_rows > kMaxGridX) return unsupported_error("cuda: topk over {} rows (at most 2^31 − 1)", a.n_rows);
-    topk_f32_kernel<<<static_cast<unsigned>(a.n_rows), kTopkThreads, 0, stream>>>(a);
+    topk_row_kernel<<<static_cast<unsigned>(a.n_rows), kTopkThreads, 0, stream>>>(a);
     return cuda_status(cudaGetLastError(), "topk launch");
 }
 
