@@ -31,6 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tools" / "bench" / "vllm"))
 import make_v4_vllm_sizes_ckpt  # noqa: E402  (the checkpoint generator, on tools/golden/make_golden.py)
+from vllm_host import skip_unless_vllm_cpu_ops  # noqa: E402  (this folder is on sys.path under pytest)
 
 SCRIPT = Path(__file__).with_name("vllm_generate.py")
 PROMPTS = [[2, 3, 4, 5, 6, 7],
@@ -77,6 +78,7 @@ def first_difference(a, b):
 
 
 def test_sieve_tokens_equal_vllm_own_attention(checkpoint, tmp_path):
+    skip_unless_vllm_cpu_ops("deepseek_v4 with its own V4 attention", "hc_pre_fused_cpu", "convert_weight_packed")
     if not _baseline_installed():
         pytest.fail("the vLLM plugin sieve-vllm-v4-baseline (entry point v4_baseline, vLLM's own deepseek_v4 CPU "
                     "attention) is not installed in this Python environment: run "
