@@ -174,6 +174,13 @@ double median_of(std::vector<double> v) {
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// (max − min) / median of the repetitions; 0 when the median is.
+double spread_of(const std::vector<double>& v, double median) {
+    if (v.empty() || median <= 0) return 0.0;
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return (*hi - *lo) / median;
+}
+
 // The benchmark's rows: every layer gets the same inputs; the outputs are dropped.
 class SameRows final : public StepIo {
 public:
@@ -226,10 +233,8 @@ Expected<std::vector<LayerPoint>> time_step(StepRunner& runner, AttentionModel& 
     for (size_t l = 0; l < layers.size(); ++l) {
         LayerPoint p = proto;
         p.layer = layers[l];
-        std::vector<double> w = timer.wall[l];
-        std::sort(w.begin(), w.end());
-        p.seconds = median_of(w);
-        p.spread = p.seconds > 0 ? (w.back() - w.front()) / p.seconds : 0;
+        p.seconds = median_of(timer.wall[l]);
+        p.spread = spread_of(timer.wall[l], p.seconds);
         for (size_t s = 0; s < p.stage_seconds.size(); ++s) {
             std::vector<double> v;
             for (const StageTimes& t : timer.stages[l]) v.push_back(t.seconds[s]);
@@ -267,9 +272,8 @@ Status time_replays(AttentionModel& model, const StepBatch& batch, const std::ve
             SIEVE_ASSIGN_OR_RETURN(const double seconds, timer->seconds());
             if (rep >= 0) w.push_back(seconds);
         }
-        std::sort(w.begin(), w.end());
         points[l].replay_seconds = median_of(w);
-        points[l].replay_spread = points[l].replay_seconds > 0 ? (w.back() - w.front()) / points[l].replay_seconds : 0;
+        points[l].replay_spread = spread_of(w, points[l].replay_seconds);
     }
     return backend.synchronize();
 }
