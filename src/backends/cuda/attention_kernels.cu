@@ -34,6 +34,7 @@
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/dtype_access.cuh"
 #include "backends/cuda/mma_sync.cuh"
+#include "backends/cuda/wgmma.cuh"
 
 namespace sieve::cuda {
 namespace {
@@ -946,6 +947,380 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
     sparse_attention_write_block(a, split, t, h0, nh, sAcc, sM, sL, n_rows);
 }
 
+// ---- sparse_attention on warpgroup tensor cores (wgmma): fp8 records, bf16 q, 64 heads a block ----
+//
+// The same contract, split-K, combine and sink handling as the kernels above, for the real shapes of both
+// formats (DeepSeek-V4: fp8_model1, qk_dim = v_dim = 512; DeepSeek-V3.2 / Hy4: fp8_v32, qk_dim 576, v_dim 512;
+// rope tail 64) and more than 32 heads. One block of two warpgroups per (token, 64 heads, split) walks the list
+// in steps of kWgEntries gathered entries:
+//   1. the step's raw entries, staged by cp.async during the previous step, are converted once into bf16 rows
+//      (exactly, as mma_entry_octet does) in the 128-byte swizzle wgmma reads (wgmma.cuh);
+//   2. q·Kᵀ (m64n64, q and the entries from shared memory): warpgroup w sums half of the dims — fp8_model1
+//      dims [256w, 256w + 256); fp8_v32 the scale groups 2w, 2w + 1 (each an exact chain scaled by its
+//      per-entry fp32 scale as it is added) and 32 of the 64 tail dims — and the two halves are exchanged
+//      through shared memory, so that both warpgroups hold the same fp32 logits (a + b in both: fp32 addition
+//      commutes) and take the same online-softmax steps (mma_step_softmax's arithmetic, per row in registers);
+//   3. P·V (m64n128, P from registers, V = the converted entries read MN-major): warpgroup w owns output
+//      dims [256w, 256w + 256) in two n128 halves. The weights enter exactly as in the mma.sync kernel: p_j
+//      (fp8_model1) or p_j · s_jg (fp8_v32, g the half's scale group) split into two bf16 terms.
+// Three block barriers a step: the step's bytes are staged, the converted entries are written, the halves of the
+// logits are exchanged. The running state stays in registers until the epilogue, which passes it through
+// shared memory to sparse_attention_write_block.
+constexpr int kWgHeads = 64;                           // the m of every wgmma
+constexpr int kWgEntries = 64;                         // entries per step: the n of q·Kᵀ, the k of P·V
+constexpr int kWgThreads = 256;                        // two warpgroups
+constexpr int kWgVDim = 512;                           // each warpgroup owns 256 output dims, two n128 halves
+constexpr int kWgRopeDim = 64;
+constexpr int kWgSlabBytes = kWgEntries * 128;         // one slab (64 values) of 64 rows (= kWgHeads rows)
+constexpr int kWgLogits = kWgEntries / 2;              // fp32 logits a thread holds (the m64n64 D fragment)
+constexpr int kWgExchangeFloats = kWgLogits * 128;     // a warpgroup's partial logits, [value][thread]
+static_assert(kWgHeads == kWgEntries, "q and the entries share the slab shape");
+static_assert(kWgThreads == kAttnThreads, "the block epilogue strides by kAttnWarps");
+
+template <bool kModel1>
+struct WgFormat {
+    static constexpr int qk_dim = kModel1 ? 512 : 576;
+    static constexpr int quant_dim = qk_dim - kWgRopeDim;  // e4m3 values, then the bf16 tail
+};
+
+struct WgAttentionShape {
+    int stage_row = 0;  // bytes per staged raw entry (mma_attention_shape's)
+    // Offsets from the block's 1024-byte aligned base; `bytes` includes the 1024 bytes of alignment slack.
+    size_t q_off = 0, kv_off = 0, stage_off = 0, x_off = 0, scale_off = 0, stats_off = 0, bytes = 0;
+};
+__host__ __device__ inline WgAttentionShape wgmma_attention_shape(int qk_dim, const MmaRecordNumbers& r) {
+    WgAttentionShape s;
+    const size_t slabs = static_cast<size_t>(qk_dim / wgmma::kSlabValues);
+    s.stage_row = (r.data_bytes + r.scale_bytes + 15) / 16 * 16;
+    s.q_off = 0;
+    s.kv_off = slabs * kWgSlabBytes;
+    s.stage_off = s.kv_off + slabs * kWgSlabBytes;
+    s.x_off = s.stage_off + static_cast<size_t>(kWgEntries) * s.stage_row;
+    s.scale_off = s.x_off + 2 * static_cast<size_t>(kWgExchangeFloats) * 4;
+    s.stats_off = s.scale_off + static_cast<size_t>(kWgEntries) * 4 * 4;  // fp8_v32: [4 groups][entry]
+    s.bytes = s.stats_off + 2 * kWgHeads * 4 + wgmma::kAtomBytes;
+    return s;
+}
+
+// Whether sparse_attention_wgmma_kernel takes these params: the tensor-core kernel's, at the two real shapes,
+// with more heads than one of its blocks holds.
+bool wgmma_attention_supported(const SparseAttentionParams& p) {
+    if (!mma_attention_supported(p) || p.n_heads <= kMmaHeads || p.v_dim != kWgVDim || p.rope_dim != kWgRopeDim) return false;
+    const CacheRecordFormat format = (p.main.width > 0 ? p.main : p.extra).format;
+    return format == CacheRecordFormat::fp8_model1 ? p.qk_dim == WgFormat<true>::qk_dim : p.qk_dim == WgFormat<false>::qk_dim;
+}
+
+// Splits of each token's lists for the wgmma kernel (one block per multiprocessor): enough (token, head
+// block) items to fill the 132 multiprocessors once, each split a whole number of steps; the fewest splits
+// that take as many steps as the most the GPU allows.
+int64_t wgmma_attention_splits(const SparseAttentionParams& p) {
+    const int64_t items = p.n_tokens * ((p.n_heads + kWgHeads - 1) / kWgHeads);
+    const int64_t steps = (p.main.width + p.extra.width + kWgEntries - 1) / kWgEntries;
+    if (items <= 0 || steps <= 1) return 1;
+    const int64_t fit = std::max<int64_t>(1, std::min<int64_t>(kTargetBlocks / 2 / items, kMaxSplits));
+    const int64_t steps_per_split = (steps + fit - 1) / fit;
+    return (steps + steps_per_split - 1) / steps_per_split;
+}
+// List positions of each split (the last may hold fewer).
+int64_t wgmma_split_positions(const SparseAttentionParams& p, int64_t splits) {
+    const int64_t steps = (p.main.width + p.extra.width + kWgEntries - 1) / kWgEntries;
+    return (steps + splits - 1) / splits * kWgEntries;
+}
+
+// The step's n staged entries as bf16 rows of the swizzled slabs of sK (zeros past n); fp8_v32: their group
+// scales into sScale [group][entry].
+template <bool kModel1>
+__device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_row, const MmaRecordNumbers& R, int n,
+                                                uint8_t* sK, float* sScale) {
+    using F = WgFormat<kModel1>;
+    constexpr int kOctets = F::qk_dim / 8, kQuantOctets = F::quant_dim / 8;
+    // Rolled: unrolled, its per-thread addresses would be hoisted out of the step loop and spilled.
+#pragma unroll 1
+    for (int idx = threadIdx.x; idx < kWgEntries * kOctets; idx += kWgThreads) {
+        const int r = idx / kOctets, c = idx % kOctets;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (r < n) {
+            const uint8_t* row = stage + r * stage_row;
+            v = c < kQuantOctets ? mma_entry_octet<kModel1>(row, R, 8 * c)
+                                 : *reinterpret_cast<const uint4*>(row + R.tail_offset + 16 * (c - kQuantOctets));
+        }
+        *reinterpret_cast<uint4*>(sK + (c / 8) * kWgSlabBytes + wgmma::swizzle_chunk(r, c % 8)) = v;
+    }
+    if constexpr (!kModel1) {
+        static_assert(kWgEntries * 4 == kWgThreads, "one fp8_v32 scale per thread");
+        const int gi = threadIdx.x / kWgEntries, r = threadIdx.x % kWgEntries;
+        sScale[threadIdx.x] = r < n ? mma_entry_scale(stage + r * stage_row, R, gi) : 0.0f;
+    }
+}
+
+// Warpgroup wg's half of the step's logits (the D fragment of its rows): fp32 sums of exact products.
+template <bool kModel1>
+__device__ __forceinline__ void wg_partial_logits(const uint8_t* sQ, const uint8_t* sK, const float* sScale, int wg,
+                                                  float (&l)[kWgLogits]) {
+    using F = WgFormat<kModel1>;
+    const uint32_t q_base = mma::smem_address(sQ), k_base = mma::smem_address(sK);
+    auto descriptor = [](uint32_t address) { return wgmma::sw128_descriptor(address, 16, wgmma::kAtomBytes); };
+    // k-step k of 16 values at byte offset (k / 4) slabs + (k % 4) · 32 from the base.
+    constexpr auto offset = [](int k) { return static_cast<uint32_t>((k / 4) * kWgSlabBytes + (k % 4) * 32); };
+    const uint32_t half_off = wg * 4 * kWgSlabBytes;  // the warpgroup's 256 dims: 16 k-steps
+    const uint64_t qd = descriptor(q_base + half_off), kd = descriptor(k_base + half_off);
+    if constexpr (kModel1) {  // every value an exact bf16: one chain over the warpgroup's 16 k-steps
+        wgmma::fence();
+        wgmma::for_each_index<16>([&](auto k) {
+            constexpr int K = decltype(k)::value;
+            wgmma::mma_ss_m64n64k16<offset(K)>(l, qd, kd, K > 0);
+        });
+        wgmma::commit();
+        wgmma::wait<0>();
+        wgmma::pin(l);
+    } else {  // per scale group: l += s_jg · Σ_group q·e (the unscaled e4m3 values), then the tail unscaled
+        const int tq = threadIdx.x % 4;
+        // The tail's 4 k-steps (slab 8): k-steps 2·wg, 2·wg + 1 of them.
+        const uint32_t tail_off = 8 * kWgSlabBytes + 64 * wg;
+        const uint64_t qt = descriptor(q_base + tail_off), kt = descriptor(k_base + tail_off);
+        float acc[kWgLogits];
+#pragma unroll
+        for (int i = 0; i < kWgLogits; ++i) l[i] = 0.0f;
+        wgmma::for_each_index<3>([&](auto part_c) {  // the groups 2·wg, 2·wg + 1, then the tail
+            constexpr int part = decltype(part_c)::value;
+            wgmma::fence();
+            if constexpr (part < 2) {
+                wgmma::for_each_index<8>([&](auto k) {
+                    constexpr int K = decltype(k)::value;
+                    wgmma::mma_ss_m64n64k16<offset(8 * part + K)>(acc, qd, kd, K > 0);
+                });
+            } else {
+                wgmma::mma_ss_m64n64k16<0>(acc, qt, kt, 0);
+                wgmma::mma_ss_m64n64k16<32>(acc, qt, kt, 1);
+            }
+            wgmma::commit();
+            wgmma::wait<0>();
+            wgmma::pin(acc);
+#pragma unroll
+            for (int j = 0; j < kWgLogits / 4; ++j) {
+                float s0 = 1.0f, s1 = 1.0f;
+                if constexpr (part < 2) {
+                    const float2 s = *reinterpret_cast<const float2*>(sScale + (2 * wg + part) * kWgEntries + 8 * j + 2 * tq);
+                    s0 = s.x;
+                    s1 = s.y;
+                }
+                l[4 * j + 0] = fmaf(acc[4 * j + 0], s0, l[4 * j + 0]);
+                l[4 * j + 1] = fmaf(acc[4 * j + 1], s1, l[4 * j + 1]);
+                l[4 * j + 2] = fmaf(acc[4 * j + 2], s0, l[4 * j + 2]);
+                l[4 * j + 3] = fmaf(acc[4 * j + 3], s1, l[4 * j + 3]);
+            }
+        });
+    }
+}
+
+// One block per (token, block of kWgHeads heads, split). Semantics: ops/sparse_attention.h.
+template <bool kModel1>
+__global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(MmaAttentionArgs ma, int64_t split_positions) {
+    using F = WgFormat<kModel1>;
+    const SparseAttentionArgs& a = ma.base;
+    extern __shared__ float4 attention_smem[];
+    __shared__ const uint8_t* s_data[kWgEntries];
+    __shared__ const uint8_t* s_scales[kWgEntries];
+    __shared__ int s_list[kWgEntries];
+    __shared__ int s_count[2];  // the entries gathered for steps of even and odd index
+    const MmaRecordNumbers& R = ma.rec;
+    const WgAttentionShape S = wgmma_attention_shape(F::qk_dim, R);
+    uint8_t* const base = reinterpret_cast<uint8_t*>(
+        (reinterpret_cast<uintptr_t>(attention_smem) + wgmma::kAtomBytes - 1) & ~static_cast<uintptr_t>(wgmma::kAtomBytes - 1));
+    uint8_t* const sQ = base + S.q_off;                                 // [slab][head] swizzled bf16 rows
+    uint8_t* const sK = base + S.kv_off;                                // [slab][entry] swizzled bf16 rows
+    uint8_t* const stage = base + S.stage_off;                          // [kWgEntries][stage_row] raw entries
+    float* const sX = reinterpret_cast<float*>(base + S.x_off);         // [warpgroup][kWgLogits][128] partial logits
+    float* const sScale = reinterpret_cast<float*>(base + S.scale_off);  // fp8_v32: [group][entry]
+    float* const sM = reinterpret_cast<float*>(base + S.stats_off);
+    float* const sL = sM + kWgHeads;
+
+    const int64_t split = blockIdx.x % a.split.splits, item = blockIdx.x / a.split.splits;
+    const int64_t t = item / a.head_blocks;
+    const int64_t h0 = (item % a.head_blocks) * kWgHeads;
+    const int nh = static_cast<int>(min(static_cast<int64_t>(kWgHeads), a.n_heads - h0));
+    const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+    const int wg = tid / 128, wt = tid % 128, g = lane / 4, tq = lane % 4;
+    const int row0 = 16 * (warp % 4) + g;  // the thread's two rows (heads h0 + row0, h0 + row0 + 8)
+    const int64_t total = a.main.width + a.extra.width;
+    const int64_t begin = min(total, split * split_positions), end = min(total, begin + split_positions);
+
+    // q rows as bf16 into the swizzled slabs (the heads past nh zero).
+    {
+        constexpr int kOctets = F::qk_dim / 8;
+        for (int idx = tid; idx < kWgHeads * kOctets; idx += kWgThreads) {
+            const int hh = idx / kOctets, c = idx % kOctets;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (hh < nh) {
+                const auto* q = static_cast<const uint16_t*>(a.q) + t * a.q_token_stride + (h0 + hh) * a.q_head_stride + 8 * c;
+                if (ma.q_vector_ok) {
+                    v = __ldg(reinterpret_cast<const uint4*>(q));
+                } else {
+                    uint32_t w[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) w[k] = static_cast<uint32_t>(q[2 * k]) | (static_cast<uint32_t>(q[2 * k + 1]) << 16);
+                    v = make_uint4(w[0], w[1], w[2], w[3]);
+                }
+            }
+            *reinterpret_cast<uint4*>(sQ + (c / 8) * kWgSlabBytes + wgmma::swizzle_chunk(hh, c % 8)) = v;
+        }
+    }
+
+    float o[2][64];  // output dims [256·wg + 128·half, + 128) of rows row0, row0 + 8: two m64n128 D fragments
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) o[h][i] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // l_run: this thread's columns only
+
+    // Step −1 only gathers and stages step 0 (as in the mma.sync kernel).
+    int64_t cursor = begin, n_rows = 0;
+    int n = 0;
+    for (int chunk = -1;; ++chunk) {
+        if (chunk >= 0) {
+            async_copy::wait_all();
+            __syncthreads();  // the step's bytes are staged; the previous step's wgmma are complete
+            n = s_count[chunk & 1];
+            if (n == 0) break;
+            n_rows += n;
+        }
+        if (warp == 0) {
+            const int filled = sparse_attention_gather(a, t, cursor, end, kWgEntries, s_data, s_scales, s_list);
+            if (lane == 0) s_count[(chunk + 1) & 1] = filled;
+        }
+        if (chunk >= 0) wg_convert_step<kModel1>(stage, S.stage_row, R, n, sK, sScale);
+        wgmma::fence_operands();  // the converted entries (and, at step −1, q) are read by wgmma
+        __syncthreads();
+        mma_stage_chunk(ma, S.stage_row, s_count[(chunk + 1) & 1], s_data, s_scales, stage);
+        if (chunk < 0) continue;
+
+        // Logits: this warpgroup's half, exchanged, summed in the same order by both.
+        float l[kWgLogits];
+        wg_partial_logits<kModel1>(sQ, sK, sScale, wg, l);
+        float* const mine = sX + wg * kWgExchangeFloats;
+        const float* const other = sX + (1 - wg) * kWgExchangeFloats;
+#pragma unroll
+        for (int i = 0; i < kWgLogits; ++i) mine[i * 128 + wt] = l[i];
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < kWgLogits; ++i) {
+            const float x = other[i * 128 + wt];
+            l[i] = wg == 0 ? l[i] + x : x + l[i];
+        }
+
+        // The online-softmax step of rows row0 (r = 0) and row0 + 8 (r = 1): their 64 logits lie in the four
+        // threads of a quad, l[4j + 2r + e] at column 8j + 2·tq + e. Columns past n weigh exactly 0.
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < kWgLogits / 4; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    float& x = l[4 * j + 2 * r + e];
+                    x = 8 * j + 2 * tq + e < n ? __fmul_rn(a.scale, x) : -INFINITY;
+                    mx = fmaxf(mx, x);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+            const float m_new = fmaxf(m_run[r], mx);
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kWgLogits / 4; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    float& x = l[4 * j + 2 * r + e];
+                    x = x != -INFINITY ? expf(x - m_new) : 0.0f;
+                    sum += x;
+                }
+            alpha[r] = m_new == -INFINITY ? 1.0f : expf(m_run[r] - m_new);
+            l_run[r] = l_run[r] * alpha[r] + sum;
+            m_run[r] = m_new;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                o[h][4 * j + 0] *= alpha[0];
+                o[h][4 * j + 1] *= alpha[0];
+                o[h][4 * j + 2] *= alpha[1];
+                o[h][4 * j + 3] *= alpha[1];
+            }
+
+        // acc += P·V over the warpgroup's dims, 16 entries a k-step; the weights' A fragment of k-step ks are
+        // the logit registers of n-tiles 2ks, 2ks + 1.
+        // The weights' two bf16 terms per k-step ks (16 entries) and half h (fp8_model1: one pair serves both
+        // halves): the A fragment of k-step ks is the logit registers of n-tiles 2ks, 2ks + 1. All are built
+        // before the first P·V instruction, so that the instructions issue back to back.
+        constexpr int kPairs = kModel1 ? 1 : 2;
+        uint32_t a_head[kWgEntries / 16][kPairs][4], a_tail[kWgEntries / 16][kPairs][4];
+#pragma unroll
+        for (int ks = 0; ks < kWgEntries / 16; ++ks)
+#pragma unroll
+            for (int h = 0; h < kPairs; ++h) {
+                float w[8];
+#pragma unroll
+                for (int i = 0; i < 8; ++i) w[i] = l[8 * ks + i];
+                if constexpr (!kModel1) {  // the weights of the half's group: p_j · s_jg
+                    const float* sc = sScale + (2 * wg + h) * kWgEntries + 16 * ks + 2 * tq;
+                    const float2 s_lo = *reinterpret_cast<const float2*>(sc), s_hi = *reinterpret_cast<const float2*>(sc + 8);
+                    w[0] *= s_lo.x, w[1] *= s_lo.y, w[2] *= s_lo.x, w[3] *= s_lo.y;
+                    w[4] *= s_hi.x, w[5] *= s_hi.y, w[6] *= s_hi.x, w[7] *= s_hi.y;
+                }
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const mma::Bf16Split s0 = mma::split_bf16(w[2 * q]), s1 = mma::split_bf16(w[2 * q + 1]);
+                    a_head[ks][h][q] = mma::pack_bf16x2(s0.head, s1.head);
+                    a_tail[ks][h][q] = mma::pack_bf16x2(s0.tail, s1.tail);
+                }
+            }
+        // V of the warpgroup's dims: half h at 2h slabs on, k-step ks 16 entries (two swizzle atoms) on.
+        const uint64_t v_desc = wgmma::sw128_descriptor(mma::smem_address(sK + 4 * wg * kWgSlabBytes), kWgSlabBytes,
+                                                        wgmma::kAtomBytes);
+        wgmma::fence();
+        wgmma::for_each_index<kWgEntries / 16>([&](auto ks_c) {
+            constexpr int ks = decltype(ks_c)::value;
+            wgmma::for_each_index<2>([&](auto h_c) {
+                constexpr int h = decltype(h_c)::value, f = kModel1 ? 0 : h;
+                constexpr uint32_t off = 2 * h * kWgSlabBytes + ks * 16 * 128;
+                wgmma::mma_rs_m64n128k16_bt<off>(o[h], a_head[ks][f], v_desc, 1);
+                wgmma::mma_rs_m64n128k16_bt<off>(o[h], a_tail[ks][f], v_desc, 1);
+            });
+        });
+        wgmma::commit();
+        wgmma::wait<0>();
+        wgmma::pin(o[0]);
+        wgmma::pin(o[1]);
+    }
+
+    // Each row's sum from its quad; then the state through shared memory (over sQ and sK: every wgmma is
+    // complete and the loop ended on a barrier) to the block epilogue.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l_run[r] += __shfl_xor_sync(kFullMask, l_run[r], 1);
+        l_run[r] += __shfl_xor_sync(kFullMask, l_run[r], 2);
+    }
+    float* const sAcc = reinterpret_cast<float*>(base);  // [kWgHeads][kWgVDim]
+    static_assert(kWgHeads * kWgVDim * 4 <= 2 * 8 * kWgSlabBytes, "the accumulators fit over q and the entries");
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            float* dst = sAcc + row0 * kWgVDim + 256 * wg + 128 * h + 8 * j + 2 * tq;
+            *reinterpret_cast<float2*>(dst) = make_float2(o[h][4 * j + 0], o[h][4 * j + 1]);
+            *reinterpret_cast<float2*>(dst + 8 * kWgVDim) = make_float2(o[h][4 * j + 2], o[h][4 * j + 3]);
+        }
+    if (wg == 0 && tq == 0) {
+        sM[row0] = m_run[0];
+        sL[row0] = l_run[0];
+        sM[row0 + 8] = m_run[1];
+        sL[row0 + 8] = l_run[1];
+    }
+    __syncthreads();
+    sparse_attention_write_block(a, split, t, h0, nh, sAcc, sM, sL, n_rows);
+}
+
 struct SparseCombineArgs {
     const float* acc = nullptr;
     const float* stats = nullptr;
@@ -981,10 +1356,12 @@ SparseListArgs sparse_list_args(const SparseAttentionParams& p, const SparseKvLi
     return s;
 }
 
-// Splits of each token's lists: the fp32 kernel's (attention_splits), or for the tensor-core kernel enough
-// (token, head block) items to fill the GPU, each split at least one chunk.
+// Splits of each token's lists: the fp32 kernel's (attention_splits), the wgmma kernel's
+// (wgmma_attention_splits), or for the mma.sync kernel enough (token, head block) items to fill the GPU, each
+// split at least one chunk.
 int64_t sparse_attention_splits(const SparseAttentionParams& p) {
     const int64_t positions = p.main.width + p.extra.width;
+    if (wgmma_attention_supported(p)) return wgmma_attention_splits(p);
     if (!mma_attention_supported(p)) return attention_splits(p.n_tokens, p.n_heads, positions);
     const int64_t base = p.n_tokens * ((p.n_heads + kMmaHeads - 1) / kMmaHeads);
     if (base <= 0 || base >= kTargetBlocks || positions <= kMmaMinSplitPositions) return 1;
@@ -1727,12 +2104,13 @@ size_t sparse_attention_workspace_size(const SparseAttentionParams& p) {
 Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream_t stream) {
     if (p.n_tokens == 0) return Status::ok();
     const int64_t splits = sparse_attention_splits(p);
-    const bool mma = mma_attention_supported(p);
+    const bool mma = mma_attention_supported(p), wg = wgmma_attention_supported(p);
     AttentionShape shape;
     if (mma) {
-        shape.head_blocks = (p.n_heads + kMmaHeads - 1) / kMmaHeads;
-        shape.heads_per_block = kMmaHeads;
-        shape.chunk = kMmaChunk;
+        const int heads = wg ? kWgHeads : kMmaHeads;
+        shape.head_blocks = (p.n_heads + heads - 1) / heads;
+        shape.heads_per_block = heads;
+        shape.chunk = wg ? kWgEntries : kMmaChunk;
         shape.splits = splits;
         if (p.n_tokens > INT_MAX / shape.head_blocks / splits)
             return unsupported_error("cuda: sparse_attention: {} tokens × {} head blocks × {} splits exceed the grid's 2^31 − 1 blocks",
@@ -1786,23 +2164,33 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
             if (l->width > 0)
                 ma.async_ok = ma.async_ok && reinterpret_cast<uintptr_t>(l->rec.base) % 16 == 0 && l->rec.block_bytes % 16 == 0;
         ma.q_vector_ok = reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && p.q_token_stride % 8 == 0 && p.q_head_stride % 8 == 0;
-        const MmaAttentionShape ms = mma_attention_shape(a.qk_dim, r, model1);
+        const size_t smem_bytes = wg ? wgmma_attention_shape(a.qk_dim, r).bytes : mma_attention_shape(a.qk_dim, r, model1).bytes;
         int device = 0, optin = 0;
         SIEVE_RETURN_IF_ERROR(launch_check(cudaGetDevice(&device), "sparse_attention", "cudaGetDevice"));
         SIEVE_RETURN_IF_ERROR(launch_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
                                            "sparse_attention", "shared memory limit"));
-        if (ms.bytes + 1024 > static_cast<size_t>(optin))
+        // The kernels' static shared memory (the gathered addresses) stays below 2 KiB.
+        if (smem_bytes + 2048 > static_cast<size_t>(optin))
             return unsupported_error("cuda: sparse_attention: the tensor-core kernel's {} bytes of shared memory exceed the {} a block may use",
-                                     ms.bytes, optin);
+                                     smem_bytes, optin);
         // The device's whole per-block allowance, once per kernel: every launch stays under it.
-        auto kernel = model1 ? sparse_attention_mma_kernel<true> : sparse_attention_mma_kernel<false>;
         static const cudaError_t attribute_model1 =
-            cudaFuncSetAttribute(sparse_attention_mma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
+            cudaFuncSetAttribute(sparse_attention_mma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 2048);
         static const cudaError_t attribute_v32 =
-            cudaFuncSetAttribute(sparse_attention_mma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
-        SIEVE_RETURN_IF_ERROR(launch_check(model1 ? attribute_model1 : attribute_v32, "sparse_attention",
-                                           "shared memory of the tensor-core kernel"));
-        kernel<<<static_cast<unsigned>(blocks), kMmaThreads, ms.bytes, stream>>>(ma);
+            cudaFuncSetAttribute(sparse_attention_mma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 2048);
+        static const cudaError_t attribute_wg_model1 =
+            cudaFuncSetAttribute(sparse_attention_wgmma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 2048);
+        static const cudaError_t attribute_wg_v32 =
+            cudaFuncSetAttribute(sparse_attention_wgmma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 2048);
+        const cudaError_t attribute = wg ? (model1 ? attribute_wg_model1 : attribute_wg_v32) : (model1 ? attribute_model1 : attribute_v32);
+        SIEVE_RETURN_IF_ERROR(launch_check(attribute, "sparse_attention", "shared memory of the tensor-core kernel"));
+        if (wg) {
+            auto kernel = model1 ? sparse_attention_wgmma_kernel<true> : sparse_attention_wgmma_kernel<false>;
+            kernel<<<static_cast<unsigned>(blocks), kWgThreads, smem_bytes, stream>>>(ma, wgmma_split_positions(p, splits));
+        } else {
+            auto kernel = model1 ? sparse_attention_mma_kernel<true> : sparse_attention_mma_kernel<false>;
+            kernel<<<static_cast<unsigned>(blocks), kMmaThreads, smem_bytes, stream>>>(ma);
+        }
     } else {
         sparse_attention_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
     }
