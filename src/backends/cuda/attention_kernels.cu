@@ -1003,9 +1003,14 @@ __host__ __device__ inline WgAttentionShape wgmma_attention_shape(int qk_dim, co
 }
 
 // Whether sparse_attention_wgmma_kernel takes these params: the tensor-core kernel's, at the two real shapes,
-// with more heads than one of its blocks holds.
+// with more heads than one of the mma.sync kernel's blocks holds and at least kWgMinItems (token, 64-head)
+// items. Below that the mma.sync kernel's smaller blocks spread the few items over more multiprocessors:
+// DeepSeek-V4 at batch 1 took 37 µs in this kernel (H100) against 23 µs in the mma.sync kernel (H200), at
+// batch 16 57.7 µs against 69.4 µs. Those are two cards: the threshold wants both kernels timed on one.
+constexpr int64_t kWgMinItems = 8;
 bool wgmma_attention_supported(const SparseAttentionParams& p) {
     if (!mma_attention_supported(p) || p.n_heads <= kMmaHeads || p.v_dim != kWgVDim || p.rope_dim != kWgRopeDim) return false;
+    if (p.n_tokens * ((p.n_heads + kWgHeads - 1) / kWgHeads) < kWgMinItems) return false;
     const CacheRecordFormat format = (p.main.width > 0 ? p.main : p.extra).format;
     return format == CacheRecordFormat::fp8_model1 ? p.qk_dim == WgFormat<true>::qk_dim : p.qk_dim == WgFormat<false>::qk_dim;
 }
