@@ -951,8 +951,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 //
 // The same contract, split-K, combine and sink handling as the kernels above, for the real shapes of both
 // formats (DeepSeek-V4: fp8_model1, qk_dim = v_dim = 512; DeepSeek-V3.2 / Hy4: fp8_v32, qk_dim 576, v_dim 512;
-// rope tail 64) and more than 32 heads. One block of two warpgroups per (token, 64 heads, split) walks the list
-// in steps of kWgEntries gathered entries:
+// rope tail 64), more than 32 heads and enough (token, head block) items (wgmma_attention_supported). One block
+// of two warpgroups per (token, 64 heads, split) walks the list in steps of kWgEntries gathered entries:
 //   1. the step's raw entries, staged by cp.async during the previous step, are converted once into bf16 rows
 //      (exactly, as mma_entry_octet does) in the 128-byte swizzle wgmma reads (wgmma.cuh);
 //   2. q·Kᵀ (m64n64, q and the entries from shared memory): warpgroup w sums half of the dims — fp8_model1
