@@ -1008,9 +1008,12 @@ __host__ __device__ inline WgAttentionShape wgmma_attention_shape(int qk_dim, co
 // DeepSeek-V4 at batch 1 took 37 µs in this kernel (H100) against 23 µs in the mma.sync kernel (H200), at
 // batch 16 57.7 µs against 69.4 µs. Those are two cards: the threshold wants both kernels timed on one.
 constexpr int64_t kWgMinItems = 8;
+// The wgmma kernel's (token, 64-head) items, and the steps of kWgEntries list positions of each item.
+int64_t wgmma_items(const SparseAttentionParams& p) { return p.n_tokens * ((p.n_heads + kWgHeads - 1) / kWgHeads); }
+int64_t wgmma_steps(const SparseAttentionParams& p) { return (p.main.width + p.extra.width + kWgEntries - 1) / kWgEntries; }
 bool wgmma_attention_supported(const SparseAttentionParams& p) {
     if (!mma_attention_supported(p) || p.n_heads <= kMmaHeads || p.v_dim != kWgVDim || p.rope_dim != kWgRopeDim) return false;
-    if (p.n_tokens * ((p.n_heads + kWgHeads - 1) / kWgHeads) < kWgMinItems) return false;
+    if (wgmma_items(p) < kWgMinItems) return false;
     const CacheRecordFormat format = (p.main.width > 0 ? p.main : p.extra).format;
     return format == CacheRecordFormat::fp8_model1 ? p.qk_dim == WgFormat<true>::qk_dim : p.qk_dim == WgFormat<false>::qk_dim;
 }
@@ -1019,8 +1022,7 @@ bool wgmma_attention_supported(const SparseAttentionParams& p) {
 // block) items to fill the 132 multiprocessors once, each split a whole number of steps; the fewest splits
 // that take as many steps as the most the GPU allows.
 int64_t wgmma_attention_splits(const SparseAttentionParams& p) {
-    const int64_t items = p.n_tokens * ((p.n_heads + kWgHeads - 1) / kWgHeads);
-    const int64_t steps = (p.main.width + p.extra.width + kWgEntries - 1) / kWgEntries;
+    const int64_t items = wgmma_items(p), steps = wgmma_steps(p);
     if (items <= 0 || steps <= 1) return 1;
     const int64_t fit = std::max<int64_t>(1, std::min<int64_t>(kTargetBlocks / 2 / items, kMaxSplits));
     const int64_t steps_per_split = (steps + fit - 1) / fit;
@@ -1028,8 +1030,7 @@ int64_t wgmma_attention_splits(const SparseAttentionParams& p) {
 }
 // List positions of each split (the last may hold fewer).
 int64_t wgmma_split_positions(const SparseAttentionParams& p, int64_t splits) {
-    const int64_t steps = (p.main.width + p.extra.width + kWgEntries - 1) / kWgEntries;
-    return (steps + splits - 1) / splits * kWgEntries;
+    return (wgmma_steps(p) + splits - 1) / splits * kWgEntries;
 }
 
 // The step's n staged entries as bf16 rows of the swizzled slabs of sK (zeros past n); fp8_v32: their group
@@ -1253,9 +1254,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
                 o[h][4 * j + 3] *= alpha[1];
             }
 
-        // acc += P·V over the warpgroup's dims, 16 entries a k-step; the weights' A fragment of k-step ks are
-        // the logit registers of n-tiles 2ks, 2ks + 1.
-        // The weights' two bf16 terms per k-step ks (16 entries) and half h (fp8_model1: one pair serves both
+        // acc += P·V over the warpgroup's dims, 16 entries a k-step. The weights' two bf16 terms per k-step ks (16 entries) and half h (fp8_model1: one pair serves both
         // halves): the A fragment of k-step ks is the logit registers of n-tiles 2ks, 2ks + 1. All are built
         // before the first P·V instruction, so that the instructions issue back to back.
         constexpr int kPairs = kModel1 ? 1 : 2;
