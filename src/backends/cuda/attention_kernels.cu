@@ -1059,6 +1059,63 @@ __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_
     }
 }
 
+// Warp 0's look-ahead into a token's list: the slots at list positions [pos, pos + 64), lane l holding
+// positions pos + l and pos + 32 + l (−1 past `end`). It is loaded right after a step is gathered, for the
+// step after it, so that the gather that the whole block waits for reads registers, not global memory.
+struct SlotWindow {
+    int64_t pos = -1;
+    int32_t slot[2] = {-1, -1};
+};
+__device__ __forceinline__ void slot_window_load(SlotWindow& w, const SparseAttentionArgs& a, int64_t t, int64_t pos, int64_t end) {
+    const int lane = threadIdx.x % kWarp;
+    w.pos = pos;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int64_t c = pos + 32 * half + lane;
+        const bool main = c < a.main.width;
+        const SparseListArgs& l = main ? a.main : a.extra;
+        w.slot[half] = c < end ? l.slots[t * l.slots_stride + (main ? c : c - a.main.width)] : -1;
+    }
+}
+
+// sparse_attention_gather for the wgmma kernel's steps of kWgEntries, from the look-ahead window where it
+// starts at the cursor (it is loaded synchronously otherwise: after −1 holes, or at the first step).
+__device__ __forceinline__ int wg_gather(const SparseAttentionArgs& a, int64_t t, int64_t& cursor, int64_t end, SlotWindow& w,
+                                         const uint8_t** s_data, const uint8_t** s_scales) {
+    const int lane = threadIdx.x % kWarp;
+    int filled = 0;
+    while (filled < kWgEntries && cursor < end) {
+        if (w.pos != cursor) slot_window_load(w, a, t, cursor, end);
+        w.pos = -1;  // consumed
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            if (filled == kWgEntries || cursor >= end) break;
+            const int64_t c0 = cursor, c = c0 + lane;
+            const bool main = c < a.main.width;
+            const SparseListArgs& l = main ? a.main : a.extra;
+            const int64_t slot = w.slot[half];
+            const bool valid = c < end && slot >= 0 && slot < l.rec.n_slots;
+            const unsigned ballot = __ballot_sync(kFullMask, valid);
+            const int count = __popc(ballot), take = min(count, kWgEntries - filled);
+            const int rank = __popc(ballot & ((1u << lane) - 1u));
+            if (valid && rank < take) {
+                const AttnBlockPos bp = attn_block_pos(slot, l.rec.block_size);
+                s_data[filled + rank] = attn_record_data(l.rec, bp);
+                s_scales[filled + rank] = attn_record_scales(l.rec, bp);
+            }
+            filled += take;
+            if (take < count) {  // the step is full: resume at the first valid entry not taken
+                unsigned rest = ballot;
+                for (int k = 0; k < take; ++k) rest &= rest - 1u;
+                cursor = c0 + __ffs(static_cast<int>(rest)) - 1;
+            } else {
+                cursor = min(c0 + kWarp, end);
+            }
+        }
+    }
+    return filled;
+}
+
 // Warpgroup wg's half of the step's logits (the D fragment of its rows): fp32 sums of exact products.
 template <bool kModel1>
 __device__ __forceinline__ void wg_partial_logits(const uint8_t* sQ, const uint8_t* sK, const float* sScale, int wg,
@@ -1071,6 +1128,7 @@ __device__ __forceinline__ void wg_partial_logits(const uint8_t* sQ, const uint8
     const uint32_t half_off = wg * 4 * kWgSlabBytes;  // the warpgroup's 256 dims: 16 k-steps
     const uint64_t qd = descriptor(q_base + half_off), kd = descriptor(k_base + half_off);
     if constexpr (kModel1) {  // every value an exact bf16: one chain over the warpgroup's 16 k-steps
+        wgmma::pin(l);
         wgmma::fence();
         wgmma::for_each_index<16>([&](auto k) {
             constexpr int K = decltype(k)::value;
@@ -1089,6 +1147,7 @@ __device__ __forceinline__ void wg_partial_logits(const uint8_t* sQ, const uint8
         for (int i = 0; i < kWgLogits; ++i) l[i] = 0.0f;
         wgmma::for_each_index<3>([&](auto part_c) {  // the groups 2·wg, 2·wg + 1, then the tail
             constexpr int part = decltype(part_c)::value;
+            wgmma::pin(acc);
             wgmma::fence();
             if constexpr (part < 2) {
                 wgmma::for_each_index<8>([&](auto k) {
@@ -1127,12 +1186,13 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
     extern __shared__ float4 attention_smem[];
     __shared__ const uint8_t* s_data[kWgEntries];
     __shared__ const uint8_t* s_scales[kWgEntries];
-    __shared__ int s_list[kWgEntries];
     __shared__ int s_count[2];  // the entries gathered for steps of even and odd index
     const MmaRecordNumbers& R = ma.rec;
     const WgAttentionShape S = wgmma_attention_shape(F::qk_dim, R);
-    uint8_t* const base = reinterpret_cast<uint8_t*>(
-        (reinterpret_cast<uintptr_t>(attention_smem) + wgmma::kAtomBytes - 1) & ~static_cast<uintptr_t>(wgmma::kAtomBytes - 1));
+    // The 1024-byte aligned base, by pointer arithmetic on the shared array (an address made from an integer
+    // would be generic: every access through it a generic load or store).
+    uint8_t* const base = reinterpret_cast<uint8_t*>(attention_smem) +
+                          ((wgmma::kAtomBytes - mma::smem_address(attention_smem) % wgmma::kAtomBytes) % wgmma::kAtomBytes);
     uint8_t* const sQ = base + S.q_off;                                 // [slab][head] swizzled bf16 rows
     uint8_t* const sK = base + S.kv_off;                                // [slab][entry] swizzled bf16 rows
     uint8_t* const stage = base + S.stage_off;                          // [kWgEntries][stage_row] raw entries
@@ -1180,6 +1240,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // l_run: this thread's columns only
 
     // Step −1 only gathers and stages step 0 (as in the mma.sync kernel).
+    SlotWindow window;  // warp 0's
     int64_t cursor = begin, n_rows = 0;
     int n = 0;
     for (int chunk = -1;; ++chunk) {
@@ -1191,8 +1252,9 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
             n_rows += n;
         }
         if (warp == 0) {
-            const int filled = sparse_attention_gather(a, t, cursor, end, kWgEntries, s_data, s_scales, s_list);
+            const int filled = wg_gather(a, t, cursor, end, window, s_data, s_scales);
             if (lane == 0) s_count[(chunk + 1) & 1] = filled;
+            if (cursor < end) slot_window_load(window, a, t, cursor, end);  // the next step's slots, in flight
         }
         if (chunk >= 0) wg_convert_step<kModel1>(stage, S.stage_row, R, n, sK, sScale);
         wgmma::fence_operands();  // the converted entries (and, at step −1, q) are read by wgmma
@@ -1237,22 +1299,25 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     float& x = l[4 * j + 2 * r + e];
-                    x = x != -INFINITY ? expf(x - m_new) : 0.0f;
+                    const float p = expf(x - m_new);  // computed unconditionally: a select, not a branch
+                    x = x != -INFINITY ? p : 0.0f;
                     sum += x;
                 }
             alpha[r] = m_new == -INFINITY ? 1.0f : expf(m_run[r] - m_new);
             l_run[r] = l_run[r] * alpha[r] + sum;
             m_run[r] = m_new;
         }
+        if (__any_sync(kFullMask, alpha[0] != 1.0f || alpha[1] != 1.0f)) {  // once the maxima settle, rarely
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+            for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                o[h][4 * j + 0] *= alpha[0];
-                o[h][4 * j + 1] *= alpha[0];
-                o[h][4 * j + 2] *= alpha[1];
-                o[h][4 * j + 3] *= alpha[1];
-            }
+                for (int j = 0; j < 16; ++j) {
+                    o[h][4 * j + 0] *= alpha[0];
+                    o[h][4 * j + 1] *= alpha[0];
+                    o[h][4 * j + 2] *= alpha[1];
+                    o[h][4 * j + 3] *= alpha[1];
+                }
+        }
 
         // acc += P·V over the warpgroup's dims, 16 entries a k-step. The weights' two bf16 terms per k-step ks (16 entries) and half h (fp8_model1: one pair serves both
         // halves): the A fragment of k-step ks is the logit registers of n-tiles 2ks, 2ks + 1. All are built
@@ -1273,15 +1338,20 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
                     w[4] *= s_hi.x, w[5] *= s_hi.y, w[6] *= s_hi.x, w[7] *= s_hi.y;
                 }
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const mma::Bf16Split s0 = mma::split_bf16(w[2 * q]), s1 = mma::split_bf16(w[2 * q + 1]);
-                    a_head[ks][h][q] = mma::pack_bf16x2(s0.head, s1.head);
-                    a_tail[ks][h][q] = mma::pack_bf16x2(s0.tail, s1.tail);
-                }
+                for (int q = 0; q < 4; ++q) mma::split_bf16x2(w[2 * q], w[2 * q + 1], a_head[ks][h][q], a_tail[ks][h][q]);
             }
         // V of the warpgroup's dims: half h at 2h slabs on, k-step ks 16 entries (two swizzle atoms) on.
         const uint64_t v_desc = wgmma::sw128_descriptor(mma::smem_address(sK + 4 * wg * kWgSlabBytes), kWgSlabBytes,
                                                         wgmma::kAtomBytes);
+        wgmma::pin(o[0]);
+        wgmma::pin(o[1]);
+#pragma unroll
+        for (int ks = 0; ks < kWgEntries / 16; ++ks)
+#pragma unroll
+            for (int h = 0; h < kPairs; ++h) {
+                wgmma::pin(a_head[ks][h]);
+                wgmma::pin(a_tail[ks][h]);
+            }
         wgmma::fence();
         wgmma::for_each_index<kWgEntries / 16>([&](auto ks_c) {
             constexpr int ks = decltype(ks_c)::value;

@@ -91,4 +91,14 @@ __device__ __forceinline__ Bf16Split split_bf16(float x) {
     return {head, tail};
 }
 
+// split_bf16 of a pair of finite or NaN values (a weight p ≤ 1, or p times a finite scale), packed as two bf16x2
+// registers: the head pair and the tail pair. No infinity check: a NaN value gives NaN head and tail.
+__device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& head, uint32_t& tail) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+    const float2 hf = __bfloat1622float2(h);
+    const __nv_bfloat162 t = __floats2bfloat162_rn(x0 - hf.x, x1 - hf.y);
+    head = *reinterpret_cast<const uint32_t*>(&h);
+    tail = *reinterpret_cast<const uint32_t*>(&t);
+}
+
 }  // namespace sieve::cuda::mma

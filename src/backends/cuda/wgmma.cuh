@@ -64,11 +64,17 @@ __device__ __forceinline__ void for_each_index(F&& f) {
     for_each_index(std::make_integer_sequence<int, N>{}, static_cast<F&&>(f));
 }
 
-// Keeps the compiler from moving reads or writes of an accumulator across the asynchronous instructions.
+// Keeps the compiler from moving reads or writes of registers that wgmma reads or writes (accumulators, A
+// fragments) across the fences and waits: pin them before fence() and after wait().
 template <int N>
 __device__ __forceinline__ void pin(float (&d)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void pin(uint32_t (&a)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
 // d[0 … 32) += A · B over k16 (m64n64k16): A and B in shared memory, K-major, at descriptors a_desc and
