@@ -476,7 +476,10 @@ Expected<bool> run_gpu_bench(const GpuBenchOptions& options, std::ostream& out) 
     auto wanted = [&](const char* kind) {
         return options.only.empty() || std::find(options.only.begin(), options.only.end(), kind) != options.only.end();
     };
-    const std::vector<int64_t> batches = options.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 16, 64, 128};
+    auto batches_or = [&](std::vector<int64_t> targets) {
+        return options.quick ? std::vector<int64_t>{1} : options.batches.empty() ? targets : options.batches;
+    };
+    const std::vector<int64_t> batches = batches_or({1, 16, 64, 128});
     for (int64_t s_q : {1, 2})
         for (int64_t bsz : batches)
             if (wanted("v4")) SIEVE_RETURN_IF_ERROR(add(sparse_decode_point(g, *flush, reps, kV4, bsz, s_q)));
@@ -487,7 +490,7 @@ Expected<bool> run_gpu_bench(const GpuBenchOptions& options, std::ostream& out) 
         if (wanted("indexer")) SIEVE_RETURN_IF_ERROR(add(indexer_point(g, *flush, reps, t, options.quick ? 8192 : 131072, 2048)));
     for (int64_t rows : options.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 64})
         if (wanted("topk")) SIEVE_RETURN_IF_ERROR(add(topk_point(g, *flush, reps, rows, options.quick ? 8192 : 131072, 2048)));
-    for (int64_t bsz : options.quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 16, 64})
+    for (int64_t bsz : batches_or({1, 16, 64}))
         if (wanted("qsa")) SIEVE_RETURN_IF_ERROR(add(qsa_point(g, *flush, reps, bsz, copy_gbps)));
 
     std::vector<StepPoint> steps;

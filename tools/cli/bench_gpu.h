@@ -28,6 +28,8 @@ struct GpuBenchOptions {
     // The kinds of points to time (empty: all): "v4", "v32", "indexer", "topk", "qsa", "step" (whole decode
     // layer steps).
     std::vector<std::string> only;
+    // Batch sizes of the sparse-attention (v4, v32) and QSA points (empty: the targets' sizes).
+    std::vector<int64_t> batches;
 };
 
 // The kinds of points the GPU benchmark has, for --only.

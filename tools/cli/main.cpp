@@ -265,8 +265,8 @@ int main(int argc, char** argv) {
     add_text_flag(bench_cmd, "--backend", bench_backend, sieve::cli::check_backend_flag,
                   "cpu (the layer sweep above), or cuda | cuda:<N>: the GPU's ceilings, its sparse-attention, "
                   "indexer, top-k and QSA kernels at the CUDA targets' shapes against the peers, and whole decode layer "
-                  "steps at 128K tokens, batch 64, against their rooflines (--quick, --json and --reps apply; the "
-                  "layer-sweep flags do not)");
+                  "steps at 128K tokens, batch 64, against their rooflines (--quick, --json, --reps apply, and --batches "
+                  "to the attention points; the other layer-sweep flags do not)");
 
     // Errors of the command line read as sieve's other errors do.
     app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
     // sizing checks did not foresee, a library's own throw) is an error too, never a crash.
     try {
         if (bench_cmd->parsed() && bench_backend.rfind("cuda", 0) == 0) {
-            for (const char* flag : {"--ceilings-only", "--svg", "--presets", "--contexts", "--batches", "--prefill-chunks",
+            for (const char* flag : {"--ceilings-only", "--svg", "--presets", "--contexts", "--prefill-chunks",
                                      "--no-prefill", "--prefill-context", "--dense-max-batch", "--compare-context", "--isa",
                                      "--compare-isa"})
                 if (bench_cmd->count(flag) > 0)
@@ -295,6 +295,7 @@ int main(int argc, char** argv) {
             gpu.json = bench.json;
             if (bench_cmd->count("--reps") > 0) gpu.reps = bench.layers.reps;
             gpu.only = bench_only;
+            if (bench_cmd->count("--batches") > 0) gpu.batches = bench.layers.batches;
             return report(sieve::cli::run_gpu_bench(gpu, std::cout));
         }
         if (bench_cmd->parsed()) {
