@@ -1002,18 +1002,19 @@ __host__ __device__ inline WgAttentionShape wgmma_attention_shape(int qk_dim, co
     return s;
 }
 
-// Whether sparse_attention_wgmma_kernel takes these params: the tensor-core kernel's, at the two real shapes,
-// with more heads than one of the mma.sync kernel's blocks holds and at least kWgMinItems (token, 64-head)
-// items. Below that the mma.sync kernel's smaller blocks spread the few items over more multiprocessors:
-// DeepSeek-V4 at batch 1 took 37 µs in this kernel (H100) against 23 µs in the mma.sync kernel (H200), at
-// batch 16 57.7 µs against 69.4 µs. Those are two cards: the threshold wants both kernels timed on one.
-constexpr int64_t kWgMinItems = 8;
 // The wgmma kernel's (token, 64-head) items, and the steps of kWgEntries list positions of each item.
 int64_t wgmma_items(const SparseAttentionParams& p) { return p.n_tokens * ((p.n_heads + kWgHeads - 1) / kWgHeads); }
 int64_t wgmma_steps(const SparseAttentionParams& p) { return (p.main.width + p.extra.width + kWgEntries - 1) / kWgEntries; }
+// Whether sparse_attention_wgmma_kernel takes these params: the tensor-core kernel's, at the two real shapes,
+// with more heads than one of the mma.sync kernel's blocks holds and at least kWgMinItemSteps (item, step)
+// pairs of work. Below that the mma.sync kernel's smaller blocks spread the little work over more
+// multiprocessors. Both kernels timed on one H100 (medians of 30 calls, L2 flushed): DeepSeek-V4 (10 steps
+// an item) at 4 items 32.3 µs here against 27.5 µs there, at 8 items 36.0 against 52.6; DeepSeek-V3.2 (32
+// steps an item) at 2 items 33.0 against 33.6, at 4 items 36.7 against 40.5.
+constexpr int64_t kWgMinItemSteps = 64;
 bool wgmma_attention_supported(const SparseAttentionParams& p) {
     if (!mma_attention_supported(p) || p.n_heads <= kMmaHeads || p.v_dim != kWgVDim || p.rope_dim != kWgRopeDim) return false;
-    if (wgmma_items(p) < kWgMinItems) return false;
+    if (wgmma_items(p) * wgmma_steps(p) < kWgMinItemSteps) return false;
     const CacheRecordFormat format = (p.main.width > 0 ? p.main : p.extra).format;
     return format == CacheRecordFormat::fp8_model1 ? p.qk_dim == WgFormat<true>::qk_dim : p.qk_dim == WgFormat<false>::qk_dim;
 }
