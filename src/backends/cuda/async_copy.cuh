@@ -60,6 +60,11 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
                  "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(bar)
                  : "memory");
 }
+// An arrival on the mbarrier once every cp.async this thread issued before it has landed (.noinc: the
+// barrier's init count includes these arrivals), so that waiting on the phase also covers those copies.
+__device__ __forceinline__ void mbarrier_arrive_on_copies(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
 // Orders this thread's earlier shared-memory accesses (ordinary loads and stores) before later bulk copies
 // into the same bytes.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }

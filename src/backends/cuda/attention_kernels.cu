@@ -632,17 +632,13 @@ __device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int 
     }
 }
 
-// Eight consecutive e4m3 values [i, i + 8) of a staged entry as bf16 bits, two per 32-bit word: fp8_model1
-// values times their UE8M0 scale (exact), fp8_v32 values unscaled (exact). Staged rows are 16-byte
-// aligned; i is a multiple of 8 below quant_dim, so the eight share one scale group.
+// Eight e4m3 values (the first in the low byte) as bf16 bits, two per 32-bit word: fp8_model1 values times
+// their group's UE8M0 scale s (exact), fp8_v32 values unscaled (exact; s unused).
 template <bool kModel1>
-__device__ __forceinline__ uint4 mma_entry_octet(const uint8_t* staged, const MmaRecordNumbers& r, int i) {
-    const uint2 eight = *reinterpret_cast<const uint2*>(staged + i);
+__device__ __forceinline__ uint4 e4m3_octet_to_bf16(uint2 eight, float s) {
     const uint32_t pairs[4] = {eight.x & 0xffffu, eight.x >> 16, eight.y & 0xffffu, eight.y >> 16};
     uint32_t out[4];
     if constexpr (kModel1) {
-        static_assert(kFp8Model1Tile == 64, "fp8_model1 groups are 64 values (ops/cache_record.h)");
-        const float s = ue8m0_to_f32(staged[r.scales_offset + (i >> 6)]);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pairs[k]), __NV_E4M3);
@@ -654,6 +650,16 @@ __device__ __forceinline__ uint4 mma_entry_octet(const uint8_t* staged, const Mm
         for (int k = 0; k < 4; ++k) out[k] = mma::e4m3x2_to_operand<false>(pairs[k]);
     }
     return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// Eight consecutive e4m3 values [i, i + 8) of a staged entry as bf16 bits, two per 32-bit word: fp8_model1
+// values times their UE8M0 scale (exact), fp8_v32 values unscaled (exact). Staged rows are 16-byte
+// aligned; i is a multiple of 8 below quant_dim, so the eight share one scale group.
+template <bool kModel1>
+__device__ __forceinline__ uint4 mma_entry_octet(const uint8_t* staged, const MmaRecordNumbers& r, int i) {
+    static_assert(kFp8Model1Tile == 64, "fp8_model1 groups are 64 values (ops/cache_record.h)");
+    const float s = kModel1 ? ue8m0_to_f32(staged[r.scales_offset + (i >> 6)]) : 1.0f;
+    return e4m3_octet_to_bf16<kModel1>(*reinterpret_cast<const uint2*>(staged + i), s);
 }
 
 // Row r of a chunk as bf16 values in `dst` (S.row values per row): the e4m3 part eight values per lane step,
@@ -953,8 +959,9 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 // formats (DeepSeek-V4: fp8_model1, qk_dim = v_dim = 512; DeepSeek-V3.2 / Hy4: fp8_v32, qk_dim 576, v_dim 512;
 // rope tail 64), more than 32 heads and enough (token, head block) items (wgmma_attention_supported). One block
 // of two warpgroups per (token, 64 heads, split) walks the list in steps of kWgEntries gathered entries:
-//   1. the step's raw entries, staged by cp.async during the previous step, are converted once into bf16 rows
-//      (exactly, as mma_entry_octet does) in the 128-byte swizzle wgmma reads (wgmma.cuh);
+//   1. the step's raw entries, staged during the previous step (warp 0's bulk copies of the gathered records,
+//      waited for on an mbarrier), are converted once into bf16 rows (exactly, as mma_entry_octet does) in the
+//      128-byte swizzle wgmma reads (wgmma.cuh);
 //   2. q·Kᵀ (m64n64, q and the entries from shared memory): warpgroup w sums half of the dims — fp8_model1
 //      dims [256w, 256w + 256); fp8_v32 the scale groups 2w, 2w + 1 (each an exact chain scaled by its
 //      per-entry fp32 scale as it is added) and 32 of the 64 tail dims — and the two halves are exchanged
@@ -963,8 +970,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 //   3. P·V (m64n128, P from registers, V = the converted entries read MN-major): warpgroup w owns output
 //      dims [256w, 256w + 256) in two n128 halves. The weights enter exactly as in the mma.sync kernel: p_j
 //      (fp8_model1) or p_j · s_jg (fp8_v32, g the half's scale group) split into two bf16 terms.
-// Three block barriers a step: the step's bytes are staged, the converted entries are written, the halves of the
-// logits are exchanged. The running state stays in registers until the epilogue, which passes it through
+// Three block barriers a step: the step's count is known (and the previous step's wgmma complete), the converted
+// entries are written, the halves of the logits are exchanged. The running state stays in registers until the epilogue, which passes it through
 // shared memory to sparse_attention_write_block.
 constexpr int kWgHeads = 64;                           // the m of every wgmma
 constexpr int kWgEntries = 64;                         // entries per step: the n of q·Kᵀ, the k of P·V
@@ -981,6 +988,9 @@ template <bool kModel1>
 struct WgFormat {
     static constexpr int qk_dim = kModel1 ? 512 : 576;
     static constexpr int quant_dim = qk_dim - kWgRopeDim;  // e4m3 values, then the bf16 tail
+    // An entry's bytes (ops/cache_record.h): its data part, one bulk copy; fp8_model1's scales, kept apart.
+    static constexpr int data_bytes = kModel1 ? 576 : 656;
+    static constexpr int scale_bytes = kModel1 ? 8 : 0;
 };
 
 struct WgAttentionShape {
@@ -1015,8 +1025,13 @@ constexpr int64_t kWgMinItemSteps = 64;
 bool wgmma_attention_supported(const SparseAttentionParams& p) {
     if (!mma_attention_supported(p) || p.n_heads <= kMmaHeads || p.v_dim != kWgVDim || p.rope_dim != kWgRopeDim) return false;
     if (wgmma_items(p) * wgmma_steps(p) < kWgMinItemSteps) return false;
-    const CacheRecordFormat format = (p.main.width > 0 ? p.main : p.extra).format;
-    return format == CacheRecordFormat::fp8_model1 ? p.qk_dim == WgFormat<true>::qk_dim : p.qk_dim == WgFormat<false>::qk_dim;
+    const CacheRecordLayout layout = p.layout(p.main.width > 0 ? p.main : p.extra);
+    auto fits = [&](auto format) {  // fp8_v32's scales lie inside its data part
+        using F = decltype(format);
+        const int64_t apart = layout.format == CacheRecordFormat::fp8_model1 ? layout.scale_bytes() : 0;
+        return p.qk_dim == F::qk_dim && layout.data_bytes() == F::data_bytes && apart == F::scale_bytes;
+    };
+    return layout.format == CacheRecordFormat::fp8_model1 ? fits(WgFormat<true>{}) : fits(WgFormat<false>{});
 }
 
 // Splits of each token's lists for the wgmma kernel (one block per multiprocessor): enough (token, head
@@ -1035,28 +1050,103 @@ int64_t wgmma_split_positions(const SparseAttentionParams& p, int64_t splits) {
 }
 
 // The step's n staged entries as bf16 rows of the swizzled slabs of sK (zeros past n); fp8_v32: their group
-// scales into sScale [group][entry].
+// scales into sScale [group][entry]. Thread i converts octet column i % 64 of rows i / 64 + 4k, so that its
+// source offset, scale byte and (every other row) swizzled destination are fixed across the step: the 64
+// columns are the quant_dim / 8 e4m3 octets, and for fp8_model1 the tail's eight 16-byte pieces after them.
 template <bool kModel1>
 __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_row, const MmaRecordNumbers& R, int n,
                                                 uint8_t* sK, float* sScale) {
     using F = WgFormat<kModel1>;
-    constexpr int kOctets = F::qk_dim / 8, kQuantOctets = F::quant_dim / 8;
-    // Rolled: unrolled, its per-thread addresses would be hoisted out of the step loop and spilled.
-#pragma unroll 1
-    for (int idx = threadIdx.x; idx < kWgEntries * kOctets; idx += kWgThreads) {
-        const int r = idx / kOctets, c = idx % kOctets;
+    constexpr int kColumns = 64, kQuantOctets = F::quant_dim / 8, kRowsAtOnce = kWgThreads / kColumns;
+    static_assert(kQuantOctets + (kModel1 ? 8 : 0) == kColumns && kRowsAtOnce == 4, "four rows of 64 columns at once");
+    const int c = threadIdx.x % kColumns, r0 = threadIdx.x / kColumns;
+    const bool quant = c < kQuantOctets;
+    const int src = quant ? 8 * c : R.tail_offset + 16 * (c - kQuantOctets);
+    const int scale_at = R.scales_offset + c / 8;  // fp8_model1: the octet's UE8M0 byte (64 values a group)
+    // Rows r0 + 8j and r0 + 4 + 8j: the swizzle (row % 8) is r0 and r0 + 4 for all j, rows 1024 bytes per 8 on.
+    uint8_t* const slab = sK + (c / 8) * kWgSlabBytes;
+    uint8_t* const dst[2] = {slab + wgmma::swizzle_chunk(r0, c % 8), slab + wgmma::swizzle_chunk(r0 + 4, c % 8)};
+#pragma unroll 2
+    for (int k = 0; k < kWgEntries / kRowsAtOnce; ++k) {
+        const int r = r0 + kRowsAtOnce * k;
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (r < n) {
             const uint8_t* row = stage + r * stage_row;
-            v = c < kQuantOctets ? mma_entry_octet<kModel1>(row, R, 8 * c)
-                                 : *reinterpret_cast<const uint4*>(row + R.tail_offset + 16 * (c - kQuantOctets));
+            v = quant ? e4m3_octet_to_bf16<kModel1>(*reinterpret_cast<const uint2*>(row + src),
+                                                    kModel1 ? ue8m0_to_f32(row[scale_at]) : 1.0f)
+                      : *reinterpret_cast<const uint4*>(row + src);
         }
-        *reinterpret_cast<uint4*>(sK + (c / 8) * kWgSlabBytes + wgmma::swizzle_chunk(r, c % 8)) = v;
+        *reinterpret_cast<uint4*>(dst[k & 1] + (k / 2) * wgmma::kAtomBytes) = v;
     }
     if constexpr (!kModel1) {
-        static_assert(kWgEntries * 4 == kWgThreads, "one fp8_v32 scale per thread");
+        // The bf16 tail (slab quant_dim / 64) in 16-byte pieces, and one group scale a thread.
+        constexpr int kTailPieces = kWgRopeDim * 2 / 16;
+        static_assert(kWgEntries * kTailPieces % kWgThreads == 0 && kWgEntries * 4 == kWgThreads, "whole pieces, one scale a thread");
+        uint8_t* const tail_slab = sK + (F::quant_dim / wgmma::kSlabValues) * kWgSlabBytes;
+#pragma unroll 1
+        for (int idx = threadIdx.x; idx < kWgEntries * kTailPieces; idx += kWgThreads) {
+            const int r = idx / kTailPieces, piece = idx % kTailPieces;
+            const uint4 v = r < n ? *reinterpret_cast<const uint4*>(stage + r * stage_row + R.tail_offset + 16 * piece)
+                                  : make_uint4(0u, 0u, 0u, 0u);
+            *reinterpret_cast<uint4*>(tail_slab + wgmma::swizzle_chunk(r, piece)) = v;
+        }
         const int gi = threadIdx.x / kWgEntries, r = threadIdx.x % kWgEntries;
         sScale[threadIdx.x] = r < n ? mma_entry_scale(stage + r * stage_row, R, gi) : 0.0f;
+    }
+}
+
+// The arrivals each phase of the stage's barrier takes: warp 0's lane 0 announcing the step's bulk bytes, and
+// (fp8_model1) each lane of warp 0 once its cp.async copies of the scales land.
+template <bool kModel1>
+constexpr uint32_t kWgStageArrivals = kModel1 ? 1 + kWarp : 1;
+
+// Warp 0 stages the raw bytes of a step's n gathered entries (their addresses in s_data / s_scales, written by
+// this warp) into `stage`: one bulk copy of each entry's data part, cp.async copies of fp8_model1's scales;
+// the barrier's phase completes when all have landed. The caller has ordered the block's earlier reads of
+// the stage before these writes (wgmma::fence_operands, then a block barrier).
+template <bool kModel1>
+__device__ __forceinline__ void wg_stage_step(int stage_row, int n, const uint8_t* const* s_data, const uint8_t* const* s_scales,
+                                              uint8_t* stage, uint32_t bar) {
+    using F = WgFormat<kModel1>;
+    const int lane = threadIdx.x % kWarp;
+    if (lane == 0) async_copy::mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(n) * F::data_bytes);
+    __syncwarp();  // the bytes are announced before any lands
+    const uint32_t to = mma::smem_address(stage);
+    for (int e = lane; e < n; e += kWarp) {
+        async_copy::bulk_copy(to + e * stage_row, s_data[e], F::data_bytes, bar);
+        if constexpr (kModel1) async_copy::copy<F::scale_bytes>(to + e * stage_row + F::data_bytes, s_scales[e]);
+    }
+    if constexpr (kModel1) async_copy::mbarrier_arrive_on_copies(bar);
+}
+
+// The block's q rows as bf16 into the swizzled slabs of sQ (the heads past nh zero), each thread's loads all in
+// flight before its first store.
+template <bool kModel1>
+__device__ __forceinline__ void wg_load_q(const MmaAttentionArgs& ma, int64_t t, int64_t h0, int nh, uint8_t* sQ) {
+    constexpr int kOctets = WgFormat<kModel1>::qk_dim / 8, kPerThread = kWgHeads * kOctets / kWgThreads;
+    static_assert(kWgHeads * kOctets % kWgThreads == 0, "whole octets a thread");
+    const SparseAttentionArgs& a = ma.base;
+    uint4 v[kPerThread];
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+        const int idx = static_cast<int>(threadIdx.x) + k * kWgThreads, hh = idx / kOctets, c = idx % kOctets;
+        v[k] = make_uint4(0u, 0u, 0u, 0u);
+        if (hh < nh) {
+            const auto* q = static_cast<const uint16_t*>(a.q) + t * a.q_token_stride + (h0 + hh) * a.q_head_stride + 8 * c;
+            if (ma.q_vector_ok) {
+                v[k] = __ldg(reinterpret_cast<const uint4*>(q));
+            } else {
+                uint32_t w[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) w[j] = static_cast<uint32_t>(q[2 * j]) | (static_cast<uint32_t>(q[2 * j + 1]) << 16);
+                v[k] = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+        const int idx = static_cast<int>(threadIdx.x) + k * kWgThreads, hh = idx / kOctets, c = idx % kOctets;
+        *reinterpret_cast<uint4*>(sQ + (c / 8) * kWgSlabBytes + wgmma::swizzle_chunk(hh, c % 8)) = v[k];
     }
 }
 
@@ -1188,6 +1278,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
     __shared__ const uint8_t* s_data[kWgEntries];
     __shared__ const uint8_t* s_scales[kWgEntries];
     __shared__ int s_count[2];  // the entries gathered for steps of even and odd index
+    __shared__ uint64_t s_bar;  // the stage's: phase k completes when step k's bulk-copied bytes have landed
     const MmaRecordNumbers& R = ma.rec;
     const WgAttentionShape S = wgmma_attention_shape(F::qk_dim, R);
     // The 1024-byte aligned base, by pointer arithmetic on the shared array (an address made from an integer
@@ -1207,31 +1298,42 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
     const int64_t h0 = (item % a.head_blocks) * kWgHeads;
     const int nh = static_cast<int>(min(static_cast<int64_t>(kWgHeads), a.n_heads - h0));
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
-    const int wg = tid / 128, wt = tid % 128, g = lane / 4, tq = lane % 4;
+    // The warpgroup index, broadcast from lane 0 so that the compiler knows it is warp-uniform: the wgmma
+    // descriptors built from it then live in uniform registers instead of being moved there before every wgmma.
+    const int wg = __shfl_sync(kFullMask, tid / 128, 0), wt = tid % 128, g = lane / 4, tq = lane % 4;
     const int row0 = 16 * (warp % 4) + g;  // the thread's two rows (heads h0 + row0, h0 + row0 + 8)
     const int64_t total = a.main.width + a.extra.width;
     const int64_t begin = min(total, split * split_positions), end = min(total, begin + split_positions);
 
-    // q rows as bf16 into the swizzled slabs (the heads past nh zero).
-    {
-        constexpr int kOctets = F::qk_dim / 8;
-        for (int idx = tid; idx < kWgHeads * kOctets; idx += kWgThreads) {
-            const int hh = idx / kOctets, c = idx % kOctets;
-            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (hh < nh) {
-                const auto* q = static_cast<const uint16_t*>(a.q) + t * a.q_token_stride + (h0 + hh) * a.q_head_stride + 8 * c;
-                if (ma.q_vector_ok) {
-                    v = __ldg(reinterpret_cast<const uint4*>(q));
-                } else {
-                    uint32_t w[4];
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) w[k] = static_cast<uint32_t>(q[2 * k]) | (static_cast<uint32_t>(q[2 * k + 1]) << 16);
-                    v = make_uint4(w[0], w[1], w[2], w[3]);
-                }
-            }
-            *reinterpret_cast<uint4*>(sQ + (c / 8) * kWgSlabBytes + wgmma::swizzle_chunk(hh, c % 8)) = v;
+    // Warp 0 gathers each step's addresses one step ahead, from a look-ahead of the list's slots; the step is
+    // staged once the previous one is converted: by warp 0's bulk copies, or (views the contract allows but no
+    // cache pool makes) by the block's byte copies.
+    const uint32_t bar = mma::smem_address(&s_bar);
+    SlotWindow window;  // warp 0's
+    int64_t cursor = begin;
+    auto gather = [&](int step) {
+        const int filled = wg_gather(a, t, cursor, end, window, s_data, s_scales);
+        if (lane == 0) s_count[step & 1] = filled;
+        if (cursor < end) slot_window_load(window, a, t, cursor, end);  // the next step's slots, in flight
+    };
+    auto stage_step = [&](int step) {
+        if (!ma.async_ok) {
+            mma_stage_chunk(ma, S.stage_row, s_count[step & 1], s_data, s_scales, stage);
+        } else if (warp == 0) {
+            wg_stage_step<kModel1>(S.stage_row, s_count[step & 1], s_data, s_scales, stage, bar);
         }
+    };
+
+    // Step 0 is gathered and staged first, so that its bytes travel while q is loaded.
+    if (tid == 0) {
+        async_copy::mbarrier_init(bar, kWgStageArrivals<kModel1>);
+        async_copy::mbarrier_init_fence();
     }
+    if (warp == 0) gather(0);
+    __syncthreads();  // the barrier is initialized; step 0's addresses are gathered
+    stage_step(0);
+    wg_load_q<kModel1>(ma, t, h0, nh, sQ);
+    wgmma::fence_operands();  // q is read by wgmma
 
     float o[2][64];  // output dims [256·wg + 128·half, + 128) of rows row0, row0 + 8: two m64n128 D fragments
 #pragma unroll
@@ -1240,28 +1342,18 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
         for (int i = 0; i < 64; ++i) o[h][i] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // l_run: this thread's columns only
 
-    // Step −1 only gathers and stages step 0 (as in the mma.sync kernel).
-    SlotWindow window;  // warp 0's
-    int64_t cursor = begin, n_rows = 0;
-    int n = 0;
-    for (int chunk = -1;; ++chunk) {
-        if (chunk >= 0) {
-            async_copy::wait_all();
-            __syncthreads();  // the step's bytes are staged; the previous step's wgmma are complete
-            n = s_count[chunk & 1];
-            if (n == 0) break;
-            n_rows += n;
-        }
-        if (warp == 0) {
-            const int filled = wg_gather(a, t, cursor, end, window, s_data, s_scales);
-            if (lane == 0) s_count[(chunk + 1) & 1] = filled;
-            if (cursor < end) slot_window_load(window, a, t, cursor, end);  // the next step's slots, in flight
-        }
-        if (chunk >= 0) wg_convert_step<kModel1>(stage, S.stage_row, R, n, sK, sScale);
-        wgmma::fence_operands();  // the converted entries (and, at step −1, q) are read by wgmma
+    int64_t n_rows = 0;
+    for (int step = 0;; ++step) {
+        __syncthreads();  // the step's count (and byte-copied entries); both warpgroups' wgmma of the previous step complete
+        const int n = s_count[step & 1];
+        if (n == 0) break;
+        n_rows += n;
+        if (warp == 0) gather(step + 1);
+        if (ma.async_ok) async_copy::mbarrier_wait_parity(bar, static_cast<uint32_t>(step) & 1u);  // its bytes landed
+        wg_convert_step<kModel1>(stage, S.stage_row, R, n, sK, sScale);
+        wgmma::fence_operands();  // the converted entries are read by wgmma, and the stage is rewritten by bulk copies
         __syncthreads();
-        mma_stage_chunk(ma, S.stage_row, s_count[(chunk + 1) & 1], s_data, s_scales, stage);
-        if (chunk < 0) continue;
+        stage_step(step + 1);
 
         // Logits: this warpgroup's half, exchanged, summed in the same order by both.
         float l[kWgLogits];

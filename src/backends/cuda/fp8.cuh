@@ -38,10 +38,10 @@ __device__ __forceinline__ uint8_t f32_to_e4m3(float f) {
 }
 
 // 2^(b − 127); 0xFF is NaN.
+// Selects, not branches: it runs once per group of values in the attention kernels' conversion loops.
 __device__ __forceinline__ float ue8m0_to_f32(uint8_t b) {
-    if (b == 0xff) return __uint_as_float(0x7fc00000u);
-    if (b == 0) return 0x1p-127f;  // an fp32 subnormal
-    return __uint_as_float(static_cast<uint32_t>(b) << 23);
+    const uint32_t bits = b == 0 ? 0x00400000u : static_cast<uint32_t>(b) << 23;  // 0: 2^−127, an fp32 subnormal
+    return __uint_as_float(b == 0xff ? 0x7fc00000u : bits);
 }
 
 // The UE8M0 power of two for a group whose absolute maximum is amax (core/dtype.h ue8m0_scale_for_amax).
