@@ -2268,10 +2268,16 @@ size_t sparse_attention_workspace_size(const SparseAttentionParams& p) {
     return split_workspace(p.n_tokens * p.n_heads, sparse_attention_splits(p), p.v_dim).total;
 }
 
+SparseAttentionPath sparse_attention_path(const SparseAttentionParams& p) {
+    if (wgmma_attention_supported(p)) return SparseAttentionPath::wgmma;
+    return mma_attention_supported(p) ? SparseAttentionPath::mma_sync : SparseAttentionPath::generic;
+}
+
 Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream_t stream) {
     if (p.n_tokens == 0) return Status::ok();
     const int64_t splits = sparse_attention_splits(p);
-    const bool mma = mma_attention_supported(p), wg = wgmma_attention_supported(p);
+    const SparseAttentionPath path = sparse_attention_path(p);
+    const bool mma = path != SparseAttentionPath::generic, wg = path == SparseAttentionPath::wgmma;
     AttentionShape shape;
     if (mma) {
         const int heads = wg ? kWgHeads : kMmaHeads;
