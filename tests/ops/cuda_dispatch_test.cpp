@@ -52,12 +52,12 @@ SparseAttentionParams deepseek_v32(int64_t tokens) {
 }
 
 TEST(CudaSparseAttentionDispatch, RealShapesWithEnoughWorkTakeTheWarpgroupKernel) {
-    // V4: 10 steps of 64 entries an item; at least 64 (item, step) pairs go to wgmma.
+    // V4: 640 list positions an item; at least 64 · 64 (item, position) pairs go to wgmma.
     EXPECT_EQ(cuda::sparse_attention_path(deepseek_v4(8)), SparseAttentionPath::wgmma);
     EXPECT_EQ(cuda::sparse_attention_path(deepseek_v4(128)), SparseAttentionPath::wgmma);
     EXPECT_EQ(cuda::sparse_attention_path(deepseek_v4(4)), SparseAttentionPath::mma_sync);
     EXPECT_EQ(cuda::sparse_attention_path(deepseek_v4(1)), SparseAttentionPath::mma_sync);
-    // V3.2: two head blocks of 32 steps from a single token on.
+    // V3.2: two head blocks of 2048 positions from a single token on.
     EXPECT_EQ(cuda::sparse_attention_path(deepseek_v32(1)), SparseAttentionPath::wgmma);
     EXPECT_EQ(cuda::sparse_attention_path(deepseek_v32(256)), SparseAttentionPath::wgmma);
 }

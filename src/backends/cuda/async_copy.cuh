@@ -46,6 +46,10 @@ __device__ __forceinline__ void mbarrier_init_fence() { asm volatile("fence.mbar
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
+// One arrival (release: this thread's earlier writes are visible to the threads that wait on the phase).
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
 __device__ __forceinline__ void mbarrier_wait_parity(uint32_t bar, uint32_t parity) {
     uint32_t done = 0;
     do {

@@ -957,32 +957,41 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 //
 // The same contract, split-K, combine and sink handling as the kernels above, for the real shapes of both
 // formats (DeepSeek-V4: fp8_model1, qk_dim = v_dim = 512; DeepSeek-V3.2 / Hy4: fp8_v32, qk_dim 576, v_dim 512;
-// rope tail 64), more than 32 heads and enough (token, head block) items (wgmma_attention_supported). One block
-// of two warpgroups per (token, 64 heads, split) walks the list in steps of kWgEntries gathered entries:
-//   1. the step's raw entries, staged during the previous step (warp 0's bulk copies of the gathered records,
-//      waited for on an mbarrier), are converted once into bf16 rows (exactly, as mma_entry_octet does) in the
-//      128-byte swizzle wgmma reads (wgmma.cuh);
-//   2. q·Kᵀ (m64n64, q and the entries from shared memory): warpgroup w sums half of the dims — fp8_model1
-//      dims [256w, 256w + 256); fp8_v32 the scale groups 2w, 2w + 1 (each an exact chain scaled by its
-//      per-entry fp32 scale as it is added) and 32 of the 64 tail dims — and the two halves are exchanged
-//      through shared memory, so that both warpgroups hold the same fp32 logits (a + b in both: fp32 addition
-//      commutes) and take the same online-softmax steps (mma_step_softmax's arithmetic, per row in registers);
-//   3. P·V (m64n128, P from registers, V = the converted entries read MN-major): warpgroup w owns output
-//      dims [256w, 256w + 256) in two n128 halves. The weights enter exactly as in the mma.sync kernel: p_j
-//      (fp8_model1) or p_j · s_jg (fp8_v32, g the half's scale group) split into two bf16 terms.
-// Three block barriers a step: the step's count is known (and the previous step's wgmma complete), the converted
-// entries are written, the halves of the logits are exchanged. The running state stays in registers until the epilogue, which passes it through
-// shared memory to sparse_attention_write_block.
+// rope tail 64), more than 32 heads and enough work (wgmma_attention_supported). One block per (token, 64
+// heads, split) of three warpgroups, specialized so that the records' conversion overlaps the tensor cores:
+//   the producer (warpgroup 2, few registers): its first warp gathers each step's kWgEntries entries two steps
+//     ahead and stages their raw records with bulk copies (a ring of two stage buffers, each waited for on an
+//     mbarrier); the warpgroup converts them once into bf16 rows (exactly, as mma_entry_octet does) of a ring
+//     of two K buffers, in the 128-byte swizzle wgmma reads (wgmma.cuh), and announces each on a "full"
+//     mbarrier with the step's entry count (0: the list is done);
+//   the math warpgroups 0 and 1 (most registers) take each full K buffer:
+//     1. q·Kᵀ (m64n32, q and the entries from shared memory): warpgroup w sums half of the dims — fp8_model1
+//        dims [256w, 256w + 256); fp8_v32 the scale groups 2w, 2w + 1 (each an exact chain scaled by its
+//        per-entry fp32 scale as it is added) and 32 of the 64 tail dims — and the two halves are exchanged
+//        through shared memory, so that both hold the same fp32 logits (a + b in both: fp32 addition
+//        commutes) and take the same online-softmax steps (mma_step_softmax's arithmetic, per row in registers);
+//     2. P·V (m64n128, P from registers, V = the converted entries read MN-major): warpgroup w owns output
+//        dims [256w, 256w + 256) in two n128 halves. The weights enter exactly as in the mma.sync kernel: p_j
+//        (fp8_model1) or p_j · s_jg (fp8_v32, g the half's scale group) split into two bf16 terms;
+//     and hand the buffer back on its "empty" mbarrier. The running state stays in registers until the
+//     epilogue, which passes it through shared memory to sparse_attention_write_block.
 constexpr int kWgHeads = 64;                           // the m of every wgmma
-constexpr int kWgEntries = 64;                         // entries per step: the n of q·Kᵀ, the k of P·V
-constexpr int kWgThreads = 256;                        // two warpgroups
-constexpr int kWgVDim = 512;                           // each warpgroup owns 256 output dims, two n128 halves
+constexpr int kWgEntries = 32;                         // entries per step: the n of q·Kᵀ, the k of P·V
+constexpr int kWgMathThreads = 256;                    // warpgroups 0 and 1
+constexpr int kWgProducerThreads = 128;                // warpgroup 2
+constexpr int kWgThreads = kWgMathThreads + kWgProducerThreads;
+constexpr int kWgMathRegisters = 224, kWgProducerRegisters = 56;  // 2·128·224 + 128·56 ≤ 65536
+constexpr int kWgVDim = 512;                           // each math warpgroup owns 256 output dims, two n128 halves
 constexpr int kWgRopeDim = 64;
-constexpr int kWgSlabBytes = kWgEntries * 128;         // one slab (64 values) of 64 rows (= kWgHeads rows)
-constexpr int kWgLogits = kWgEntries / 2;              // fp32 logits a thread holds (the m64n64 D fragment)
+constexpr int kWgQSlabBytes = kWgHeads * 128;          // a slab (64 values) of q's 64 rows
+constexpr int kWgKSlabBytes = kWgEntries * 128;        // a slab of a step's 32 entries
+constexpr int kWgLogits = kWgEntries / 2;              // fp32 logits a math thread holds (the m64n32 D fragment)
 constexpr int kWgExchangeFloats = kWgLogits * 128;     // a warpgroup's partial logits, [value][thread]
-static_assert(kWgHeads == kWgEntries, "q and the entries share the slab shape");
-static_assert(kWgThreads == kAttnThreads, "the block epilogue strides by kAttnWarps");
+constexpr int kWgMathBarrier = 1, kWgProducerBarrier = 2;  // named barriers (0 is __syncthreads')
+static_assert(kWgMathThreads == kAttnThreads, "the block epilogue strides by kAttnWarps");
+static_assert(kWgMathRegisters % 8 == 0 && kWgProducerRegisters % 8 == 0 &&
+                  2 * 128 * kWgMathRegisters + 128 * kWgProducerRegisters <= 65536,
+              "the register file holds the warpgroups' shares");
 
 template <bool kModel1>
 struct WgFormat {
@@ -995,19 +1004,23 @@ struct WgFormat {
 
 struct WgAttentionShape {
     int stage_row = 0;  // bytes per staged raw entry (mma_attention_shape's)
-    // Offsets from the block's 1024-byte aligned base; `bytes` includes the 1024 bytes of alignment slack.
-    size_t q_off = 0, kv_off = 0, stage_off = 0, x_off = 0, scale_off = 0, stats_off = 0, bytes = 0;
+    // Offsets from the block's 1024-byte aligned base (two of each ring: k_off and stage_off the first, the
+    // second k_bytes / stage_bytes on); `bytes` includes the 1024 bytes of alignment slack.
+    size_t q_off = 0, k_off = 0, k_bytes = 0, stage_off = 0, stage_bytes = 0, x_off = 0, scale_off = 0, stats_off = 0,
+           bytes = 0;
 };
 __host__ __device__ inline WgAttentionShape wgmma_attention_shape(int qk_dim, const MmaRecordNumbers& r) {
     WgAttentionShape s;
     const size_t slabs = static_cast<size_t>(qk_dim / wgmma::kSlabValues);
     s.stage_row = (r.data_bytes + r.scale_bytes + 15) / 16 * 16;
     s.q_off = 0;
-    s.kv_off = slabs * kWgSlabBytes;
-    s.stage_off = s.kv_off + slabs * kWgSlabBytes;
-    s.x_off = s.stage_off + static_cast<size_t>(kWgEntries) * s.stage_row;
-    s.scale_off = s.x_off + 2 * static_cast<size_t>(kWgExchangeFloats) * 4;
-    s.stats_off = s.scale_off + static_cast<size_t>(kWgEntries) * 4 * 4;  // fp8_v32: [4 groups][entry]
+    s.k_off = slabs * kWgQSlabBytes;
+    s.k_bytes = slabs * kWgKSlabBytes;
+    s.stage_off = s.k_off + 2 * s.k_bytes;
+    s.stage_bytes = static_cast<size_t>(kWgEntries) * s.stage_row;
+    s.x_off = s.stage_off + 2 * s.stage_bytes;
+    s.scale_off = s.x_off + 2 * 2 * static_cast<size_t>(kWgExchangeFloats) * 4;  // [step parity][warpgroup]
+    s.stats_off = s.scale_off + 2 * static_cast<size_t>(kWgEntries) * 4 * 4;       // fp8_v32: [buffer][group][entry]
     s.bytes = s.stats_off + 2 * kWgHeads * 4 + wgmma::kAtomBytes;
     return s;
 }
@@ -1016,15 +1029,15 @@ __host__ __device__ inline WgAttentionShape wgmma_attention_shape(int qk_dim, co
 int64_t wgmma_items(const SparseAttentionParams& p) { return p.n_tokens * ((p.n_heads + kWgHeads - 1) / kWgHeads); }
 int64_t wgmma_steps(const SparseAttentionParams& p) { return (p.main.width + p.extra.width + kWgEntries - 1) / kWgEntries; }
 // Whether sparse_attention_wgmma_kernel takes these params: the tensor-core kernel's, at the two real shapes,
-// with more heads than one of the mma.sync kernel's blocks holds and at least kWgMinItemSteps (item, step)
-// pairs of work. Below that the mma.sync kernel's smaller blocks spread the little work over more
-// multiprocessors. Both kernels timed on one H100 (medians of 30 calls, L2 flushed): DeepSeek-V4 (10 steps
-// an item) at 4 items 32.3 µs here against 27.5 µs there, at 8 items 36.0 against 52.6; DeepSeek-V3.2 (32
-// steps an item) at 2 items 33.0 against 33.6, at 4 items 36.7 against 40.5.
-constexpr int64_t kWgMinItemSteps = 64;
+// with more heads than one of the mma.sync kernel's blocks holds and at least kWgMinItemEntries (item, list
+// position) pairs of work. Below that the mma.sync kernel's smaller blocks spread the little work over more
+// multiprocessors. Both kernels timed on one H100 (medians of 30 calls, L2 flushed; the kernel of 64-entry
+// steps before this one): DeepSeek-V4 (640 positions an item) at 4 items 32.3 µs there against 27.5 µs in the
+// mma.sync kernel, at 8 items 36.0 against 52.6; DeepSeek-V3.2 (2048 positions) at 2 items 33.0 against 33.6.
+constexpr int64_t kWgMinItemEntries = 64 * 64;
 bool wgmma_attention_supported(const SparseAttentionParams& p) {
     if (!mma_attention_supported(p) || p.n_heads <= kMmaHeads || p.v_dim != kWgVDim || p.rope_dim != kWgRopeDim) return false;
-    if (wgmma_items(p) * wgmma_steps(p) < kWgMinItemSteps) return false;
+    if (wgmma_items(p) * (p.main.width + p.extra.width) < kWgMinItemEntries) return false;
     const CacheRecordLayout layout = p.layout(p.main.width > 0 ? p.main : p.extra);
     auto fits = [&](auto format) {  // fp8_v32's scales lie inside its data part
         using F = decltype(format);
@@ -1049,24 +1062,23 @@ int64_t wgmma_split_positions(const SparseAttentionParams& p, int64_t splits) {
     return (wgmma_steps(p) + splits - 1) / splits * kWgEntries;
 }
 
-// The step's n staged entries as bf16 rows of the swizzled slabs of sK (zeros past n); fp8_v32: their group
-// scales into sScale [group][entry]. Thread i converts octet column i % 64 of rows i / 64 + 4k, so that its
-// source offset, scale byte and (every other row) swizzled destination are fixed across the step: the 64
+// The producer warpgroup converts a step's n staged entries into bf16 rows of the swizzled slabs of sK (zeros
+// past n); fp8_v32: their group scales into sScale [group][entry]. Producer thread i converts octet column
+// i % 64 of rows i / 64 + 2k, so that its source offset and scale byte are fixed across the step: the 64
 // columns are the quant_dim / 8 e4m3 octets, and for fp8_model1 the tail's eight 16-byte pieces after them.
 template <bool kModel1>
 __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_row, const MmaRecordNumbers& R, int n,
                                                 uint8_t* sK, float* sScale) {
     using F = WgFormat<kModel1>;
-    constexpr int kColumns = 64, kQuantOctets = F::quant_dim / 8, kRowsAtOnce = kWgThreads / kColumns;
-    static_assert(kQuantOctets + (kModel1 ? 8 : 0) == kColumns && kRowsAtOnce == 4, "four rows of 64 columns at once");
-    const int c = threadIdx.x % kColumns, r0 = threadIdx.x / kColumns;
+    constexpr int kColumns = 64, kQuantOctets = F::quant_dim / 8, kRowsAtOnce = kWgProducerThreads / kColumns;
+    static_assert(kQuantOctets + (kModel1 ? 8 : 0) == kColumns, "64 columns a row");
+    const int pt = static_cast<int>(threadIdx.x) - kWgMathThreads;
+    const int c = pt % kColumns, r0 = pt / kColumns;
     const bool quant = c < kQuantOctets;
     const int src = quant ? 8 * c : R.tail_offset + 16 * (c - kQuantOctets);
     const int scale_at = R.scales_offset + c / 8;  // fp8_model1: the octet's UE8M0 byte (64 values a group)
-    // Rows r0 + 8j and r0 + 4 + 8j: the swizzle (row % 8) is r0 and r0 + 4 for all j, rows 1024 bytes per 8 on.
-    uint8_t* const slab = sK + (c / 8) * kWgSlabBytes;
-    uint8_t* const dst[2] = {slab + wgmma::swizzle_chunk(r0, c % 8), slab + wgmma::swizzle_chunk(r0 + 4, c % 8)};
-#pragma unroll 2
+    uint8_t* const slab = sK + (c / 8) * kWgKSlabBytes;
+#pragma unroll 4
     for (int k = 0; k < kWgEntries / kRowsAtOnce; ++k) {
         const int r = r0 + kRowsAtOnce * k;
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
@@ -1076,34 +1088,35 @@ __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_
                                                     kModel1 ? ue8m0_to_f32(row[scale_at]) : 1.0f)
                       : *reinterpret_cast<const uint4*>(row + src);
         }
-        *reinterpret_cast<uint4*>(dst[k & 1] + (k / 2) * wgmma::kAtomBytes) = v;
+        *reinterpret_cast<uint4*>(slab + wgmma::swizzle_chunk(r, c % 8)) = v;
     }
     if constexpr (!kModel1) {
         // The bf16 tail (slab quant_dim / 64) in 16-byte pieces, and one group scale a thread.
         constexpr int kTailPieces = kWgRopeDim * 2 / 16;
-        static_assert(kWgEntries * kTailPieces % kWgThreads == 0 && kWgEntries * 4 == kWgThreads, "whole pieces, one scale a thread");
-        uint8_t* const tail_slab = sK + (F::quant_dim / wgmma::kSlabValues) * kWgSlabBytes;
-#pragma unroll 1
-        for (int idx = threadIdx.x; idx < kWgEntries * kTailPieces; idx += kWgThreads) {
+        static_assert(kWgEntries * kTailPieces % kWgProducerThreads == 0 && kWgEntries * 4 == kWgProducerThreads,
+                      "whole pieces, one scale a thread");
+        uint8_t* const tail_slab = sK + (F::quant_dim / wgmma::kSlabValues) * kWgKSlabBytes;
+#pragma unroll
+        for (int idx = pt; idx < kWgEntries * kTailPieces; idx += kWgProducerThreads) {
             const int r = idx / kTailPieces, piece = idx % kTailPieces;
             const uint4 v = r < n ? *reinterpret_cast<const uint4*>(stage + r * stage_row + R.tail_offset + 16 * piece)
                                   : make_uint4(0u, 0u, 0u, 0u);
             *reinterpret_cast<uint4*>(tail_slab + wgmma::swizzle_chunk(r, piece)) = v;
         }
-        const int gi = threadIdx.x / kWgEntries, r = threadIdx.x % kWgEntries;
-        sScale[threadIdx.x] = r < n ? mma_entry_scale(stage + r * stage_row, R, gi) : 0.0f;
+        const int gi = pt / kWgEntries, r = pt % kWgEntries;
+        sScale[pt] = r < n ? mma_entry_scale(stage + r * stage_row, R, gi) : 0.0f;
     }
 }
 
-// The arrivals each phase of the stage's barrier takes: warp 0's lane 0 announcing the step's bulk bytes, and
-// (fp8_model1) each lane of warp 0 once its cp.async copies of the scales land.
+// The arrivals each phase of a stage buffer's barrier takes: the gathering warp's lane 0 announcing the step's
+// bulk bytes, and (fp8_model1) each of its lanes once its cp.async copies of the scales land.
 template <bool kModel1>
 constexpr uint32_t kWgStageArrivals = kModel1 ? 1 + kWarp : 1;
 
-// Warp 0 stages the raw bytes of a step's n gathered entries (their addresses in s_data / s_scales, written by
-// this warp) into `stage`: one bulk copy of each entry's data part, cp.async copies of fp8_model1's scales;
-// the barrier's phase completes when all have landed. The caller has ordered the block's earlier reads of
-// the stage before these writes (wgmma::fence_operands, then a block barrier).
+// The gathering warp stages the raw bytes of a step's n gathered entries (their addresses in s_data /
+// s_scales, written by this warp) into `stage`: one bulk copy of each entry's data part, cp.async copies of
+// fp8_model1's scales; the barrier's phase completes when all have landed. The producer has ordered its
+// earlier reads of the buffer before these writes (wgmma::fence_operands, then its named barrier).
 template <bool kModel1>
 __device__ __forceinline__ void wg_stage_step(int stage_row, int n, const uint8_t* const* s_data, const uint8_t* const* s_scales,
                                               uint8_t* stage, uint32_t bar) {
@@ -1119,17 +1132,17 @@ __device__ __forceinline__ void wg_stage_step(int stage_row, int n, const uint8_
     if constexpr (kModel1) async_copy::mbarrier_arrive_on_copies(bar);
 }
 
-// The block's q rows as bf16 into the swizzled slabs of sQ (the heads past nh zero), each thread's loads all in
-// flight before its first store.
+// The math warpgroups load the block's q rows as bf16 into the swizzled slabs of sQ (the heads past nh zero),
+// each thread's loads all in flight before its first store.
 template <bool kModel1>
 __device__ __forceinline__ void wg_load_q(const MmaAttentionArgs& ma, int64_t t, int64_t h0, int nh, uint8_t* sQ) {
-    constexpr int kOctets = WgFormat<kModel1>::qk_dim / 8, kPerThread = kWgHeads * kOctets / kWgThreads;
-    static_assert(kWgHeads * kOctets % kWgThreads == 0, "whole octets a thread");
+    constexpr int kOctets = WgFormat<kModel1>::qk_dim / 8, kPerThread = kWgHeads * kOctets / kWgMathThreads;
+    static_assert(kWgHeads * kOctets % kWgMathThreads == 0, "whole octets a thread");
     const SparseAttentionArgs& a = ma.base;
     uint4 v[kPerThread];
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
-        const int idx = static_cast<int>(threadIdx.x) + k * kWgThreads, hh = idx / kOctets, c = idx % kOctets;
+        const int idx = static_cast<int>(threadIdx.x) + k * kWgMathThreads, hh = idx / kOctets, c = idx % kOctets;
         v[k] = make_uint4(0u, 0u, 0u, 0u);
         if (hh < nh) {
             const auto* q = static_cast<const uint16_t*>(a.q) + t * a.q_token_stride + (h0 + hh) * a.q_head_stride + 8 * c;
@@ -1145,24 +1158,25 @@ __device__ __forceinline__ void wg_load_q(const MmaAttentionArgs& ma, int64_t t,
     }
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
-        const int idx = static_cast<int>(threadIdx.x) + k * kWgThreads, hh = idx / kOctets, c = idx % kOctets;
-        *reinterpret_cast<uint4*>(sQ + (c / 8) * kWgSlabBytes + wgmma::swizzle_chunk(hh, c % 8)) = v[k];
+        const int idx = static_cast<int>(threadIdx.x) + k * kWgMathThreads, hh = idx / kOctets, c = idx % kOctets;
+        *reinterpret_cast<uint4*>(sQ + (c / 8) * kWgQSlabBytes + wgmma::swizzle_chunk(hh, c % 8)) = v[k];
     }
 }
 
-// Warp 0's look-ahead into a token's list: the slots at list positions [pos, pos + 64), lane l holding
-// positions pos + l and pos + 32 + l (−1 past `end`). It is loaded right after a step is gathered, for the
-// step after it, so that the gather that the whole block waits for reads registers, not global memory.
+// The gathering warp's look-ahead into a token's list: the slots at list positions [pos, pos + kWgEntries),
+// lane l holding positions pos + 32w + l in slot[w] (−1 past `end`). It is loaded right after a step is
+// gathered, for the step after it, so that the next gather reads registers, not global memory.
+constexpr int kWgWindowSlots = kWgEntries / kWarp;
 struct SlotWindow {
     int64_t pos = -1;
-    int32_t slot[2] = {-1, -1};
+    int32_t slot[kWgWindowSlots];
 };
 __device__ __forceinline__ void slot_window_load(SlotWindow& w, const SparseAttentionArgs& a, int64_t t, int64_t pos, int64_t end) {
     const int lane = threadIdx.x % kWarp;
     w.pos = pos;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const int64_t c = pos + 32 * half + lane;
+    for (int half = 0; half < kWgWindowSlots; ++half) {
+        const int64_t c = pos + kWarp * half + lane;
         const bool main = c < a.main.width;
         const SparseListArgs& l = main ? a.main : a.extra;
         w.slot[half] = c < end ? l.slots[t * l.slots_stride + (main ? c : c - a.main.width)] : -1;
@@ -1179,7 +1193,7 @@ __device__ __forceinline__ int wg_gather(const SparseAttentionArgs& a, int64_t t
         if (w.pos != cursor) slot_window_load(w, a, t, cursor, end);
         w.pos = -1;  // consumed
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
+        for (int half = 0; half < kWgWindowSlots; ++half) {
             if (filled == kWgEntries || cursor >= end) break;
             const int64_t c0 = cursor, c = c0 + lane;
             const bool main = c < a.main.width;
@@ -1211,19 +1225,20 @@ __device__ __forceinline__ int wg_gather(const SparseAttentionArgs& a, int64_t t
 template <bool kModel1>
 __device__ __forceinline__ void wg_partial_logits(const uint8_t* sQ, const uint8_t* sK, const float* sScale, int wg,
                                                   float (&l)[kWgLogits]) {
-    using F = WgFormat<kModel1>;
     const uint32_t q_base = mma::smem_address(sQ), k_base = mma::smem_address(sK);
     auto descriptor = [](uint32_t address) { return wgmma::sw128_descriptor(address, 16, wgmma::kAtomBytes); };
-    // k-step k of 16 values at byte offset (k / 4) slabs + (k % 4) · 32 from the base.
-    constexpr auto offset = [](int k) { return static_cast<uint32_t>((k / 4) * kWgSlabBytes + (k % 4) * 32); };
-    const uint32_t half_off = wg * 4 * kWgSlabBytes;  // the warpgroup's 256 dims: 16 k-steps
-    const uint64_t qd = descriptor(q_base + half_off), kd = descriptor(k_base + half_off);
+    // k-step k of 16 values at (k / 4) slabs + (k % 4) · 32 bytes from the base; q's slabs hold 64 rows, a
+    // step's 32.
+    constexpr auto q_offset = [](int k) { return static_cast<uint32_t>((k / 4) * kWgQSlabBytes + (k % 4) * 32); };
+    constexpr auto k_offset = [](int k) { return static_cast<uint32_t>((k / 4) * kWgKSlabBytes + (k % 4) * 32); };
+    // The warpgroup's 256 dims: 16 k-steps from slab 4·wg.
+    const uint64_t qd = descriptor(q_base + wg * 4 * kWgQSlabBytes), kd = descriptor(k_base + wg * 4 * kWgKSlabBytes);
     if constexpr (kModel1) {  // every value an exact bf16: one chain over the warpgroup's 16 k-steps
         wgmma::pin(l);
         wgmma::fence();
         wgmma::for_each_index<16>([&](auto k) {
             constexpr int K = decltype(k)::value;
-            wgmma::mma_ss_m64n64k16<offset(K)>(l, qd, kd, K > 0);
+            wgmma::mma_ss_m64n32k16<q_offset(K), k_offset(K)>(l, qd, kd, K > 0);
         });
         wgmma::commit();
         wgmma::wait<0>();
@@ -1231,8 +1246,7 @@ __device__ __forceinline__ void wg_partial_logits(const uint8_t* sQ, const uint8
     } else {  // per scale group: l += s_jg · Σ_group q·e (the unscaled e4m3 values), then the tail unscaled
         const int tq = threadIdx.x % 4;
         // The tail's 4 k-steps (slab 8): k-steps 2·wg, 2·wg + 1 of them.
-        const uint32_t tail_off = 8 * kWgSlabBytes + 64 * wg;
-        const uint64_t qt = descriptor(q_base + tail_off), kt = descriptor(k_base + tail_off);
+        const uint64_t qt = descriptor(q_base + 8 * kWgQSlabBytes + 64 * wg), kt = descriptor(k_base + 8 * kWgKSlabBytes + 64 * wg);
         float acc[kWgLogits];
 #pragma unroll
         for (int i = 0; i < kWgLogits; ++i) l[i] = 0.0f;
@@ -1243,11 +1257,11 @@ __device__ __forceinline__ void wg_partial_logits(const uint8_t* sQ, const uint8
             if constexpr (part < 2) {
                 wgmma::for_each_index<8>([&](auto k) {
                     constexpr int K = decltype(k)::value;
-                    wgmma::mma_ss_m64n64k16<offset(8 * part + K)>(acc, qd, kd, K > 0);
+                    wgmma::mma_ss_m64n32k16<q_offset(8 * part + K), k_offset(8 * part + K)>(acc, qd, kd, K > 0);
                 });
             } else {
-                wgmma::mma_ss_m64n64k16<0>(acc, qt, kt, 0);
-                wgmma::mma_ss_m64n64k16<32>(acc, qt, kt, 1);
+                wgmma::mma_ss_m64n32k16<0, 0>(acc, qt, kt, 0);
+                wgmma::mma_ss_m64n32k16<32, 32>(acc, qt, kt, 1);
             }
             wgmma::commit();
             wgmma::wait<0>();
@@ -1269,29 +1283,39 @@ __device__ __forceinline__ void wg_partial_logits(const uint8_t* sQ, const uint8
     }
 }
 
+// The math warpgroups' named barrier (the producer goes on meanwhile), and the producer's.
+__device__ __forceinline__ void wg_math_sync() { asm volatile("bar.sync %0, %1;\n" ::"n"(kWgMathBarrier), "n"(kWgMathThreads) : "memory"); }
+__device__ __forceinline__ void wg_producer_sync() {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kWgProducerBarrier), "n"(kWgProducerThreads) : "memory");
+}
+
 // One block per (token, block of kWgHeads heads, split). Semantics: ops/sparse_attention.h.
 template <bool kModel1>
 __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(MmaAttentionArgs ma, int64_t split_positions) {
     using F = WgFormat<kModel1>;
     const SparseAttentionArgs& a = ma.base;
     extern __shared__ float4 attention_smem[];
-    __shared__ const uint8_t* s_data[kWgEntries];
-    __shared__ const uint8_t* s_scales[kWgEntries];
-    __shared__ int s_count[2];  // the entries gathered for steps of even and odd index
-    __shared__ uint64_t s_bar;  // the stage's: phase k completes when step k's bulk-copied bytes have landed
+    __shared__ const uint8_t* s_data[2][kWgEntries];    // each stage buffer's gathered addresses (the producer's)
+    __shared__ const uint8_t* s_scales[2][kWgEntries];
+    __shared__ int s_stage_count[2];                      // and their count
+    __shared__ int s_k_count[2];      // the entries of each full K buffer (0: the list is done)
+    // The rings' barriers: a stage buffer's bytes have landed; a K buffer is converted (the producer's 128
+    // arrivals) or read by both math warpgroups (their 256 arrivals).
+    __shared__ uint64_t s_stage_full[2], s_k_full[2], s_k_empty[2];
     const MmaRecordNumbers& R = ma.rec;
     const WgAttentionShape S = wgmma_attention_shape(F::qk_dim, R);
     // The 1024-byte aligned base, by pointer arithmetic on the shared array (an address made from an integer
     // would be generic: every access through it a generic load or store).
     uint8_t* const base = reinterpret_cast<uint8_t*>(attention_smem) +
                           ((wgmma::kAtomBytes - mma::smem_address(attention_smem) % wgmma::kAtomBytes) % wgmma::kAtomBytes);
-    uint8_t* const sQ = base + S.q_off;                                 // [slab][head] swizzled bf16 rows
-    uint8_t* const sK = base + S.kv_off;                                // [slab][entry] swizzled bf16 rows
-    uint8_t* const stage = base + S.stage_off;                          // [kWgEntries][stage_row] raw entries
-    float* const sX = reinterpret_cast<float*>(base + S.x_off);         // [warpgroup][kWgLogits][128] partial logits
-    float* const sScale = reinterpret_cast<float*>(base + S.scale_off);  // fp8_v32: [group][entry]
+    uint8_t* const sQ = base + S.q_off;  // [slab][head] swizzled bf16 rows
+    auto sK = [&](int b) { return base + S.k_off + b * S.k_bytes; };              // [slab][entry] swizzled bf16 rows
+    auto stage = [&](int b) { return base + S.stage_off + b * S.stage_bytes; };  // [kWgEntries][stage_row] raw entries
+    auto sScale = [&](int b) { return reinterpret_cast<float*>(base + S.scale_off) + b * 4 * kWgEntries; };  // fp8_v32
+    float* const sX = reinterpret_cast<float*>(base + S.x_off);  // [step parity][warpgroup][kWgLogits][128] partial logits
     float* const sM = reinterpret_cast<float*>(base + S.stats_off);
     float* const sL = sM + kWgHeads;
+    auto bar = [](uint64_t& b) { return mma::smem_address(&b); };
 
     const int64_t split = blockIdx.x % a.split.splits, item = blockIdx.x / a.split.splits;
     const int64_t t = item / a.head_blocks;
@@ -1300,40 +1324,85 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
     // The warpgroup index, broadcast from lane 0 so that the compiler knows it is warp-uniform: the wgmma
     // descriptors built from it then live in uniform registers instead of being moved there before every wgmma.
-    const int wg = __shfl_sync(kFullMask, tid / 128, 0), wt = tid % 128, g = lane / 4, tq = lane % 4;
-    const int row0 = 16 * (warp % 4) + g;  // the thread's two rows (heads h0 + row0, h0 + row0 + 8)
+    const int wg = __shfl_sync(kFullMask, tid / 128, 0);
     const int64_t total = a.main.width + a.extra.width;
     const int64_t begin = min(total, split * split_positions), end = min(total, begin + split_positions);
 
-    // Warp 0 gathers each step's addresses one step ahead, from a look-ahead of the list's slots; the step is
-    // staged once the previous one is converted: by warp 0's bulk copies, or (views the contract allows but no
-    // cache pool makes) by the block's byte copies.
-    const uint32_t bar = mma::smem_address(&s_bar);
-    SlotWindow window;  // warp 0's
-    int64_t cursor = begin;
-    auto gather = [&](int step) {
-        const int filled = wg_gather(a, t, cursor, end, window, s_data, s_scales);
-        if (lane == 0) s_count[step & 1] = filled;
-        if (cursor < end) slot_window_load(window, a, t, cursor, end);  // the next step's slots, in flight
-    };
-    auto stage_step = [&](int step) {
-        if (!ma.async_ok) {
-            mma_stage_chunk(ma, S.stage_row, s_count[step & 1], s_data, s_scales, stage);
-        } else if (warp == 0) {
-            wg_stage_step<kModel1>(S.stage_row, s_count[step & 1], s_data, s_scales, stage, bar);
-        }
-    };
-
-    // Step 0 is gathered and staged first, so that its bytes travel while q is loaded.
     if (tid == 0) {
-        async_copy::mbarrier_init(bar, kWgStageArrivals<kModel1>);
+        for (int b = 0; b < 2; ++b) {
+            async_copy::mbarrier_init(bar(s_stage_full[b]), kWgStageArrivals<kModel1>);
+            async_copy::mbarrier_init(bar(s_k_full[b]), kWgProducerThreads);
+            async_copy::mbarrier_init(bar(s_k_empty[b]), kWgMathThreads);
+        }
         async_copy::mbarrier_init_fence();
     }
-    if (warp == 0) gather(0);
-    __syncthreads();  // the barrier is initialized; step 0's addresses are gathered
-    stage_step(0);
+    __syncthreads();  // the barriers are initialized
+
+    if (wg == 2) {
+        // ---- the producer: gather and stage a step ahead, convert into the K ring ----
+        wgmma::shrink_registers<kWgProducerRegisters>();
+        const bool gathers = warp == kWgMathThreads / kWarp;  // the producer's first warp
+        SlotWindow window;
+        int64_t cursor = begin;
+        // Step j's addresses and count, then its bytes into stage buffer j % 2: by bulk copies, or (views the
+        // contract allows but no cache pool makes) by the producer's byte copies once it has met.
+        auto gather = [&](int j) {
+            const int filled = wg_gather(a, t, cursor, end, window, s_data[j & 1], s_scales[j & 1]);
+            if (lane == 0) s_stage_count[j & 1] = filled;
+            if (cursor < end) slot_window_load(window, a, t, cursor, end);  // the next step's slots, in flight
+            __syncwarp();
+            if (ma.async_ok)
+                wg_stage_step<kModel1>(S.stage_row, filled, s_data[j & 1], s_scales[j & 1], stage(j & 1), bar(s_stage_full[j & 1]));
+        };
+        auto copy_synchronously = [&](int j) {
+            const int count = s_stage_count[j & 1];
+            const uint8_t* const* data = s_data[j & 1];
+            const uint8_t* const* scales = s_scales[j & 1];
+            uint8_t* dst = stage(j & 1);
+            const int pt = tid - kWgMathThreads;
+#pragma unroll 1
+            for (int idx = pt; idx < count * R.data_bytes; idx += kWgProducerThreads) {
+                const int e = idx / R.data_bytes, k = idx % R.data_bytes;
+                dst[e * S.stage_row + k] = static_cast<uint8_t>(load_u8(data[e] + k));
+            }
+#pragma unroll 1
+            for (int idx = pt; idx < count * R.scale_bytes; idx += kWgProducerThreads) {
+                const int e = idx / R.scale_bytes, k = idx % R.scale_bytes;
+                dst[e * S.stage_row + R.data_bytes + k] = static_cast<uint8_t>(load_u8(scales[e] + k));
+            }
+        };
+        // Two steps ahead: a step's bytes travel during the two steps converted before it.
+        if (gathers) {
+            gather(0);
+            gather(1);
+        }
+        for (int j = 0;; ++j) {
+            const int b = j & 1;
+            wg_producer_sync();  // steps j and j + 1 are gathered
+            if (!ma.async_ok) copy_synchronously(j), wg_producer_sync();
+            const int n = s_stage_count[b];
+            if (j >= 2) async_copy::mbarrier_wait_parity(bar(s_k_empty[b]), static_cast<uint32_t>((j - 2) >> 1) & 1u);
+            if (n > 0) {
+                if (ma.async_ok) async_copy::mbarrier_wait_parity(bar(s_stage_full[b]), static_cast<uint32_t>(j >> 1) & 1u);
+                wg_convert_step<kModel1>(stage(b), S.stage_row, R, n, sK(b), sScale(b));
+            }
+            if (tid == kWgMathThreads) s_k_count[b] = n;
+            wgmma::fence_operands();  // the converted entries are read by wgmma; the stage is rewritten by bulk copies
+            async_copy::mbarrier_arrive(bar(s_k_full[b]));
+            if (n == 0) break;
+            wg_producer_sync();  // stage buffer b, its addresses and its count are free
+            if (gathers) gather(j + 2);
+        }
+        return;
+    }
+
+    // ---- the math warpgroups ----
+    wgmma::grow_registers<kWgMathRegisters>();
+    const int wt = tid % 128, g = lane / 4, tq = lane % 4;
+    const int row0 = 16 * (warp % 4) + g;  // the thread's two rows (heads h0 + row0, h0 + row0 + 8)
     wg_load_q<kModel1>(ma, t, h0, nh, sQ);
     wgmma::fence_operands();  // q is read by wgmma
+    wg_math_sync();
 
     float o[2][64];  // output dims [256·wg + 128·half, + 128) of rows row0, row0 + 8: two m64n128 D fragments
 #pragma unroll
@@ -1343,44 +1412,41 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // l_run: this thread's columns only
 
     int64_t n_rows = 0;
-    for (int step = 0;; ++step) {
-        __syncthreads();  // the step's count (and byte-copied entries); both warpgroups' wgmma of the previous step complete
-        const int n = s_count[step & 1];
+    for (int j = 0;; ++j) {
+        const int b = j & 1;
+        async_copy::mbarrier_wait_parity(bar(s_k_full[b]), static_cast<uint32_t>(j >> 1) & 1u);
+        const int n = s_k_count[b];
         if (n == 0) break;
         n_rows += n;
-        if (warp == 0) gather(step + 1);
-        if (ma.async_ok) async_copy::mbarrier_wait_parity(bar, static_cast<uint32_t>(step) & 1u);  // its bytes landed
-        wg_convert_step<kModel1>(stage, S.stage_row, R, n, sK, sScale);
-        wgmma::fence_operands();  // the converted entries are read by wgmma, and the stage is rewritten by bulk copies
-        __syncthreads();
-        stage_step(step + 1);
+        const uint8_t* const k_rows = sK(b);
+        const float* const scales = sScale(b);
 
         // Logits: this warpgroup's half, exchanged, summed in the same order by both.
         float l[kWgLogits];
-        wg_partial_logits<kModel1>(sQ, sK, sScale, wg, l);
-        float* const mine = sX + wg * kWgExchangeFloats;
-        const float* const other = sX + (1 - wg) * kWgExchangeFloats;
+        wg_partial_logits<kModel1>(sQ, k_rows, scales, wg, l);
+        float* const mine = sX + (2 * b + wg) * kWgExchangeFloats;
+        const float* const other = sX + (2 * b + 1 - wg) * kWgExchangeFloats;
 #pragma unroll
         for (int i = 0; i < kWgLogits; ++i) mine[i * 128 + wt] = l[i];
-        __syncthreads();
+        wg_math_sync();  // (the other parity's halves, written two steps on, are read by then)
 #pragma unroll
         for (int i = 0; i < kWgLogits; ++i) {
             const float x = other[i * 128 + wt];
             l[i] = wg == 0 ? l[i] + x : x + l[i];
         }
 
-        // The online-softmax step of rows row0 (r = 0) and row0 + 8 (r = 1): their 64 logits lie in the four
+        // The online-softmax step of rows row0 (r = 0) and row0 + 8 (r = 1): their 32 logits lie in the four
         // threads of a quad, l[4j + 2r + e] at column 8j + 2·tq + e. Columns past n weigh exactly 0.
         float alpha[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             float mx = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < kWgLogits / 4; ++j)
+            for (int jj = 0; jj < kWgLogits / 4; ++jj)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    float& x = l[4 * j + 2 * r + e];
-                    x = 8 * j + 2 * tq + e < n ? __fmul_rn(a.scale, x) : -INFINITY;
+                    float& x = l[4 * jj + 2 * r + e];
+                    x = 8 * jj + 2 * tq + e < n ? __fmul_rn(a.scale, x) : -INFINITY;
                     mx = fmaxf(mx, x);
                 }
             mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
@@ -1388,10 +1454,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
             const float m_new = fmaxf(m_run[r], mx);
             float sum = 0.0f;
 #pragma unroll
-            for (int j = 0; j < kWgLogits / 4; ++j)
+            for (int jj = 0; jj < kWgLogits / 4; ++jj)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    float& x = l[4 * j + 2 * r + e];
+                    float& x = l[4 * jj + 2 * r + e];
                     const float p = expf(x - m_new);  // computed unconditionally: a select, not a branch
                     x = x != -INFINITY ? p : 0.0f;
                     sum += x;
@@ -1404,17 +1470,18 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
 #pragma unroll
             for (int h = 0; h < 2; ++h)
 #pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    o[h][4 * j + 0] *= alpha[0];
-                    o[h][4 * j + 1] *= alpha[0];
-                    o[h][4 * j + 2] *= alpha[1];
-                    o[h][4 * j + 3] *= alpha[1];
+                for (int jj = 0; jj < 16; ++jj) {
+                    o[h][4 * jj + 0] *= alpha[0];
+                    o[h][4 * jj + 1] *= alpha[0];
+                    o[h][4 * jj + 2] *= alpha[1];
+                    o[h][4 * jj + 3] *= alpha[1];
                 }
         }
 
-        // acc += P·V over the warpgroup's dims, 16 entries a k-step. The weights' two bf16 terms per k-step ks (16 entries) and half h (fp8_model1: one pair serves both
-        // halves): the A fragment of k-step ks is the logit registers of n-tiles 2ks, 2ks + 1. All are built
-        // before the first P·V instruction, so that the instructions issue back to back.
+        // acc += P·V over the warpgroup's dims, 16 entries a k-step. The weights' two bf16 terms per k-step ks
+        // and half h (fp8_model1: one pair serves both halves): the A fragment of k-step ks is the logit
+        // registers of n-tiles 2ks, 2ks + 1. All are built before the first P·V instruction, so that the
+        // instructions issue back to back.
         constexpr int kPairs = kModel1 ? 1 : 2;
         uint32_t a_head[kWgEntries / 16][kPairs][4], a_tail[kWgEntries / 16][kPairs][4];
 #pragma unroll
@@ -1425,7 +1492,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
 #pragma unroll
                 for (int i = 0; i < 8; ++i) w[i] = l[8 * ks + i];
                 if constexpr (!kModel1) {  // the weights of the half's group: p_j · s_jg
-                    const float* sc = sScale + (2 * wg + h) * kWgEntries + 16 * ks + 2 * tq;
+                    const float* sc = scales + (2 * wg + h) * kWgEntries + 16 * ks + 2 * tq;
                     const float2 s_lo = *reinterpret_cast<const float2*>(sc), s_hi = *reinterpret_cast<const float2*>(sc + 8);
                     w[0] *= s_lo.x, w[1] *= s_lo.y, w[2] *= s_lo.x, w[3] *= s_lo.y;
                     w[4] *= s_hi.x, w[5] *= s_hi.y, w[6] *= s_hi.x, w[7] *= s_hi.y;
@@ -1434,7 +1501,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
                 for (int q = 0; q < 4; ++q) mma::split_bf16x2(w[2 * q], w[2 * q + 1], a_head[ks][h][q], a_tail[ks][h][q]);
             }
         // V of the warpgroup's dims: half h at 2h slabs on, k-step ks 16 entries (two swizzle atoms) on.
-        const uint64_t v_desc = wgmma::sw128_descriptor(mma::smem_address(sK + 4 * wg * kWgSlabBytes), kWgSlabBytes,
+        const uint64_t v_desc = wgmma::sw128_descriptor(mma::smem_address(k_rows + 4 * wg * kWgKSlabBytes), kWgKSlabBytes,
                                                         wgmma::kAtomBytes);
         wgmma::pin(o[0]);
         wgmma::pin(o[1]);
@@ -1450,7 +1517,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
             constexpr int ks = decltype(ks_c)::value;
             wgmma::for_each_index<2>([&](auto h_c) {
                 constexpr int h = decltype(h_c)::value, f = kModel1 ? 0 : h;
-                constexpr uint32_t off = 2 * h * kWgSlabBytes + ks * 16 * 128;
+                constexpr uint32_t off = 2 * h * kWgKSlabBytes + ks * 16 * 128;
                 wgmma::mma_rs_m64n128k16_bt<off>(o[h], a_head[ks][f], v_desc, 1);
                 wgmma::mma_rs_m64n128k16_bt<off>(o[h], a_tail[ks][f], v_desc, 1);
             });
@@ -1459,24 +1526,27 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
         wgmma::wait<0>();
         wgmma::pin(o[0]);
         wgmma::pin(o[1]);
+        async_copy::mbarrier_arrive(bar(s_k_empty[b]));  // this thread's reads of the buffer are done
     }
 
-    // Each row's sum from its quad; then the state through shared memory (over sQ and sK: every wgmma is
-    // complete and the loop ended on a barrier) to the block epilogue.
+    // Each row's sum from its quad; then the state through shared memory (over sQ and the K ring: every wgmma
+    // of both math warpgroups is complete once they meet, and the producer has converted its last step) to
+    // the block epilogue.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         l_run[r] += __shfl_xor_sync(kFullMask, l_run[r], 1);
         l_run[r] += __shfl_xor_sync(kFullMask, l_run[r], 2);
     }
+    wg_math_sync();
     float* const sAcc = reinterpret_cast<float*>(base);  // [kWgHeads][kWgVDim]
-    static_assert(kWgHeads * kWgVDim * 4 <= 2 * 8 * kWgSlabBytes, "the accumulators fit over q and the entries");
+    static_assert(kWgHeads * kWgVDim * 4 <= 8 * (kWgQSlabBytes + 2 * kWgKSlabBytes), "the accumulators fit over q and the K ring");
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            float* dst = sAcc + row0 * kWgVDim + 256 * wg + 128 * h + 8 * j + 2 * tq;
-            *reinterpret_cast<float2*>(dst) = make_float2(o[h][4 * j + 0], o[h][4 * j + 1]);
-            *reinterpret_cast<float2*>(dst + 8 * kWgVDim) = make_float2(o[h][4 * j + 2], o[h][4 * j + 3]);
+        for (int jj = 0; jj < 16; ++jj) {
+            float* dst = sAcc + row0 * kWgVDim + 256 * wg + 128 * h + 8 * jj + 2 * tq;
+            *reinterpret_cast<float2*>(dst) = make_float2(o[h][4 * jj + 0], o[h][4 * jj + 1]);
+            *reinterpret_cast<float2*>(dst + 8 * kWgVDim) = make_float2(o[h][4 * jj + 2], o[h][4 * jj + 3]);
         }
     if (wg == 0 && tq == 0) {
         sM[row0] = m_run[0];
@@ -1484,7 +1554,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
         sM[row0 + 8] = m_run[1];
         sL[row0 + 8] = l_run[1];
     }
-    __syncthreads();
+    wg_math_sync();
     sparse_attention_write_block(a, split, t, h0, nh, sAcc, sM, sL, n_rows);
 }
 

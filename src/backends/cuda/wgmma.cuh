@@ -1,6 +1,7 @@
 // Warpgroup tensor-core primitives (sm_90a wgmma.mma_async, PTX ISA "Asynchronous Warpgroup Level Matrix
 // Multiply-Accumulate"): the shared-memory matrix descriptor of the 128-byte-swizzled layout, the fences and
-// waits that order wgmma with ordinary instructions, and the two instruction shapes the sparse attention uses.
+// waits that order wgmma with ordinary instructions, the two instruction shapes the sparse attention uses, and
+// the register reallocation of its warp-specialized warpgroups.
 //
 // A warpgroup is 4 consecutive warps (128 threads); an m64 tile gives warp w of the group rows 16w … 16w + 15.
 // Register fragments (g = lane / 4, t = lane % 4), each 32-bit register two bf16 values, the lower index low:
@@ -77,23 +78,32 @@ __device__ __forceinline__ void pin(uint32_t (&a)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
-// d[0 … 32) += A · B over k16 (m64n64k16): A and B in shared memory, K-major, at descriptors a_desc and
-// b_desc moved `offset` bytes on (a multiple of 16, added inside the instruction's block so that the
-// compiler keeps one descriptor per operand in registers); scale_d = 0 overwrites d instead.
-template <uint32_t kOffset>
-__device__ __forceinline__ void mma_ss_m64n64k16(float (&d)[32], uint64_t a_desc, uint64_t b_desc, int scale_d) {
+// Warpgroup register reallocation (sm_90): a warp-specialized kernel launched with fewer registers per thread
+// than its math warpgroups need hands the producers' spare registers to them. Every warp of the warpgroup
+// executes it; kRegisters a multiple of 8 in [24, 256].
+template <int kRegisters>
+__device__ __forceinline__ void grow_registers() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void shrink_registers() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+// d[0 … 16) += A · B over k16 (m64n32k16): A and B in shared memory, K-major, at descriptors a_desc and b_desc
+// moved kOffsetA and kOffsetB bytes on (A and B may have different slab strides); scale_d = 0 overwrites d.
+template <uint32_t kOffsetA, uint32_t kOffsetB>
+__device__ __forceinline__ void mma_ss_m64n32k16(float (&d)[16], uint64_t a_desc, uint64_t b_desc, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\n.reg .b64 da, db;\n"
-        "setp.ne.b32 p, %34, 0;\nadd.s64 da, %32, %35;\nadd.s64 db, %33, %35;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "setp.ne.b32 p, %18, 0;\nadd.s64 da, %16, %19;\nadd.s64 db, %17, %20;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
         "}, da, db, p, 1, 1, 0, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(a_desc), "l"(b_desc), "r"(scale_d), "n"(static_cast<uint64_t>(kOffset >> 4)));
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d), "n"(static_cast<uint64_t>(kOffsetA >> 4)),
+          "n"(static_cast<uint64_t>(kOffsetB >> 4)));
 }
 
 // d[0 … 64) += A · B over k16 (m64n128k16): A in registers (the mma.sync m16n8k16 A fragment of the warp's
