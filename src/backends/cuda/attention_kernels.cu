@@ -974,7 +974,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 //        dims [256w, 256w + 256) in two n128 halves. The weights enter exactly as in the mma.sync kernel: p_j
 //        (fp8_model1) or p_j · s_jg (fp8_v32, g the half's scale group) split into two bf16 terms;
 //     and hand the buffer back on its "empty" mbarrier. The running state stays in registers until the
-//     epilogue writes each value from them (sparse_attention_write_block's arithmetic).
+//     epilogue, which passes it through shared memory to sparse_attention_write_block.
 constexpr int kWgHeads = 64;                           // the m of every wgmma
 constexpr int kWgEntries = 32;                         // entries per step: the n of q·Kᵀ, the k of P·V
 constexpr int kWgMathThreads = 256;                    // warpgroups 0 and 1
@@ -1529,67 +1529,33 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
         async_copy::mbarrier_arrive(bar(s_k_empty[b]));  // this thread's reads of the buffer are done
     }
 
-    // Each row's sum from its quad; then every value straight from the registers, as pairs of consecutive
-    // dims: divided by its row's denominator (sparse_attention_write_block's arithmetic: a block that is the
-    // only split), or into the split workspace with the row's statistics.
+    // Each row's sum from its quad; then the state through shared memory (over sQ and the K ring: every wgmma
+    // of both math warpgroups is complete once they meet, and the producer has converted its last step) to
+    // the block epilogue.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         l_run[r] += __shfl_xor_sync(kFullMask, l_run[r], 1);
         l_run[r] += __shfl_xor_sync(kFullMask, l_run[r], 2);
     }
-    const bool one_split = a.split.splits == 1;
-    OneSplitRow rows[2];
-    int64_t dst[2];  // each row's first value: in the output, or in its split's workspace row
+    wg_math_sync();
+    float* const sAcc = reinterpret_cast<float*>(base);  // [kWgHeads][kWgVDim]
+    static_assert(kWgHeads * kWgVDim * 4 <= 8 * (kWgQSlabBytes + 2 * kWgKSlabBytes), "the accumulators fit over q and the K ring");
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int64_t h = h0 + row0 + 8 * r;
-        if (one_split) {
-            rows[r] = attention_one_split_row(m_run[r], l_run[r], a.sink && h < a.n_heads ? a.sink[h] : -INFINITY, n_rows);
-            dst[r] = t * a.out_token_stride + h * a.out_head_stride;
-        } else {
-            dst[r] = ((t * a.n_heads + h) * a.split.splits + split) * kWgVDim;
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int jj = 0; jj < 16; ++jj) {
+            float* dst = sAcc + row0 * kWgVDim + 256 * wg + 128 * h + 8 * jj + 2 * tq;
+            *reinterpret_cast<float2*>(dst) = make_float2(o[h][4 * jj + 0], o[h][4 * jj + 1]);
+            *reinterpret_cast<float2*>(dst + 8 * kWgVDim) = make_float2(o[h][4 * jj + 2], o[h][4 * jj + 3]);
         }
+    if (wg == 0 && tq == 0) {
+        sM[row0] = m_run[0];
+        sL[row0] = l_run[0];
+        sM[row0 + 8] = m_run[1];
+        sL[row0 + 8] = l_run[1];
     }
-    // Pairs go out as one store where the output's layout keeps them aligned (the split workspace always does).
-    const size_t pair_bytes = a.out_bf16 ? 4 : 8;
-    const bool pairs = !one_split || (reinterpret_cast<uintptr_t>(a.out) % pair_bytes == 0 && a.out_token_stride % 2 == 0 &&
-                                      a.out_head_stride % 2 == 0);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        if (row0 + 8 * r >= nh) continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int jj = 0; jj < 16; ++jj) {
-                const int64_t i = dst[r] + 256 * wg + 128 * h + 8 * jj + 2 * tq;
-                float v0 = o[h][4 * jj + 2 * r], v1 = o[h][4 * jj + 2 * r + 1];
-                if (!one_split) {
-                    *reinterpret_cast<float2*>(a.split.acc + i) = make_float2(v0, v1);
-                    continue;
-                }
-                v0 = attention_one_split_value(v0, rows[r]);
-                v1 = attention_one_split_value(v1, rows[r]);
-                if (!pairs) {
-                    store_act(a.out, a.out_bf16, i, v0);
-                    store_act(a.out, a.out_bf16, i + 1, v1);
-                } else if (a.out_bf16) {
-                    *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(a.out) + i) =
-                        static_cast<uint32_t>(f32_to_bf16_bits(v0)) | (static_cast<uint32_t>(f32_to_bf16_bits(v1)) << 16);
-                } else {
-                    *reinterpret_cast<float2*>(static_cast<float*>(a.out) + i) = make_float2(v0, v1);
-                }
-            }
-    }
-    if (!one_split) {
-        if (wg == 0 && tq == 0) {
-            sM[row0] = m_run[0];
-            sL[row0] = l_run[0];
-            sM[row0 + 8] = m_run[1];
-            sL[row0 + 8] = l_run[1];
-        }
-        wg_math_sync();
-        attention_write_split_stats(a.split, split, t * a.n_heads + h0, nh, sM, sL, n_rows);
-    }
+    wg_math_sync();
+    sparse_attention_write_block(a, split, t, h0, nh, sAcc, sM, sL, n_rows);
 }
 
 struct SparseCombineArgs {
