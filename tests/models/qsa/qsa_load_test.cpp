@@ -157,6 +157,19 @@ TEST(QsaLoad, ErrorsNameTheTensorAndTheValues) {
         m = load_with(tc, **ckpt, *b, NumericsProfile::exact, {1});  // explicitly the QSA layer: fine
         EXPECT_TRUE(m.has_value()) << m.status().to_string();
     }
+    {  // the MTP layer after the main layers: not run yet, and said so
+        QsaTestConfig mtp = tc;
+        mtp.mtp_layers = 1;
+        auto ckpt = qsa_checkpoint(mtp, qsa_random_weights(mtp, 1));
+        ASSERT_TRUE(ckpt.has_value());
+        auto m = load_with(mtp, **ckpt, *b, NumericsProfile::exact, {2});
+        ASSERT_FALSE(m.has_value());
+        EXPECT_EQ(m.status().code(), StatusCode::unsupported) << m.status().to_string();
+        EXPECT_NE(m.status().message().find("layer 2 is an MTP layer"), std::string::npos) << m.status().message();
+        m = load_with(mtp, **ckpt, *b, NumericsProfile::exact, {3});
+        ASSERT_FALSE(m.has_value());
+        EXPECT_NE(m.status().message().find("layer 3 is out of range"), std::string::npos) << m.status().message();
+    }
     {  // a hybrid without any QSA layer: nothing to run
         QsaTestConfig none = tc;
         none.layer_types = {"linear_attention", "linear_attention"};

@@ -27,9 +27,9 @@ std::string qsa_config_json(const QsaTestConfig& c) {
   "rope_parameters": {{"rope_type": "default", "rope_theta": {}, "partial_rotary_factor": {}, "mrope_interleaved": true,
                       "mrope_section": [1, 1, 1]}},
   "indexer_n_heads": {}, "indexer_kv_heads": 1, "indexer_head_dim": {}, "indexer_budget": {},
-  "indexer_compress_ratio": {}, "layer_types": [{}]}})",
+  "indexer_compress_ratio": {}, "layer_types": [{}], "mtp_num_hidden_layers": {}}})",
         c.hidden, c.layer_types.size(), c.heads, c.kv_heads, c.head_dim, c.eps, c.theta, c.partial_rotary,
-        c.index_heads, c.index_dim, c.budget, c.ratio, fmt::join(types, ", "));
+        c.index_heads, c.index_dim, c.budget, c.ratio, fmt::join(types, ", "), c.mtp_layers);
     if (!c.multimodal) return text;
     return fmt::format(R"({{"model_type": "qwen4_exp", "text_config": {}}})", text);
 }

@@ -31,6 +31,7 @@ struct QsaTestConfig {
     double eps = 1e-2;
     std::vector<std::string> layer_types = {"linear_attention", "qwen_sparse_attention"};
     bool multimodal = false;  // qwen4_exp + text_config + model.language_model.* names
+    int64_t mtp_layers = 0;   // mtp_num_hidden_layers (the config's; no weights)
 };
 
 std::string qsa_config_json(const QsaTestConfig& c);
