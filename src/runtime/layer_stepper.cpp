@@ -46,7 +46,10 @@ Status LayerStepper::begin_step(std::vector<StepRequest> requests) {
                                           r.id, r.end(), model_.max_position_embeddings(), model_.model_type());
         r.is_decode = r.n_tokens == 1 && r.start > 0;
     }
-    for (const StepRequest& r : requests) SIEVE_RETURN_IF_ERROR(pools_->reserve(r));
+    for (const StepRequest& r : requests) {
+        if (!pools_->adopted()) pools_->after_step(r.id, r.start);  // what the step's first token no longer sees
+        SIEVE_RETURN_IF_ERROR(pools_->reserve(r));
+    }
     StepBatch batch = make_step_batch(std::move(requests), pools_->step_caches());
     const size_t bytes = static_cast<size_t>(batch.n_tokens() * model_.hidden_size()) * sizeof(float);
     Backend& backend = model_.backend();
@@ -102,10 +105,26 @@ Status LayerStepper::end_step() {
             continue;
         }
         done_[r.id] = r.end();
-        pools_->after_step(r.id, r.end());
+        last_start_[r.id] = r.start;
+        pools_->after_step(r.id, r.start);  // a rollback may return to the start; begin_step releases the rest
     }
     batch_.reset();
     next_layer_ = 0;
+    return Status::ok();
+}
+
+Status LayerStepper::rollback(RequestId id, int64_t tokens) {
+    if (batch_) return invalid_argument_error("rollback: a step is open (call end_step first)");
+    if (pools_->adopted())
+        return invalid_argument_error("rollback: over adopted pools the engine's start of each step decides the positions");
+    auto done = done_.find(id);
+    if (done == done_.end()) return invalid_argument_error("rollback: request {} has run no step", id);
+    const int64_t floor = last_start_.at(id);
+    if (tokens < floor || tokens > done->second)
+        return invalid_argument_error("rollback: request {} can keep {} … {} of its tokens (its last step started at {}), "
+                                      "not {}",
+                                      id, floor, done->second, floor, tokens);
+    done->second = tokens;
     return Status::ok();
 }
 
@@ -113,6 +132,7 @@ void LayerStepper::free_request(RequestId id) {
     pools_->free_request(id);
     model_.release_request(id);
     done_.erase(id);
+    last_start_.erase(id);
 }
 
 }  // namespace sieve

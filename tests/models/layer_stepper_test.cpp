@@ -4,13 +4,16 @@
 // shared steps), the outputs the reference captured; and a misuse is an error naming it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "model_test_util.h"
+#include "models/deepseek_v4/model.h"
 #include "sieve/models/model_factory.h"
 #include "sieve/runtime/layer_stepper.h"
 
@@ -195,6 +198,110 @@ TEST_P(LayerStepperFixture, SharedStepsMatchTheReference) {
         }
 }
 
+// Speculative decoding over sieve's own pools: the fixture's longest request takes a prefill chunk, then steps
+// that verify its next token and up to three draft tokens (never past its last position), of which a
+// random number are accepted (the fixture's own next inputs) and the rest rejected (random rows seeded by
+// `rejected_seed`); rollback keeps the accepted ones. Returns the kept outputs [layer][n_tokens · hidden],
+// the bytes of every cache entry the request holds at its end (exact profile: plain rows), and how many
+// draft tokens were rejected.
+struct Speculated {
+    std::vector<std::vector<float>> out;
+    std::vector<uint8_t> cache;
+    int64_t rejected = 0;
+};
+int64_t longest_request(const Golden& g) {
+    const std::vector<int64_t> n = g.n_tokens();
+    return std::max_element(n.begin(), n.end()) - n.begin();
+}
+Speculated speculate(AttentionModel& model, const Golden& g, uint64_t rejected_seed) {
+    auto made = LayerStepper::create(model, CachePoolOptions{});
+    EXPECT_TRUE(made.has_value()) << made.status().to_string();
+    LayerStepper& stepper = **made;
+    const int64_t req = longest_request(g), hidden = model.hidden_size(), n = g.n_tokens()[static_cast<size_t>(req)];
+    const size_t n_layers = model.layers().size();
+    Speculated sp;
+    sp.out.assign(n_layers, std::vector<float>(static_cast<size_t>(n * hidden), NAN));
+    std::mt19937_64 pattern(7), rejected(rejected_seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int64_t prefill = std::min<int64_t>(4, n);
+    for (int64_t done = 0; done < n;) {
+        int64_t drafts = 0, accepted = 0;
+        if (done > 0) {
+            drafts = std::uniform_int_distribution<int64_t>(0, std::min<int64_t>(3, n - 1 - done))(pattern);
+            accepted = std::uniform_int_distribution<int64_t>(0, drafts)(pattern);
+        }
+        const int64_t count = done == 0 ? prefill : 1 + drafts, kept = done == 0 ? prefill : 1 + accepted;
+        const Status began = stepper.begin_step({{1, done, count, false}});
+        if (!began.is_ok()) {
+            ADD_FAILURE() << "position " << done << ": " << began.to_string();
+            break;
+        }
+        std::vector<float> in(static_cast<size_t>(count * hidden)), o(in.size());
+        for (size_t l = 0; l < n_layers; ++l) {
+            const auto inputs = g.input(req, static_cast<int64_t>(l));
+            for (int64_t i = 0; i < count; ++i)
+                for (int64_t k = 0; k < hidden; ++k)
+                    in[static_cast<size_t>(i * hidden + k)] =
+                        i < kept ? inputs[static_cast<size_t>((done + i) * hidden + k)] : normal(rejected);
+            const Status s = stepper.forward(static_cast<int64_t>(l), in.data(), o.data());
+            EXPECT_TRUE(s.is_ok()) << s.to_string();
+            std::copy(o.begin(), o.begin() + kept * hidden, sp.out[l].begin() + done * hidden);
+        }
+        EXPECT_TRUE(stepper.end_step().is_ok());
+        if (kept < count) {
+            const Status s = stepper.rollback(1, done + kept);
+            EXPECT_TRUE(s.is_ok()) << s.to_string();
+        }
+        sp.rejected += count - kept;
+        done += kept;
+    }
+    for (const auto& group : stepper.caches().groups())
+        for (int64_t layer = 0; layer < group->n_layers(); ++layer) {
+            const CacheView view = group->view(layer);
+            for (int64_t e = 0; e < group->entries_for_tokens(n); ++e) {
+                const int64_t slot = group->slot(1, e);
+                if (slot < 0) continue;  // released: no later token sees it
+                const uint8_t* row = view.row(slot);
+                sp.cache.insert(sp.cache.end(), row, row + view.entry_bytes);
+            }
+        }
+    stepper.free_request(1);
+    return sp;
+}
+
+// Rejected draft tokens leave no trace: two runs of the same steps and acceptances whose rejected rows
+// differ give the same bits in every kept output and every cache entry the request holds, and the kept
+// outputs match the reference. DeepSeek-V4's window and compressor-state blocks hold one row each here, so
+// that a row released too early (by the rejected tokens' end) would be missing from the next step.
+TEST_P(LayerStepperFixture, RejectedDraftTokensLeaveNoTrace) {
+    Loaded l = load(GetParam());
+    ASSERT_TRUE(l.model);
+    if (GetParam() == "deepseek_v4") {
+        DeepseekV4Options o;
+        o.backend = l.backend.get();
+        o.swa_block_size = 1;
+        o.state_block_size = 1;
+        auto model = load_deepseek_v4_model(*l.golden.config.deepseek_v4(), *l.golden.checkpoint, o);
+        ASSERT_TRUE(model.has_value()) << model.status().to_string();
+        l.model = std::move(model).value();
+    }
+    const Speculated a = speculate(*l.model, l.golden, 1), b = speculate(*l.model, l.golden, 2);
+    EXPECT_GT(a.rejected, 0) << "the pattern rejects some drafts";
+    EXPECT_FALSE(a.cache.empty());
+    EXPECT_EQ(a.cache, b.cache);
+    for (size_t layer = 0; layer < a.out.size(); ++layer) {
+        EXPECT_EQ(a.out[layer], b.out[layer]) << "layer " << layer;
+        const auto expected = l.golden.output(longest_request(l.golden), static_cast<int64_t>(layer));
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < expected.size(); ++i) {
+            diff += (a.out[layer][i] - expected[i]) * double(a.out[layer][i] - expected[i]);
+            norm += double(expected[i]) * expected[i];
+        }
+        ASSERT_GT(norm, 0.0);
+        EXPECT_LE(std::sqrt(diff / norm), 1e-4) << "layer " << layer;  // golden_format.md exact
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, LayerStepperFixture,
                          ::testing::Values("deepseek_v4", "deepseek_v32", "hy_v4", "qwen4_exp"));
 
@@ -220,6 +327,23 @@ TEST(LayerStepper, MisuseIsAnErrorNamingIt) {
     const int64_t too_far = l.model->max_position_embeddings();
     EXPECT_NE(s.begin_step({{1, 4, too_far, false}}).message().find("more than max_position_embeddings"),
               std::string::npos);
+    // Rollback: within the last step, between steps, of a request that ran one, over sieve's own pools.
+    EXPECT_NE(s.rollback(2, 0).message().find("request 2 has run no step"), std::string::npos);
+    EXPECT_NE(s.rollback(1, 5).message().find("can keep 0 … 4 of its tokens"), std::string::npos);
+    ASSERT_TRUE(s.begin_step({{1, 4, 3, false}}).is_ok());
+    EXPECT_NE(s.rollback(1, 5).message().find("a step is open"), std::string::npos);
+    for (int64_t layer = 0; layer < static_cast<int64_t>(l.model->layers().size()); ++layer)
+        ASSERT_TRUE(s.forward(layer, rows.data(), rows.data()).is_ok());
+    ASSERT_TRUE(s.end_step().is_ok());
+    EXPECT_NE(s.rollback(1, 3).message().find("can keep 4 … 7 of its tokens (its last step started at 4), not 3"),
+              std::string::npos);
+    ASSERT_TRUE(s.rollback(1, 5).is_ok());
+    EXPECT_EQ(s.tokens_done(1), 5);
+    EXPECT_NE(s.begin_step({{1, 7, 1, false}}).message().find("starts at position 7, but it has run 5"), std::string::npos);
+    EXPECT_TRUE(s.begin_step({{1, 5, 1, false}}).is_ok());
+    EngineCaches engine;
+    auto adopted = LayerStepper::create(*l.model, engine.adopt(*l.model, EngineCaches::kBlocks));
+    EXPECT_NE(adopted->rollback(1, 0).message().find("over adopted pools"), std::string::npos);
 }
 
 }  // namespace

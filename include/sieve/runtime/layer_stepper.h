@@ -8,7 +8,10 @@
 //                              (start = the tokens it already ran: 0 for its first step); reserves
 //                              their cache entries and plans the step (AttentionModel::plan_step)
 //   forward(layer_pos, …)      every layer the caller needs, in the model's order (layers()), once each
-//   end_step()                 windowed caches release what the next token can no longer see
+//   end_step()                 ends it; windowed caches keep what a token at the step's start still sees
+//                              until the request's next step begins (a rollback may return there)
+//   rollback(id, tokens)       optionally, after a verification step: the request keeps only the first
+//                              `tokens` of its tokens (its rejected draft tokens leave no trace)
 // and free_request(id) when a request ends (or is dropped). Over adopted pools (CachePools::adopt: the
 // engine's cache memory and blocks) a request lives for one step: the engine sets its block tables
 // (set_block_table) before begin_step, its start is the engine's, and end_step forgets it. A failed begin_step or forward leaves
@@ -58,6 +61,15 @@ public:
     // rows once the backend's work issued so far is done.
     Status forward_on_backend(int64_t layer_pos, const float* input, float* output);
     Status end_step();
+    // After end_step, before request `id`'s next step: it keeps only the first `tokens` of the tokens it has
+    // run — a verification step (the request's last token and its draft tokens) whose later drafts were
+    // rejected — with `tokens` at least the start of its last step; its next step starts at `tokens`. What
+    // any kept position or later token reads is then as if the rejected tokens had never been seen: the
+    // windowed caches still hold what a token at the last step's start sees, and the rows the rejected tokens
+    // wrote (window and state rows, the compressed entries, indexer keys and pooled groups they completed) lie
+    // at positions ≥ `tokens`, which no token reads before the tokens that take their places rewrite them.
+    // Not over adopted pools (there the engine's positions and blocks decide every step).
+    Status rollback(RequestId id, int64_t tokens);
     void free_request(RequestId id);
 
     bool in_step() const { return batch_.has_value(); }
@@ -72,7 +84,8 @@ private:
 
     AttentionModel& model_;
     std::unique_ptr<CachePools> pools_;
-    std::map<RequestId, int64_t> done_;  // tokens run, per request
+    std::map<RequestId, int64_t> done_;        // tokens run, per request
+    std::map<RequestId, int64_t> last_start_;  // the start of each request's last step (rollback's floor)
     std::optional<StepBatch> batch_;
     int64_t next_layer_ = 0;
     std::unique_ptr<DeviceBuffer> rows_in_, rows_out_;  // the step's activations on the model's backend
