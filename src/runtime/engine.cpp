@@ -15,6 +15,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(AttentionModel& model, EngineOp
     if (s.max_prefill_chunk < 0)
         return invalid_argument_error("largest prefill chunk {}: must be at least 0 (0: no limit)",
                                       s.max_prefill_chunk);
+    if (s.draft_tokens < 0) return invalid_argument_error("{} draft tokens per step: must be at least 0", s.draft_tokens);
+    if (s.draft_tokens > 0 && !options.accepted_drafts)
+        return invalid_argument_error("{} draft tokens per step need an acceptance (EngineOptions::accepted_drafts)",
+                                      s.draft_tokens);
     CachePoolOptions pool_options;
     pool_options.blocks_per_group = options.blocks_per_group;
     pool_options.cache_budget_tokens = options.cache_budget_tokens;
@@ -76,24 +80,44 @@ Expected<bool> Engine::step() {
     }
     if (admitted.empty()) return true;
 
+    // A verification step keeps the request's token and the drafts the target accepts.
+    std::map<RequestId, int64_t> kept;
+    for (const StepRequest& r : admitted)
+        kept[r.id] = r.is_decode && r.n_tokens > 1
+                         ? 1 + std::clamp<int64_t>(options_.accepted_drafts(r.id, r.start, r.n_tokens - 1), 0, r.n_tokens - 1)
+                         : r.n_tokens;
+
     const StepBatch batch = make_step_batch(admitted, pools_->step_caches());
     // RequestIo is per token; the runner moves the step's rows in one piece.
     struct TokenRows final : StepIo {
         Engine& engine;
         const StepBatch& batch;
+        const std::map<RequestId, int64_t>& kept_end;
         int64_t hidden;
-        TokenRows(Engine& e, const StepBatch& b, int64_t h) : engine(e), batch(b), hidden(h) {}
+        TokenRows(Engine& e, const StepBatch& b, const std::map<RequestId, int64_t>& k, int64_t h)
+            : engine(e), batch(b), kept_end(k), hidden(h) {}
         void input(int64_t layer_pos, std::span<float> rows) override {
-            for (int64_t t = 0; t < batch.n_tokens(); ++t)
-                engine.requests_.at(batch.request_of_token(t))
-                    .io->input(layer_pos, batch.positions[static_cast<size_t>(t)], rows.data() + t * hidden);
+            for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+                const RequestId id = batch.request_of_token(t);
+                const int64_t p = batch.positions[static_cast<size_t>(t)];
+                RequestIo& io = *engine.requests_.at(id).io;
+                if (p < kept_end.at(id))
+                    io.input(layer_pos, p, rows.data() + t * hidden);
+                else
+                    io.rejected_draft_input(layer_pos, p, rows.subspan(static_cast<size_t>(t * hidden), static_cast<size_t>(hidden)));
+            }
         }
         void output(int64_t layer_pos, std::span<const float> rows) override {
-            for (int64_t t = 0; t < batch.n_tokens(); ++t)
-                engine.requests_.at(batch.request_of_token(t))
-                    .io->output(layer_pos, batch.positions[static_cast<size_t>(t)], rows.data() + t * hidden);
+            for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+                const RequestId id = batch.request_of_token(t);
+                const int64_t p = batch.positions[static_cast<size_t>(t)];
+                if (p < kept_end.at(id)) engine.requests_.at(id).io->output(layer_pos, p, rows.data() + t * hidden);
+            }
         }
-    } io(*this, batch, model_.hidden_size());
+    };
+    std::map<RequestId, int64_t> kept_end;
+    for (const StepRequest& r : admitted) kept_end[r.id] = r.start + kept.at(r.id);
+    TokenRows io(*this, batch, kept_end, model_.hidden_size());
     const auto start = std::chrono::steady_clock::now();
     if (Status s = runner_.run(batch, io, options_.chain_layers, &stats_.stages); !s.is_ok()) {
         for (const StepRequest& r : admitted) fail(r.id, s);
@@ -102,8 +126,13 @@ Expected<bool> Engine::step() {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     bool any_prefill = false;
-    for (const StepRequest& r : admitted) {
+    for (StepRequest& r : admitted) {
         any_prefill |= !r.is_decode;
+        if (r.is_decode) {
+            stats_.drafted_tokens += r.n_tokens - 1;
+            stats_.accepted_draft_tokens += kept.at(r.id) - 1;
+        }
+        r.n_tokens = kept.at(r.id);  // rejected drafts: their rows are rewritten by the tokens that take their places
         (r.is_decode ? stats_.decode_tokens : stats_.prefill_tokens) += r.n_tokens;
     }
     (any_prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
@@ -122,6 +151,11 @@ Expected<bool> Engine::step() {
         pools_->after_step(r.id, e.done);  // windowed caches keep only what the next token can still see
     }
     return true;
+}
+
+void RequestIo::rejected_draft_input(int64_t layer_pos, int64_t position, std::span<float> row) {
+    input(layer_pos, position, row.data());
+    for (float& v : row) v += 1.0f;
 }
 
 Status Engine::run(const std::function<void(const Engine&)>& on_step) {

@@ -17,13 +17,14 @@ void Scheduler::add(RequestId id, int64_t n_tokens, int64_t prompt_tokens) {
 std::vector<StepRequest> Scheduler::next_step() const {
     std::vector<StepRequest> step;
     int64_t budget = options_.max_tokens_per_step;
-    // Decodes first: one token each.
+    // Decodes first: one token each, and the drafts the budget still allows after it.
     for (RequestId id : order_) {
         const Progress& p = progress_.at(id);
         if (p.done < p.prompt_tokens) continue;
         if (budget < 1 || static_cast<int64_t>(step.size()) >= options_.max_requests_per_step) break;
-        step.push_back({id, p.done, 1, true});
-        --budget;
+        const int64_t drafts = std::min({options_.draft_tokens, p.n_tokens - p.done - 1, budget - 1});
+        step.push_back({id, p.done, 1 + drafts, true});
+        budget -= 1 + drafts;
     }
     // Then prefill chunks, in arrival order.
     for (RequestId id : order_) {

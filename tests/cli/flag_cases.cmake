@@ -25,6 +25,8 @@ _sieve_cli_reject(run --requests VALUES 0 -1 4097 ${int64_max} ${past_int64} abc
 _sieve_cli_reject(run --prompt-tokens VALUES 0 -1 16777217 ${int64_max} ${past_int64} x)
 _sieve_cli_reject(run --decode-tokens VALUES -1 16777217 ${int64_max} ${past_int64} x)
 _sieve_cli_reject(run --budget VALUES 0 -1 16385 ${int64_max} ${past_int64} x)
+_sieve_cli_reject(run --draft-tokens VALUES -1 17 ${int64_max} x)
+_sieve_cli_reject(run --accept-rate VALUES -0.1 1.5 nan inf x)
 _sieve_cli_reject(run --seed VALUES -1 ${past_int64} 18446744073709551615 x)
 # --layers: a number past the model's 43 layers is an error before a range is expanded (these
 # filled memory, or looped forever on a signed overflow).
@@ -55,6 +57,13 @@ sieve_cli_expect(cli.flag.run_cache_past_memory SANITIZE EXIT 2
 
 # Valid edges, on the small fixture checkpoints: the smallest workload, a request of exactly
 # max_position_embeddings tokens, a one-token budget and the largest seed.
+# Speculative decoding on a fixture checkpoint: 3 drafts per decode step, every draft accepted or none.
+sieve_cli_expect(cli.flag.run_drafts_all_accepted SANITIZE EXIT 0
+                 OUTPUT "3 per decode step, accept rate 1.00: 9 drafted, 9 accepted \\(9 decode steps saved\\)"
+                 COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --accept-rate 1)
+sieve_cli_expect(cli.flag.run_drafts_all_rejected SANITIZE EXIT 0
+                 OUTPUT "3 per decode step, accept rate 0.00: 30 drafted, 0 accepted \\(0 decode steps saved\\)"
+                 COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --accept-rate 0)
 sieve_cli_expect(cli.flag.run_smallest_workload SANITIZE EXIT 0
                  OUTPUT "1 request\\(s\\) × \\(1 prompt \\+ 0 decode\\) tokens = 1 tokens"
                  COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 1 --decode-tokens 0)

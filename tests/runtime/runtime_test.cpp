@@ -212,19 +212,27 @@ public:
     void output(int64_t layer, int64_t p, const float* row) override {
         std::copy(row, row + ToyModel::kHidden, out_[layer].begin() + p * ToyModel::kHidden);
     }
+    // A wrong draft: the token's row shifted by reject_shift_.
+    void rejected_draft_input(int64_t layer, int64_t p, std::span<float> row) override {
+        input(layer, p, row.data());
+        for (float& x : row) x += reject_shift_;
+    }
     std::vector<float> in_;
     std::vector<std::vector<float>> out_;
+    float reject_shift_ = 1.0f;
 };
 
 std::map<RequestId, std::vector<std::vector<float>>> run_toy(const std::vector<int64_t>& lengths, EngineOptions o,
                                                             std::vector<int64_t> prompts = {},
-                                                            std::vector<uint64_t> seeds = {}) {
+                                                            std::vector<uint64_t> seeds = {}, float reject_shift = 1.0f,
+                                                            EngineStats* stats = nullptr) {
     ToyModel model;
     auto engine = Engine::create(model, o);
     EXPECT_TRUE(engine.has_value());
     std::vector<std::unique_ptr<RecordingIo>> ios;
     for (size_t r = 0; r < lengths.size(); ++r) {
         ios.push_back(std::make_unique<RecordingIo>(lengths[r], seeds.empty() ? 100 + r : seeds[r]));
+        ios.back()->reject_shift_ = reject_shift;
         EXPECT_TRUE((*engine)->add_request(static_cast<RequestId>(r), lengths[r], prompts.empty() ? lengths[r] : prompts[r],
                                            ios.back().get()).is_ok());
     }
@@ -235,6 +243,7 @@ std::map<RequestId, std::vector<std::vector<float>>> run_toy(const std::vector<i
         out[static_cast<RequestId>(r)] = ios[r]->out_;
     }
     for (const auto& g : (*engine)->cache_groups()) EXPECT_EQ(g->allocator().used_blocks(), 0) << g->name();
+    if (stats) *stats = (*engine)->stats();
     return out;
 }
 
@@ -300,6 +309,44 @@ TEST(Engine, OutputsDoNotDependOnTheSchedule) {
                 for (size_t i = 0; i < layers[l].size(); ++i)
                     ASSERT_NEAR(got.at(id)[l][i], layers[l][i], 1e-5) << "trial " << trial << " request " << id;
     }
+}
+
+// Speculative decoding: every decode step verifies up to three draft tokens, of which the target accepts a
+// random prefix; the rejected ones bring wrong rows and leave no trace. The outputs are those of plain
+// decoding, two runs whose rejected rows differ give the same bits, and the stats count what was saved.
+TEST(Engine, RejectedDraftTokensLeaveNoTrace) {
+    const std::vector<int64_t> lengths = {1, 7, 23, 40}, prompts = {1, 3, 5, 9};
+    EngineOptions plain;
+    plain.scheduler.max_tokens_per_step = 64;
+    const auto want = run_toy(lengths, plain, prompts);
+    auto speculate = [&](float reject_shift, EngineStats* stats) {
+        EngineOptions o = plain;
+        o.scheduler.draft_tokens = 3;
+        std::mt19937_64 rng(11);
+        o.accepted_drafts = [rng](RequestId, int64_t, int64_t drafts) mutable {
+            return std::uniform_int_distribution<int64_t>(0, drafts)(rng);
+        };
+        return run_toy(lengths, o, prompts, {}, reject_shift, stats);
+    };
+    EngineStats a_stats, b_stats;
+    const auto a = speculate(1.0f, &a_stats), b = speculate(-5.0f, &b_stats);
+    EXPECT_EQ(a, b);
+    for (const auto& [id, layers] : want)
+        for (size_t l = 0; l < layers.size(); ++l)
+            for (size_t i = 0; i < layers[l].size(); ++i)
+                ASSERT_NEAR(a.at(id)[l][i], layers[l][i], 1e-5) << "request " << id << " layer " << l;
+    // Every decoded token is counted once; some drafts were accepted, some rejected.
+    int64_t decoded = 0;
+    for (size_t r = 0; r < lengths.size(); ++r) decoded += lengths[r] - prompts[r];
+    EXPECT_EQ(a_stats.decode_tokens, decoded);
+    EXPECT_GT(a_stats.accepted_draft_tokens, 0);
+    EXPECT_LT(a_stats.accepted_draft_tokens, a_stats.drafted_tokens);
+    EXPECT_EQ(a_stats.steps, b_stats.steps);
+
+    EngineOptions no_acceptance = plain;
+    no_acceptance.scheduler.draft_tokens = 2;
+    ToyModel model;
+    EXPECT_NE(Engine::create(model, no_acceptance).status().message().find("need an acceptance"), std::string::npos);
 }
 
 TEST(Engine, PoolExhaustionRejectsOnlyTheRequestThatNeedsMore) {

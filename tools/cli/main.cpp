@@ -181,6 +181,10 @@ int main(int argc, char** argv) {
     add_int_flag(run_cmd, "--decode-tokens", run.decode_tokens, sieve::cli::kRunDecodeTokens,
                  "tokens decoded one per step after the prompt");
     add_int_flag(run_cmd, "--budget", run.max_tokens_per_step, sieve::cli::kRunBudget, "token budget of one step");
+    add_int_flag(run_cmd, "--draft-tokens", run.draft_tokens, sieve::cli::kRunDraftTokens,
+                 "speculative decoding: draft tokens each decode step verifies (0: plain decode)");
+    add_real_flag(run_cmd, "--accept-rate", run.accept_rate, sieve::cli::kRunAcceptRate,
+                  "speculative decoding: the chance that a draft is accepted once the drafts before it were");
     run_cmd->add_option("--profile", run_profile, "exact | deployed")
         ->check(CLI::IsMember({"exact", "deployed"}))
         ->capture_default_str();

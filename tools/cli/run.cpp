@@ -182,6 +182,10 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
     SIEVE_RETURN_IF_ERROR(check_int_flag("--prompt-tokens", o.prompt_tokens, kRunPromptTokens));
     SIEVE_RETURN_IF_ERROR(check_int_flag("--decode-tokens", o.decode_tokens, kRunDecodeTokens));
     SIEVE_RETURN_IF_ERROR(check_int_flag("--budget", o.max_tokens_per_step, kRunBudget));
+    SIEVE_RETURN_IF_ERROR(check_int_flag("--draft-tokens", o.draft_tokens, kRunDraftTokens));
+    if (!(o.accept_rate >= kRunAcceptRate.lo && o.accept_rate <= kRunAcceptRate.hi))
+        return invalid_argument_error("--accept-rate {} is outside [{}, {}]", o.accept_rate, kRunAcceptRate.lo,
+                                      kRunAcceptRate.hi);
     SIEVE_RETURN_IF_ERROR(check_backend_flag("--backend", o.backend));
     const auto load_start = std::chrono::steady_clock::now();
     ModelConfig config;
@@ -238,6 +242,14 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
     engine_options.scheduler.max_tokens_per_step = o.max_tokens_per_step;
     engine_options.cache_budget_tokens = cache_budget_tokens;
     engine_options.max_cache_bytes = physical_memory_bytes();
+    engine_options.scheduler.draft_tokens = o.draft_tokens;
+    std::mt19937_64 acceptance(o.seed);
+    engine_options.accepted_drafts = [&acceptance, rate = o.accept_rate](RequestId, int64_t, int64_t drafts) {
+        std::bernoulli_distribution accept(rate);
+        int64_t accepted = 0;
+        while (accepted < drafts && accept(acceptance)) ++accepted;
+        return accepted;
+    };
     SIEVE_ASSIGN_OR_RETURN(auto engine, Engine::create(*model, engine_options));
     std::vector<std::unique_ptr<SyntheticIo>> ios;
     for (int64_t r = 0; r < o.requests; ++r) {
@@ -298,6 +310,12 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
                          {"prompt_tokens", o.prompt_tokens},
                          {"decode_tokens", o.decode_tokens},
                          {"steps", s.steps},
+                         {"speculative",
+                          {{"draft_tokens", o.draft_tokens},
+                           {"accept_rate", o.accept_rate},
+                           {"drafted", s.drafted_tokens},
+                           {"accepted", s.accepted_draft_tokens},
+                           {"decode_steps_saved", s.accepted_draft_tokens}}},
                          {"load_seconds", load_seconds},
                          {"run_seconds", run_seconds},
                          {"prefill_tokens_per_second", prefill_tps},
@@ -320,6 +338,9 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
                    ThreadPool::global().size());
         fmt::print(out, "workload   {} request(s) × ({} prompt + {} decode) tokens = {} tokens, {} steps, budget {} tokens/step\n",
                    o.requests, o.prompt_tokens, o.decode_tokens, total_tokens, s.steps, o.max_tokens_per_step);
+        if (o.draft_tokens > 0)
+            fmt::print(out, "drafts     {} per decode step, accept rate {:.2f}: {} drafted, {} accepted ({} decode steps saved)\n",
+                       o.draft_tokens, o.accept_rate, s.drafted_tokens, s.accepted_draft_tokens, s.accepted_draft_tokens);
         fmt::print(out, "load       {:.2f} s\n", load_seconds);
         fmt::print(out, "prefill    {:>10.1f} tokens/s  ({} tokens in {:.2f} s)\n", prefill_tps, s.prefill_tokens,
                    s.prefill_seconds);

@@ -23,6 +23,8 @@ namespace sieve::cli {
 inline constexpr IntRange kRunRequests{1, 4096};
 inline constexpr IntRange kRunPromptTokens{1, 1 << 24};  // 16M: past every released model's context
 inline constexpr IntRange kRunDecodeTokens{0, 1 << 24};
+inline constexpr IntRange kRunDraftTokens{0, 16};  // vLLM's MTP speculators verify a handful per step
+inline constexpr RealRange kRunAcceptRate{0.0, 1.0};
 inline constexpr IntRange kRunBudget{1, 16384};  // a step's buffers grow with it: 1 GB of V4-Flash queries
 
 struct RunOptions {
@@ -33,6 +35,10 @@ struct RunOptions {
     int64_t prompt_tokens = 2304;      // past DeepSeek-V4-Flash's short-context threshold (2051)
     int64_t decode_tokens = 16;
     int64_t max_tokens_per_step = 2048;
+    // Speculative decoding: draft tokens each decode step verifies (0: plain decode), each accepted with
+    // probability accept_rate while the ones before it were (the target keeps a prefix of the drafts).
+    int64_t draft_tokens = 0;
+    double accept_rate = 0.7;
     NumericsProfile profile = NumericsProfile::deployed;
     std::string backend = "cpu";
     uint64_t seed = 1;                 // the command line takes kSeedRange

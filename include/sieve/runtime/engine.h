@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "sieve/core/stage_timer.h"
@@ -32,6 +33,10 @@ public:
     virtual void input(int64_t layer_pos, int64_t position, float* row) = 0;
     // The output row [hidden] of a layer for a token.
     virtual void output(int64_t layer_pos, int64_t position, const float* row) = 0;
+    // Speculative decoding: the input row of a draft token the target rejects at `position` (what a wrong
+    // guess brings; its outputs are dropped and it leaves no trace). By default the token's own input
+    // with 1 added to every value.
+    virtual void rejected_draft_input(int64_t layer_pos, int64_t position, std::span<float> row);
 };
 
 struct EngineOptions {
@@ -45,6 +50,9 @@ struct EngineOptions {
     int64_t cache_budget_tokens = 1 << 16;
     // Upper bound on the bytes of all cache pools together (0: none), e.g. the machine's memory.
     int64_t max_cache_bytes = 0;
+    // Speculative decoding (scheduler.draft_tokens > 0): how many of the `drafts` draft tokens that follow
+    // a request's token at `position` the target accepts (a prefix, 0 … drafts). Required with drafts.
+    std::function<int64_t(RequestId, int64_t position, int64_t drafts)> accepted_drafts;
 };
 
 enum class RequestStatus { queued, running, finished, failed };
@@ -52,7 +60,9 @@ enum class RequestStatus { queued, running, finished, failed };
 struct EngineStats {
     int64_t steps = 0;
     int64_t prefill_tokens = 0;
-    int64_t decode_tokens = 0;
+    int64_t decode_tokens = 0;         // tokens decoded (a verification step's kept tokens)
+    int64_t drafted_tokens = 0;        // draft tokens verified
+    int64_t accepted_draft_tokens = 0; // of them accepted: each one a decode step the request did not run
     double prefill_seconds = 0;  // steps with any prefill token count here
     double decode_seconds = 0;   // steps of decodes only
     StageTimes stages;

@@ -1,7 +1,8 @@
 // Builds each step under a token budget, as vLLM's scheduler does with chunked prefill: first one
-// token for every request in its decode phase, then prefill chunks in arrival order until the
-// budget is used. A request's first `prompt_tokens` tokens are its prompt (prefilled in chunks);
-// the rest run one token per step (decode).
+// token for every request in its decode phase (with speculative decoding, that token and up to
+// draft_tokens draft tokens after it: a verification step), then prefill chunks in arrival order until
+// the budget is used. A request's first `prompt_tokens` tokens are its prompt (prefilled in chunks);
+// the rest run in decode steps.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,8 @@ struct SchedulerOptions {
     // Optional: the chunk a prefilling request gets, given what is left of its prompt and of the
     // budget (e.g. randomized chunk sizes for schedule-invariance tests). Must return 1..limit.
     std::function<int64_t(RequestId, int64_t limit)> chunk_policy;
+    // Draft tokens a decoding request verifies per step (0: plain decode), never past its last token.
+    int64_t draft_tokens = 0;
 };
 
 class Scheduler {
@@ -32,7 +35,8 @@ public:
     void add(RequestId id, int64_t n_tokens, int64_t prompt_tokens);
     // The requests of the next step (empty when nothing is left).
     std::vector<StepRequest> next_step() const;
-    // Records that the step ran for these requests; finished ones leave the queue.
+    // Records that the step ran for these requests (a verification step's n_tokens: the tokens it kept);
+    // finished ones leave the queue.
     void complete(const std::vector<StepRequest>& step);
     // Drops a request (rejected or failed); its tokens are not scheduled again.
     void remove(RequestId id);
