@@ -30,8 +30,10 @@ class AttentionModel:
     ``request_ids``: one hashable id per request of the step (vLLM's ``req_id`` strings work);
     ``query_start_loc`` [n_requests + 1]: where each request's tokens start in the step's rows;
     ``positions`` [n_tokens]: each token's absolute position. A request's tokens are consecutive
-    positions continuing where its previous step stopped (0 for a new request). ``free(request_id)``
-    when a request ends. ``forward`` takes and returns [n_tokens, hidden_size] rows (float32 inside;
+    positions continuing where its previous step stopped (0 for a new request), or where
+    ``rollback(request_id, tokens)`` put it after a verification step (speculative decoding: the request's
+    token and its draft tokens, of which the target kept a prefix). ``free(request_id)`` when a request
+    ends. ``forward`` takes and returns [n_tokens, hidden_size] rows (float32 inside;
     other float dtypes are converted and returned in the input's dtype).
 
     profile: 'exact' (fp32, f32 caches: transformers to ~3e-7) or 'deployed' (bf16 activations, the
@@ -155,6 +157,15 @@ class AttentionModel:
 
     def end_step(self) -> None:
         self._model.end_step()
+
+    def rollback(self, request_id: Hashable, tokens: int) -> None:
+        """After end_step, before the request's next step: it keeps only its first ``tokens`` tokens (a
+        verification step whose later draft tokens were rejected; ``tokens`` at least the start of its last
+        step). Its next step starts there, and the rejected tokens leave no trace. With sieve's own caches
+        only (with the engine's, every step's positions say where it starts)."""
+        if request_id not in self._ids:
+            raise _sieve.InvalidArgumentError(f"rollback: request {request_id!r} has run no step")
+        self._model.rollback(self._ids[request_id], tokens)
 
     def free(self, request_id: Hashable) -> None:
         """Frees a request's cache blocks (a finished, aborted or preempted request)."""

@@ -209,6 +209,12 @@ public:
         if (!stepper_) throw StatusError(invalid_argument_error("sieve.AttentionModel.end_step: no step is open"));
         check(stepper_->end_step());
     }
+    void rollback(int64_t id, int64_t tokens) {
+        nb::gil_scoped_release release;
+        auto lock = lock_engine();
+        if (!stepper_) throw StatusError(invalid_argument_error("sieve.AttentionModel.rollback: no request has run"));
+        check(stepper_->rollback(id, tokens));
+    }
     void free_request(int64_t id) {
         nb::gil_scoped_release release;
         auto lock = lock_engine();
@@ -247,6 +253,7 @@ void bind_model(nb::module_& m) {
              nb::arg("positions"), nb::arg("block_tables").none())
         .def("forward", &AttentionModelBinding::forward, nb::arg("layer_pos"), nb::arg("hidden_states"), nb::arg("out"))
         .def("end_step", &AttentionModelBinding::end_step)
+        .def("rollback", &AttentionModelBinding::rollback, nb::arg("request_id"), nb::arg("tokens"))
         .def("free_request", &AttentionModelBinding::free_request, nb::arg("request_id"))
         .def("tokens_done", &AttentionModelBinding::tokens_done, nb::arg("request_id"));
 }

@@ -79,6 +79,41 @@ def test_deployed_profile_bf16_rows():
     model.end_step()
 
 
+def test_rollback_keeps_the_accepted_draft_tokens_and_leaves_no_trace():
+    # hy_v4's longest request: a prefill chunk, then verification steps of the next token and 3 drafts of
+    # which the first `accepted` are the fixture's own rows and the rest wrong rows; rollback keeps them.
+    tensors, n_requests = golden("hy_v4")
+    r = max(range(n_requests), key=lambda i: tensors[f"req{i}.positions"].numel())
+    n = tensors[f"req{r}.positions"].numel()
+
+    def speculate(wrong_shift):
+        model = sieve.AttentionModel(DATA / "hy_v4" / "ckpt", profile="exact")
+        out = {l: torch.full((n, model.hidden_size), float("nan")) for l in model.layers}
+        done, pattern = 0, iter([2, 0, 3, 1] * n)
+        while done < n:
+            count = 4 if done == 0 else 1 + min(3, n - 1 - done)
+            kept = count if done == 0 else 1 + min(next(pattern), count - 1)
+            model.begin_step(["a"], torch.tensor([0, count], dtype=torch.int32), torch.arange(done, done + count))
+            for pos, layer in enumerate(model.layers):
+                rows = tensors[f"req{r}.layer{layer}.input"][done : done + count].clone()
+                rows[kept:] += wrong_shift
+                out[layer][done : done + kept] = model.forward(pos, rows)[:kept]
+            model.end_step()
+            if kept < count:
+                model.rollback("a", done + kept)
+            done += kept
+        assert model.tokens_done("a") == n
+        return out
+
+    a, b = speculate(1.0), speculate(-3.0)
+    for layer, got in a.items():
+        assert torch.equal(got, b[layer])
+        torch.testing.assert_close(got, tensors[f"req{r}.layer{layer}.output"], rtol=1e-4, atol=1e-5)
+    model = sieve.AttentionModel(DATA / "hy_v4" / "ckpt", profile="exact")
+    with pytest.raises(sieve.InvalidArgumentError, match=r"has run no step"):
+        model.rollback("b", 0)
+
+
 def test_step_api_errors_name_what_is_wrong():
     model = sieve.AttentionModel(DATA / "deepseek_v4" / "ckpt", profile="exact")
     hidden = model.hidden_size

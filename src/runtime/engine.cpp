@@ -80,12 +80,14 @@ Expected<bool> Engine::step() {
     }
     if (admitted.empty()) return true;
 
-    // A verification step keeps the request's token and the drafts the target accepts.
-    std::map<RequestId, int64_t> kept;
+    // Where each request's kept tokens end: a verification step keeps the request's token and the drafts
+    // the target accepts.
+    std::map<RequestId, int64_t> kept_end;
     for (const StepRequest& r : admitted)
-        kept[r.id] = r.is_decode && r.n_tokens > 1
-                         ? 1 + std::clamp<int64_t>(options_.accepted_drafts(r.id, r.start, r.n_tokens - 1), 0, r.n_tokens - 1)
-                         : r.n_tokens;
+        kept_end[r.id] = r.start + (r.is_decode && r.n_tokens > 1
+                                        ? 1 + std::clamp<int64_t>(options_.accepted_drafts(r.id, r.start, r.n_tokens - 1), 0,
+                                                                  r.n_tokens - 1)
+                                        : r.n_tokens);
 
     const StepBatch batch = make_step_batch(admitted, pools_->step_caches());
     // RequestIo is per token; the runner moves the step's rows in one piece.
@@ -114,10 +116,7 @@ Expected<bool> Engine::step() {
                 if (p < kept_end.at(id)) engine.requests_.at(id).io->output(layer_pos, p, rows.data() + t * hidden);
             }
         }
-    };
-    std::map<RequestId, int64_t> kept_end;
-    for (const StepRequest& r : admitted) kept_end[r.id] = r.start + kept.at(r.id);
-    TokenRows io(*this, batch, kept_end, model_.hidden_size());
+    } io(*this, batch, kept_end, model_.hidden_size());
     const auto start = std::chrono::steady_clock::now();
     if (Status s = runner_.run(batch, io, options_.chain_layers, &stats_.stages); !s.is_ok()) {
         for (const StepRequest& r : admitted) fail(r.id, s);
@@ -128,11 +127,12 @@ Expected<bool> Engine::step() {
     bool any_prefill = false;
     for (StepRequest& r : admitted) {
         any_prefill |= !r.is_decode;
+        const int64_t kept = kept_end.at(r.id) - r.start;
         if (r.is_decode) {
             stats_.drafted_tokens += r.n_tokens - 1;
-            stats_.accepted_draft_tokens += kept.at(r.id) - 1;
+            stats_.accepted_draft_tokens += kept - 1;
         }
-        r.n_tokens = kept.at(r.id);  // rejected drafts: their rows are rewritten by the tokens that take their places
+        r.n_tokens = kept;  // rejected drafts: their rows are rewritten by the tokens that take their places
         (r.is_decode ? stats_.decode_tokens : stats_.prefill_tokens) += r.n_tokens;
     }
     (any_prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
