@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <sstream>
 
 #include "flag_checks.h"
@@ -83,6 +84,11 @@ TEST(FlagChecks, RealFlagsRejectNonFiniteValues) {
         ASSERT_FALSE(r.has_value()) << bad;
         EXPECT_EQ(r.status().message(), fmt::format("--min-topk-agreement {}: must be a number in [0, 1]", bad));
     }
+    // A value set without parsing (RunOptions from C++) is held to the same range.
+    EXPECT_TRUE(check_real_flag("--accept-rate", 0.7, range).is_ok());
+    for (double bad : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()})
+        EXPECT_NE(check_real_flag("--accept-rate", bad, range).message().find("must be a number in [0, 1]"),
+                  std::string::npos) << bad;
 }
 
 TEST(FlagChecks, Schedules) {

@@ -52,6 +52,12 @@ Expected<int64_t> parse_int_flag(std::string_view flag, std::string_view text, I
     return *value;
 }
 
+Status check_real_flag(std::string_view flag, double value, RealRange range) {
+    if (!(std::isfinite(value) && value >= range.lo && value <= range.hi))
+        return invalid_argument_error("{} {}: must be a number in [{}, {}]", flag, value, range.lo, range.hi);
+    return Status::ok();
+}
+
 Expected<double> parse_real_flag(std::string_view flag, std::string_view text, RealRange range) {
     auto bad = [&] {
         return invalid_argument_error("{} {}: must be a number in [{}, {}]", flag, text, range.lo, range.hi);

@@ -40,6 +40,8 @@ std::optional<int64_t> parse_decimal(std::string_view text);
 
 Status check_int_flag(std::string_view flag, int64_t value, IntRange range);
 Expected<int64_t> parse_int_flag(std::string_view flag, std::string_view text, IntRange range);
+// A finite number in `range` (NaN fails): the check of parse_real_flag for a value set without parsing.
+Status check_real_flag(std::string_view flag, double value, RealRange range);
 // A finite decimal number in `range`: NaN and infinities are rejected like out-of-range values.
 Expected<double> parse_real_flag(std::string_view flag, std::string_view text, RealRange range);
 

@@ -183,9 +183,7 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
     SIEVE_RETURN_IF_ERROR(check_int_flag("--decode-tokens", o.decode_tokens, kRunDecodeTokens));
     SIEVE_RETURN_IF_ERROR(check_int_flag("--budget", o.max_tokens_per_step, kRunBudget));
     SIEVE_RETURN_IF_ERROR(check_int_flag("--draft-tokens", o.draft_tokens, kRunDraftTokens));
-    if (!(o.accept_rate >= kRunAcceptRate.lo && o.accept_rate <= kRunAcceptRate.hi))
-        return invalid_argument_error("--accept-rate {} is outside [{}, {}]", o.accept_rate, kRunAcceptRate.lo,
-                                      kRunAcceptRate.hi);
+    SIEVE_RETURN_IF_ERROR(check_real_flag("--accept-rate", o.accept_rate, kRunAcceptRate));
     SIEVE_RETURN_IF_ERROR(check_backend_flag("--backend", o.backend));
     const auto load_start = std::chrono::steady_clock::now();
     ModelConfig config;
