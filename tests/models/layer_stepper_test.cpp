@@ -2,6 +2,7 @@
 // network around sieve's attention). Every fixture's requests stepped through it give, bit for bit,
 // the outputs the Engine gives for the same steps; stepped all together (their chunks and decodes in
 // shared steps), the outputs the reference captured; and a misuse is an error naming it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -158,6 +159,19 @@ std::vector<std::vector<std::vector<float>>> step_fixture(AttentionModel& model,
     return out;
 }
 
+// A layer's outputs against the reference's: relative L2 error at most golden_format.md's exact bound.
+template <class Expected>
+void expect_matches_reference(const std::vector<float>& got, const Expected& expected) {
+    ASSERT_EQ(got.size(), expected.size());
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+        diff += (got[i] - expected[i]) * double(got[i] - expected[i]);
+        norm += double(expected[i]) * expected[i];
+    }
+    ASSERT_GT(norm, 0.0);
+    EXPECT_LE(std::sqrt(diff / norm), 1e-4);
+}
+
 class LayerStepperFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LayerStepperFixture, SameStepsAsTheEngineGiveTheSameBits) {
@@ -187,14 +201,8 @@ TEST_P(LayerStepperFixture, SharedStepsMatchTheReference) {
     const auto stepped = step_fixture(*l.model, l.golden, 3, /*together=*/true);
     for (size_t r = 0; r < stepped.size(); ++r)
         for (size_t layer = 0; layer < stepped[r].size(); ++layer) {
-            const auto expected = l.golden.output(static_cast<int64_t>(r), static_cast<int64_t>(layer));
-            double diff = 0, norm = 0;
-            for (size_t i = 0; i < expected.size(); ++i) {
-                diff += (stepped[r][layer][i] - expected[i]) * double(stepped[r][layer][i] - expected[i]);
-                norm += double(expected[i]) * expected[i];
-            }
-            ASSERT_GT(norm, 0.0);
-            EXPECT_LE(std::sqrt(diff / norm), 1e-4) << "request " << r << " layer " << layer;  // golden_format.md exact
+            SCOPED_TRACE(fmt::format("request {} layer {}", r, layer));
+            expect_matches_reference(stepped[r][layer], l.golden.output(static_cast<int64_t>(r), static_cast<int64_t>(layer)));
         }
 }
 
@@ -291,14 +299,8 @@ TEST_P(LayerStepperFixture, RejectedDraftTokensLeaveNoTrace) {
     EXPECT_EQ(a.cache, b.cache);
     for (size_t layer = 0; layer < a.out.size(); ++layer) {
         EXPECT_EQ(a.out[layer], b.out[layer]) << "layer " << layer;
-        const auto expected = l.golden.output(longest_request(l.golden), static_cast<int64_t>(layer));
-        double diff = 0, norm = 0;
-        for (size_t i = 0; i < expected.size(); ++i) {
-            diff += (a.out[layer][i] - expected[i]) * double(a.out[layer][i] - expected[i]);
-            norm += double(expected[i]) * expected[i];
-        }
-        ASSERT_GT(norm, 0.0);
-        EXPECT_LE(std::sqrt(diff / norm), 1e-4) << "layer " << layer;  // golden_format.md exact
+        SCOPED_TRACE(fmt::format("layer {}", layer));
+        expect_matches_reference(a.out[layer], l.golden.output(longest_request(l.golden), static_cast<int64_t>(layer)));
     }
 }
 
