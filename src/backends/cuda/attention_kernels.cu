@@ -959,11 +959,11 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 // formats (DeepSeek-V4: fp8_model1, qk_dim = v_dim = 512; DeepSeek-V3.2 / Hy4: fp8_v32, qk_dim 576, v_dim 512;
 // rope tail 64), more than 32 heads and enough work (wgmma_attention_supported). One block per (token, 64
 // heads, split) of three warpgroups, specialized so that the records' conversion overlaps the tensor cores:
-//   the producer (warpgroup 2, few registers): its first warp gathers each step's kWgEntries entries two steps
-//     ahead and stages their raw records with bulk copies (a ring of two stage buffers, each waited for on an
-//     mbarrier); the warpgroup converts them once into bf16 rows (exactly, as mma_entry_octet does) of a ring
-//     of two K buffers, in the 128-byte swizzle wgmma reads (wgmma.cuh), and announces each on a "full"
-//     mbarrier with the step's entry count (0: the list is done);
+//   the producer (warpgroups 2 and 3, few registers): its first warp gathers each step's kWgEntries entries'
+//     addresses two steps ahead; all its threads stage the raw records with cp.async (a ring of two stage
+//     buffers, each waited for on an mbarrier) and convert them once into bf16 rows (exactly, as
+//     mma_entry_octet does) of a ring of two K buffers, in the 128-byte swizzle wgmma reads (wgmma.cuh), and
+//     announce each on a "full" mbarrier with the step's entry count (0: the list is done);
 //   the math warpgroups 0 and 1 (most registers) take each full K buffer:
 //     1. q·Kᵀ (m64n32, q and the entries from shared memory): warpgroup w sums half of the dims — fp8_model1
 //        dims [256w, 256w + 256); fp8_v32 the scale groups 2w, 2w + 1 (each an exact chain scaled by its
@@ -978,9 +978,9 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 constexpr int kWgHeads = 64;                           // the m of every wgmma
 constexpr int kWgEntries = 32;                         // entries per step: the n of q·Kᵀ, the k of P·V
 constexpr int kWgMathThreads = 256;                    // warpgroups 0 and 1
-constexpr int kWgProducerThreads = 128;                // warpgroup 2
+constexpr int kWgProducerThreads = 256;                // warpgroups 2 and 3: two warps a scheduler convert
 constexpr int kWgThreads = kWgMathThreads + kWgProducerThreads;
-constexpr int kWgMathRegisters = 224, kWgProducerRegisters = 56;  // 2·128·224 + 128·56 ≤ 65536
+constexpr int kWgMathRegisters = 192, kWgProducerRegisters = 64;  // 256·192 + 256·64 ≤ 65536
 constexpr int kWgVDim = 512;                           // each math warpgroup owns 256 output dims, two n128 halves
 constexpr int kWgRopeDim = 64;
 constexpr int kWgQSlabBytes = kWgHeads * 128;          // a slab (64 values) of q's 64 rows
@@ -990,7 +990,7 @@ constexpr int kWgExchangeFloats = kWgLogits * 128;     // a warpgroup's partial 
 constexpr int kWgMathBarrier = 1, kWgProducerBarrier = 2;  // named barriers (0 is __syncthreads')
 static_assert(kWgMathThreads == kAttnThreads, "the block epilogue strides by kAttnWarps");
 static_assert(kWgMathRegisters % 8 == 0 && kWgProducerRegisters % 8 == 0 &&
-                  2 * 128 * kWgMathRegisters + 128 * kWgProducerRegisters <= 65536,
+                  kWgMathThreads * kWgMathRegisters + kWgProducerThreads * kWgProducerRegisters <= 65536,
               "the register file holds the warpgroups' shares");
 
 template <bool kModel1>
@@ -1062,74 +1062,87 @@ int64_t wgmma_split_positions(const SparseAttentionParams& p, int64_t splits) {
     return (wgmma_steps(p) + splits - 1) / splits * kWgEntries;
 }
 
-// The producer warpgroup converts a step's n staged entries into bf16 rows of the swizzled slabs of sK (zeros
-// past n); fp8_v32: their group scales into sScale [group][entry]. Producer thread i converts octet column
-// i % 64 of rows i / 64 + 2k, so that its source offset and scale byte are fixed across the step: the 64
-// columns are the quant_dim / 8 e4m3 octets, and for fp8_model1 the tail's eight 16-byte pieces after them.
+// The producer converts a step's n staged entries into bf16 rows of the swizzled slabs of sK (zeros past n);
+// fp8_v32: their group scales into sScale [group][entry]. Producer thread i converts octet column i % 64 of
+// rows i / 64 + 4k, so that its source offset and scale byte are fixed across the step and its rows' swizzle
+// takes two values: the 64 columns are the quant_dim / 8 e4m3 octets, and for fp8_model1 the tail's eight
+// 16-byte pieces after them. Rows past n are converted from stale bytes and replaced by zeros (a select,
+// not a branch).
 template <bool kModel1>
 __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_row, const MmaRecordNumbers& R, int n,
                                                 uint8_t* sK, float* sScale) {
     using F = WgFormat<kModel1>;
     constexpr int kColumns = 64, kQuantOctets = F::quant_dim / 8, kRowsAtOnce = kWgProducerThreads / kColumns;
     static_assert(kQuantOctets + (kModel1 ? 8 : 0) == kColumns, "64 columns a row");
+    static_assert(kRowsAtOnce == wgmma::kSwizzleRows / 2, "row r0 + 4k swizzles as r0 (k even) or r0 + 4 (k odd)");
     const int pt = static_cast<int>(threadIdx.x) - kWgMathThreads;
     const int c = pt % kColumns, r0 = pt / kColumns;
     const bool quant = c < kQuantOctets;
-    const int src = quant ? 8 * c : R.tail_offset + 16 * (c - kQuantOctets);
-    const int scale_at = R.scales_offset + c / 8;  // fp8_model1: the octet's UE8M0 byte (64 values a group)
-    uint8_t* const slab = sK + (c / 8) * kWgKSlabBytes;
-#pragma unroll 4
+    const uint8_t* const src = stage + r0 * stage_row + (quant ? 8 * c : R.tail_offset + 16 * (c - kQuantOctets));
+    const uint8_t* const scale_src = stage + r0 * stage_row + R.scales_offset + c / 8;  // fp8_model1: the UE8M0 byte
+    uint8_t* const row0 = sK + (c / 8) * kWgKSlabBytes + wgmma::swizzle_chunk(r0, c % 8);
+    uint8_t* const row4 = sK + (c / 8) * kWgKSlabBytes + wgmma::swizzle_chunk(r0 + kRowsAtOnce, c % 8) - kRowsAtOnce * 128;
+#pragma unroll
     for (int k = 0; k < kWgEntries / kRowsAtOnce; ++k) {
-        const int r = r0 + kRowsAtOnce * k;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (r < n) {
-            const uint8_t* row = stage + r * stage_row;
-            v = quant ? e4m3_octet_to_bf16<kModel1>(*reinterpret_cast<const uint2*>(row + src),
-                                                    kModel1 ? ue8m0_to_f32(row[scale_at]) : 1.0f)
-                      : *reinterpret_cast<const uint4*>(row + src);
-        }
-        *reinterpret_cast<uint4*>(slab + wgmma::swizzle_chunk(r, c % 8)) = v;
+        const int from = kRowsAtOnce * k * stage_row;
+        uint4 v = quant ? e4m3_octet_to_bf16<kModel1>(*reinterpret_cast<const uint2*>(src + from),
+                                                      kModel1 ? ue8m0_to_f32(scale_src[from]) : 1.0f)
+                        : *reinterpret_cast<const uint4*>(src + from);
+        if (r0 + kRowsAtOnce * k >= n) v = make_uint4(0u, 0u, 0u, 0u);
+        *reinterpret_cast<uint4*>((k % 2 ? row4 : row0) + kRowsAtOnce * k * 128) = v;
     }
     if constexpr (!kModel1) {
-        // The bf16 tail (slab quant_dim / 64) in 16-byte pieces, and one group scale a thread.
+        // The bf16 tail (slab quant_dim / 64) in 16-byte pieces, one a thread, and one group scale each of the
+        // first kWgEntries * 4 threads.
         constexpr int kTailPieces = kWgRopeDim * 2 / 16;
-        static_assert(kWgEntries * kTailPieces % kWgProducerThreads == 0 && kWgEntries * 4 == kWgProducerThreads,
-                      "whole pieces, one scale a thread");
+        static_assert(kWgEntries * kTailPieces == kWgProducerThreads && kWgEntries * 4 <= kWgProducerThreads,
+                      "one piece a thread, one scale a thread");
         uint8_t* const tail_slab = sK + (F::quant_dim / wgmma::kSlabValues) * kWgKSlabBytes;
-#pragma unroll
-        for (int idx = pt; idx < kWgEntries * kTailPieces; idx += kWgProducerThreads) {
-            const int r = idx / kTailPieces, piece = idx % kTailPieces;
-            const uint4 v = r < n ? *reinterpret_cast<const uint4*>(stage + r * stage_row + R.tail_offset + 16 * piece)
-                                  : make_uint4(0u, 0u, 0u, 0u);
-            *reinterpret_cast<uint4*>(tail_slab + wgmma::swizzle_chunk(r, piece)) = v;
+        const int r = pt / kTailPieces, piece = pt % kTailPieces;
+        const uint4 v = r < n ? *reinterpret_cast<const uint4*>(stage + r * stage_row + R.tail_offset + 16 * piece)
+                              : make_uint4(0u, 0u, 0u, 0u);
+        *reinterpret_cast<uint4*>(tail_slab + wgmma::swizzle_chunk(r, piece)) = v;
+        if (pt < kWgEntries * 4) {
+            const int gi = pt / kWgEntries, e = pt % kWgEntries;
+            sScale[pt] = e < n ? mma_entry_scale(stage + e * stage_row, R, gi) : 0.0f;
         }
-        const int gi = pt / kWgEntries, r = pt % kWgEntries;
-        sScale[pt] = r < n ? mma_entry_scale(stage + r * stage_row, R, gi) : 0.0f;
     }
 }
 
-// The arrivals each phase of a stage buffer's barrier takes: the gathering warp's lane 0 announcing the step's
-// bulk bytes, and (fp8_model1) each of its lanes once its cp.async copies of the scales land.
+// Every producer thread stages its share of a step's n gathered entries (their addresses in s_data /
+// s_scales, published by the gathering warp before the producer's last barrier): producer warp w copies
+// entries w, w + 8, …, its lanes 16 bytes at a time, and (fp8_model1) its last lane the 8-byte scales. Each
+// thread then arrives on the stage buffer's barrier once its copies have landed, so that the barrier's
+// phase completes when the whole step is staged. Views the contract allows but no cache pool makes (not
+// 16-byte aligned) are copied byte by byte before the arrival.
 template <bool kModel1>
-constexpr uint32_t kWgStageArrivals = kModel1 ? 1 + kWarp : 1;
-
-// The gathering warp stages the raw bytes of a step's n gathered entries (their addresses in s_data /
-// s_scales, written by this warp) into `stage`: one bulk copy of each entry's data part, cp.async copies of
-// fp8_model1's scales; the barrier's phase completes when all have landed. The producer has ordered its
-// earlier reads of the buffer before these writes (wgmma::fence_operands, then its named barrier).
-template <bool kModel1>
-__device__ __forceinline__ void wg_stage_step(int stage_row, int n, const uint8_t* const* s_data, const uint8_t* const* s_scales,
-                                              uint8_t* stage, uint32_t bar) {
+__device__ __forceinline__ void wg_stage_step(bool async_ok, int stage_row, int n, const uint8_t* const* s_data,
+                                              const uint8_t* const* s_scales, uint8_t* stage, uint32_t bar) {
     using F = WgFormat<kModel1>;
-    const int lane = threadIdx.x % kWarp;
-    if (lane == 0) async_copy::mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(n) * F::data_bytes);
-    __syncwarp();  // the bytes are announced before any lands
-    const uint32_t to = mma::smem_address(stage);
-    for (int e = lane; e < n; e += kWarp) {
-        async_copy::bulk_copy(to + e * stage_row, s_data[e], F::data_bytes, bar);
-        if constexpr (kModel1) async_copy::copy<F::scale_bytes>(to + e * stage_row + F::data_bytes, s_scales[e]);
+    constexpr int kProducerWarps = kWgProducerThreads / kWarp;
+    static_assert(F::data_bytes % 16 == 0, "16-byte pieces");
+    const int pw = (static_cast<int>(threadIdx.x) - kWgMathThreads) / kWarp, lane = threadIdx.x % kWarp;
+    if (async_ok) {
+        for (int e = pw; e < n; e += kProducerWarps) {
+            const uint32_t to = mma::smem_address(stage + e * stage_row);
+            const uint8_t* const from = s_data[e];
+#pragma unroll
+            for (int k = lane; k < F::data_bytes / 16; k += kWarp) async_copy::copy<16>(to + 16 * k, from + 16 * k);
+            if constexpr (kModel1)
+                if (lane == kWarp - 1) async_copy::copy<F::scale_bytes>(to + F::data_bytes, s_scales[e]);
+        }
+        async_copy::mbarrier_arrive_on_copies(bar);
+        return;
     }
-    if constexpr (kModel1) async_copy::mbarrier_arrive_on_copies(bar);
+#pragma unroll 1
+    for (int e = pw; e < n; e += kProducerWarps) {
+#pragma unroll 1
+        for (int k = lane; k < F::data_bytes; k += kWarp) stage[e * stage_row + k] = static_cast<uint8_t>(load_u8(s_data[e] + k));
+#pragma unroll 1
+        for (int k = lane; k < F::scale_bytes; k += kWarp)
+            stage[e * stage_row + F::data_bytes + k] = static_cast<uint8_t>(load_u8(s_scales[e] + k));
+    }
+    async_copy::mbarrier_arrive(bar);  // release: the bytes are visible to the threads that wait on the phase
 }
 
 // The math warpgroups load the block's q rows as bf16 into the swizzled slabs of sQ (the heads past nh zero),
@@ -1330,7 +1343,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
 
     if (tid == 0) {
         for (int b = 0; b < 2; ++b) {
-            async_copy::mbarrier_init(bar(s_stage_full[b]), kWgStageArrivals<kModel1>);
+            async_copy::mbarrier_init(bar(s_stage_full[b]), kWgProducerThreads);
             async_copy::mbarrier_init(bar(s_k_full[b]), kWgProducerThreads);
             async_copy::mbarrier_init(bar(s_k_empty[b]), kWgMathThreads);
         }
@@ -1338,60 +1351,49 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
     }
     __syncthreads();  // the barriers are initialized
 
-    if (wg == 2) {
-        // ---- the producer: gather and stage a step ahead, convert into the K ring ----
+    if (wg >= 2) {
+        // ---- the producer: gather two steps ahead, stage, convert into the K ring ----
         wgmma::shrink_registers<kWgProducerRegisters>();
         const bool gathers = warp == kWgMathThreads / kWarp;  // the producer's first warp
         SlotWindow window;
         int64_t cursor = begin;
-        // Step j's addresses and count, then its bytes into stage buffer j % 2: by bulk copies, or (views the
-        // contract allows but no cache pool makes) by the producer's byte copies once it has met.
+        // The gathering warp: step j's addresses and count, published by the producer's next barrier.
         auto gather = [&](int j) {
             const int filled = wg_gather(a, t, cursor, end, window, s_data[j & 1], s_scales[j & 1]);
             if (lane == 0) s_stage_count[j & 1] = filled;
             if (cursor < end) slot_window_load(window, a, t, cursor, end);  // the next step's slots, in flight
-            __syncwarp();
-            if (ma.async_ok)
-                wg_stage_step<kModel1>(S.stage_row, filled, s_data[j & 1], s_scales[j & 1], stage(j & 1), bar(s_stage_full[j & 1]));
         };
-        auto copy_synchronously = [&](int j) {
-            const int count = s_stage_count[j & 1];
-            const uint8_t* const* data = s_data[j & 1];
-            const uint8_t* const* scales = s_scales[j & 1];
-            uint8_t* dst = stage(j & 1);
-            const int pt = tid - kWgMathThreads;
-#pragma unroll 1
-            for (int idx = pt; idx < count * R.data_bytes; idx += kWgProducerThreads) {
-                const int e = idx / R.data_bytes, k = idx % R.data_bytes;
-                dst[e * S.stage_row + k] = static_cast<uint8_t>(load_u8(data[e] + k));
-            }
-#pragma unroll 1
-            for (int idx = pt; idx < count * R.scale_bytes; idx += kWgProducerThreads) {
-                const int e = idx / R.scale_bytes, k = idx % R.scale_bytes;
-                dst[e * S.stage_row + R.data_bytes + k] = static_cast<uint8_t>(load_u8(scales[e] + k));
-            }
+        // Every producer thread: step j's copies into stage buffer j % 2; its count.
+        auto stage_step = [&](int j) {
+            const int n = s_stage_count[j & 1];
+            wg_stage_step<kModel1>(ma.async_ok, S.stage_row, n, s_data[j & 1], s_scales[j & 1], stage(j & 1),
+                                   bar(s_stage_full[j & 1]));
+            return n;
         };
-        // Two steps ahead: a step's bytes travel during the two steps converted before it.
         if (gathers) {
             gather(0);
             gather(1);
         }
+        wg_producer_sync();  // steps 0 and 1 are gathered
+        // Two steps ahead: a step's bytes travel during the two steps converted before it. Step j's addresses
+        // and count are rewritten (gather(j + 2)) only after the gathering warp has waited for step j's stage
+        // barrier, which every thread arrives on after reading them.
+        int n_now = stage_step(0), n_next = stage_step(1);
         for (int j = 0;; ++j) {
-            const int b = j & 1;
-            wg_producer_sync();  // steps j and j + 1 are gathered
-            if (!ma.async_ok) copy_synchronously(j), wg_producer_sync();
-            const int n = s_stage_count[b];
+            const int b = j & 1, n = n_now;
             if (j >= 2) async_copy::mbarrier_wait_parity(bar(s_k_empty[b]), static_cast<uint32_t>((j - 2) >> 1) & 1u);
             if (n > 0) {
-                if (ma.async_ok) async_copy::mbarrier_wait_parity(bar(s_stage_full[b]), static_cast<uint32_t>(j >> 1) & 1u);
+                async_copy::mbarrier_wait_parity(bar(s_stage_full[b]), static_cast<uint32_t>(j >> 1) & 1u);
                 wg_convert_step<kModel1>(stage(b), S.stage_row, R, n, sK(b), sScale(b));
             }
             if (tid == kWgMathThreads) s_k_count[b] = n;
-            wgmma::fence_operands();  // the converted entries are read by wgmma; the stage is rewritten by bulk copies
+            wgmma::fence_operands();  // the converted entries are read by wgmma
             async_copy::mbarrier_arrive(bar(s_k_full[b]));
             if (n == 0) break;
-            wg_producer_sync();  // stage buffer b, its addresses and its count are free
             if (gathers) gather(j + 2);
+            wg_producer_sync();  // stage buffer b is converted; step j + 2 is gathered
+            n_now = n_next;
+            n_next = stage_step(j + 2);
         }
         return;
     }
