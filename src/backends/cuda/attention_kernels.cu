@@ -342,6 +342,35 @@ __device__ __forceinline__ OneSplitRow attention_one_split_row(float m, float L,
 __device__ __forceinline__ float attention_one_split_value(float acc, const OneSplitRow& r) {
     return r.zero ? 0.0f : __fdiv_rn(r.f * acc, r.den);
 }
+// attention_one_split_value of eight accumulator values, bit for bit, with one division's cost spread over a
+// row: where the row's den and every numerator a = f·acc lie in [2^-60, 2^61), each quotient is
+// q = fma(a − den·q1, y, q1) from y = 1/den correctly rounded (once a row, `reciprocal`) and q1, a quotient
+// within an ulp (one FMA correction of a·y). Markstein's theorem makes q the correctly rounded a / den, as
+// __fdiv_rn is; the bounds keep every step clear of overflow and subnormals. Other groups divide.
+__device__ __forceinline__ bool attention_quotient_in_range(float x) {
+    const uint32_t biased = (__float_as_uint(x) >> 23) & 0xffu;  // 2^-60 … 2^61: exponents 67 … 187
+    return biased - 67u <= 187u - 67u;
+}
+__device__ __forceinline__ void attention_one_split_values8(float (&v)[8], const OneSplitRow& r, float reciprocal) {
+    float a[8];
+    bool fast = !r.zero && attention_quotient_in_range(r.den);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        a[k] = r.f * v[k];
+        fast = fast && attention_quotient_in_range(a[k]);
+    }
+    if (!fast) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = attention_one_split_value(v[k], r);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const float q0 = a[k] * reciprocal;
+        const float q1 = fmaf(fmaf(-r.den, q0, a[k]), reciprocal, q0);
+        v[k] = fmaf(fmaf(-r.den, q1, a[k]), reciprocal, q1);
+    }
+}
 __device__ __forceinline__ float attention_combine_value(const float* acc, int64_t splits, int v_dim, int i,
                                                          const CombineState& cs) {
     float a = 0.0f;
@@ -429,17 +458,50 @@ __device__ __forceinline__ void sparse_attention_write_block(const SparseAttenti
                                                              const float* sL, int64_t n_rows) {
     const int Dv = a.v_dim, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     if (a.split.splits > 1) {
+        const bool vectors = Dv % (4 * kWarp) == 0 && reinterpret_cast<uintptr_t>(a.split.acc) % 16 == 0 &&
+                             mma::smem_address(sAcc) % 16 == 0;
         for (int hh = warp; hh < nh; hh += kAttnWarps) {
             float* dst = a.split.acc + ((t * a.n_heads + h0 + hh) * a.split.splits + split) * Dv;
-            for (int i = lane; i < Dv; i += kWarp) dst[i] = sAcc[hh * Dv + i];
+            if (vectors) {
+                for (int i = 4 * lane; i < Dv; i += 4 * kWarp)
+                    *reinterpret_cast<float4*>(dst + i) = *reinterpret_cast<const float4*>(sAcc + hh * Dv + i);
+            } else {
+                for (int i = lane; i < Dv; i += kWarp) dst[i] = sAcc[hh * Dv + i];
+            }
         }
         attention_write_split_stats(a.split, split, t * a.n_heads + h0, nh, sM, sL, n_rows);
         return;
     }
+    // Rows whose output starts 16-byte aligned go out eight values a lane at a time (two 16-byte loads, one
+    // or two 16-byte stores); others value by value.
+    const int value_bytes = a.out_bf16 ? 2 : 4;
+    const bool vectors = Dv % (8 * kWarp) == 0 && reinterpret_cast<uintptr_t>(a.out) % 16 == 0 &&
+                         mma::smem_address(sAcc) % 16 == 0;
     for (int hh = warp; hh < nh; hh += kAttnWarps) {
         const OneSplitRow row = attention_one_split_row(sM[hh], sL[hh], a.sink ? a.sink[h0 + hh] : -INFINITY, n_rows);
         const int64_t o0 = t * a.out_token_stride + (h0 + hh) * a.out_head_stride;
-        for (int i = lane; i < Dv; i += kWarp) store_act(a.out, a.out_bf16, o0 + i, attention_one_split_value(sAcc[hh * Dv + i], row));
+        const float* const acc = sAcc + hh * Dv;
+        if (!vectors || o0 * value_bytes % 16 != 0) {
+            for (int i = lane; i < Dv; i += kWarp) store_act(a.out, a.out_bf16, o0 + i, attention_one_split_value(acc[i], row));
+            continue;
+        }
+        const float reciprocal = __frcp_rn(row.den);
+        for (int i = 8 * lane; i < Dv; i += 8 * kWarp) {
+            const float4 lo = *reinterpret_cast<const float4*>(acc + i), hi = *reinterpret_cast<const float4*>(acc + i + 4);
+            float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            attention_one_split_values8(v, row, reciprocal);
+            if (a.out_bf16) {
+                uint32_t w[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    w[k] = static_cast<uint32_t>(f32_to_bf16_bits(v[2 * k])) | (static_cast<uint32_t>(f32_to_bf16_bits(v[2 * k + 1])) << 16);
+                *reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + o0 + i) = make_uint4(w[0], w[1], w[2], w[3]);
+            } else {
+                float4* const dst = reinterpret_cast<float4*>(static_cast<float*>(a.out) + o0 + i);
+                dst[0] = make_float4(v[0], v[1], v[2], v[3]);
+                dst[1] = make_float4(v[4], v[5], v[6], v[7]);
+            }
+        }
     }
 }
 
@@ -1029,15 +1091,13 @@ __host__ __device__ inline WgAttentionShape wgmma_attention_shape(int qk_dim, co
 int64_t wgmma_items(const SparseAttentionParams& p) { return p.n_tokens * ((p.n_heads + kWgHeads - 1) / kWgHeads); }
 int64_t wgmma_steps(const SparseAttentionParams& p) { return (p.main.width + p.extra.width + kWgEntries - 1) / kWgEntries; }
 // Whether sparse_attention_wgmma_kernel takes these params: the tensor-core kernel's, at the two real shapes,
-// with more heads than one of the mma.sync kernel's blocks holds and at least kWgMinItemEntries (item, list
-// position) pairs of work. Below that the mma.sync kernel's smaller blocks spread the little work over more
-// multiprocessors. Both kernels timed on one H100 (medians of 30 calls, L2 flushed; the kernel of 64-entry
-// steps before this one): DeepSeek-V4 (640 positions an item) at 4 items 32.3 µs there against 27.5 µs in the
-// mma.sync kernel, at 8 items 36.0 against 52.6; DeepSeek-V3.2 (2048 positions) at 2 items 33.0 against 33.6.
-constexpr int64_t kWgMinItemEntries = 64 * 64;
+// with more heads than one of the mma.sync kernel's blocks holds. It takes them at any amount of work: timed
+// on one H100 against the mma.sync kernel (medians of 30 calls, L2 flushed, two interleaved rounds), it was
+// the faster from a single item on: DeepSeek-V4 (640 list positions an item) at 1 item 20.8 µs against 22.5,
+// at 4 items 23.2 against 27.1, at 8 items 28.3 against 51.6; DeepSeek-V3.2 (2048 positions, two items a
+// token) at 1 token 26.4 µs against 33.1.
 bool wgmma_attention_supported(const SparseAttentionParams& p) {
     if (!mma_attention_supported(p) || p.n_heads <= kMmaHeads || p.v_dim != kWgVDim || p.rope_dim != kWgRopeDim) return false;
-    if (wgmma_items(p) * (p.main.width + p.extra.width) < kWgMinItemEntries) return false;
     const CacheRecordLayout layout = p.layout(p.main.width > 0 ? p.main : p.extra);
     auto fits = [&](auto format) {  // fp8_v32's scales lie inside its data part
         using F = decltype(format);
@@ -1109,40 +1169,46 @@ __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_
     }
 }
 
-// Every producer thread stages its share of a step's n gathered entries (their addresses in s_data /
-// s_scales, published by the gathering warp before the producer's last barrier): producer warp w copies
-// entries w, w + 8, …, its lanes 16 bytes at a time, and (fp8_model1) its last lane the 8-byte scales. Each
-// thread then arrives on the stage buffer's barrier once its copies have landed, so that the barrier's
-// phase completes when the whole step is staged. Views the contract allows but no cache pool makes (not
-// 16-byte aligned) are copied byte by byte before the arrival.
+// The producer stages a step's n gathered entries (their addresses in s_data / s_scales, published by the
+// gathering warp before the producer's last barrier): the threads of the other producer warps copy its
+// 16-byte pieces, piece i of the step being piece i % P of entry i / P (P pieces an entry's data part), so
+// that every lane of every copy instruction moves one; then (fp8_model1) thread e the 8-byte scales of entry
+// e. The gathering warp copies none, its gathering being its share. Every producer thread then arrives on the
+// stage buffer's barrier once its copies have landed, so that the barrier's phase completes when the whole
+// step is staged. Views the contract allows but no cache pool makes (not 16-byte aligned) are copied byte by
+// byte before the arrival.
 template <bool kModel1>
 __device__ __forceinline__ void wg_stage_step(bool async_ok, int stage_row, int n, const uint8_t* const* s_data,
                                               const uint8_t* const* s_scales, uint8_t* stage, uint32_t bar) {
     using F = WgFormat<kModel1>;
-    constexpr int kProducerWarps = kWgProducerThreads / kWarp;
-    static_assert(F::data_bytes % 16 == 0, "16-byte pieces");
-    const int pw = (static_cast<int>(threadIdx.x) - kWgMathThreads) / kWarp, lane = threadIdx.x % kWarp;
-    if (async_ok) {
-        for (int e = pw; e < n; e += kProducerWarps) {
-            const uint32_t to = mma::smem_address(stage + e * stage_row);
-            const uint8_t* const from = s_data[e];
-#pragma unroll
-            for (int k = lane; k < F::data_bytes / 16; k += kWarp) async_copy::copy<16>(to + 16 * k, from + 16 * k);
-            if constexpr (kModel1)
-                if (lane == kWarp - 1) async_copy::copy<F::scale_bytes>(to + F::data_bytes, s_scales[e]);
+    constexpr int kCopiers = kWgProducerThreads - kWarp, kPieces = F::data_bytes / 16;
+    static_assert(F::data_bytes % 16 == 0 && kWgEntries <= kCopiers, "16-byte pieces; a copier per entry's scales");
+    const int c = static_cast<int>(threadIdx.x) - kWgMathThreads - kWarp;  // < 0: the gathering warp
+    if (c >= 0 && async_ok) {
+        for (int i = c; i < n * kPieces; i += kCopiers) {
+            const int e = i / kPieces, k = i % kPieces;
+            async_copy::copy<16>(mma::smem_address(stage + e * stage_row + 16 * k), s_data[e] + 16 * k);
         }
+        if constexpr (kModel1)
+            if (c < n) async_copy::copy<F::scale_bytes>(mma::smem_address(stage + c * stage_row + F::data_bytes), s_scales[c]);
+    } else if (c >= 0) {
+#pragma unroll 1
+        for (int i = c; i < n * F::data_bytes; i += kCopiers) {
+            const int e = i / F::data_bytes, k = i % F::data_bytes;
+            stage[e * stage_row + k] = static_cast<uint8_t>(load_u8(s_data[e] + k));
+        }
+        if constexpr (kModel1) {
+#pragma unroll 1
+            for (int i = c; i < n * F::scale_bytes; i += kCopiers) {
+                const int e = i / F::scale_bytes, k = i % F::scale_bytes;
+                stage[e * stage_row + F::data_bytes + k] = static_cast<uint8_t>(load_u8(s_scales[e] + k));
+            }
+        }
+    }
+    if (async_ok)
         async_copy::mbarrier_arrive_on_copies(bar);
-        return;
-    }
-#pragma unroll 1
-    for (int e = pw; e < n; e += kProducerWarps) {
-#pragma unroll 1
-        for (int k = lane; k < F::data_bytes; k += kWarp) stage[e * stage_row + k] = static_cast<uint8_t>(load_u8(s_data[e] + k));
-#pragma unroll 1
-        for (int k = lane; k < F::scale_bytes; k += kWarp)
-            stage[e * stage_row + F::data_bytes + k] = static_cast<uint8_t>(load_u8(s_scales[e] + k));
-    }
-    async_copy::mbarrier_arrive(bar);  // release: the bytes are visible to the threads that wait on the phase
+    else
+        async_copy::mbarrier_arrive(bar);  // release: the bytes are visible to the threads that wait on the phase
 }
 
 // The math warpgroups load the block's q rows as bf16 into the swizzled slabs of sQ (the heads past nh zero),
