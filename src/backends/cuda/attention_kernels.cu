@@ -346,12 +346,13 @@ __device__ __forceinline__ float attention_one_split_value(float acc, const OneS
 // row: where the row's den and every numerator a = f·acc lie in [2^-60, 2^61), each quotient is
 // q = fma(a − den·q1, y, q1) from y = 1/den correctly rounded (once a row, `reciprocal`) and q1, a quotient
 // within an ulp (one FMA correction of a·y). Markstein's theorem makes q the correctly rounded a / den, as
-// __fdiv_rn is; the bounds keep every step clear of overflow and subnormals. Other groups divide.
+// __fdiv_rn is; the bounds keep every step clear of overflow and subnormals. Other groups divide. Returns
+// whether the group took the correction (its quotients are then all finite).
 __device__ __forceinline__ bool attention_quotient_in_range(float x) {
     const uint32_t biased = (__float_as_uint(x) >> 23) & 0xffu;  // 2^-60 … 2^61: exponents 67 … 187
     return biased - 67u <= 187u - 67u;
 }
-__device__ __forceinline__ void attention_one_split_values8(float (&v)[8], const OneSplitRow& r, float reciprocal) {
+__device__ __forceinline__ bool attention_one_split_values8(float (&v)[8], const OneSplitRow& r, float reciprocal) {
     float a[8];
     bool fast = !r.zero && attention_quotient_in_range(r.den);
 #pragma unroll
@@ -362,7 +363,7 @@ __device__ __forceinline__ void attention_one_split_values8(float (&v)[8], const
     if (!fast) {
 #pragma unroll
         for (int k = 0; k < 8; ++k) v[k] = attention_one_split_value(v[k], r);
-        return;
+        return false;
     }
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
@@ -370,6 +371,7 @@ __device__ __forceinline__ void attention_one_split_values8(float (&v)[8], const
         const float q1 = fmaf(fmaf(-r.den, q0, a[k]), reciprocal, q0);
         v[k] = fmaf(fmaf(-r.den, q1, a[k]), reciprocal, q1);
     }
+    return true;
 }
 __device__ __forceinline__ float attention_combine_value(const float* acc, int64_t splits, int v_dim, int i,
                                                          const CombineState& cs) {
@@ -489,13 +491,18 @@ __device__ __forceinline__ void sparse_attention_write_block(const SparseAttenti
         for (int i = 8 * lane; i < Dv; i += 8 * kWarp) {
             const float4 lo = *reinterpret_cast<const float4*>(acc + i), hi = *reinterpret_cast<const float4*>(acc + i + 4);
             float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-            attention_one_split_values8(v, row, reciprocal);
+            const bool finite = attention_one_split_values8(v, row, reciprocal);
             if (a.out_bf16) {
-                uint32_t w[4];
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-                    w[k] = static_cast<uint32_t>(f32_to_bf16_bits(v[2 * k])) | (static_cast<uint32_t>(f32_to_bf16_bits(v[2 * k + 1])) << 16);
-                *reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + o0 + i) = make_uint4(w[0], w[1], w[2], w[3]);
+                // Finite values round to nearest even in one instruction a pair (f32_to_bf16_bits' result).
+                auto pair = [&](int k) {
+                    return finite ? mma::pack_bf16x2(v[2 * k], v[2 * k + 1])
+                                  : static_cast<uint32_t>(f32_to_bf16_bits(v[2 * k])) |
+                                        (static_cast<uint32_t>(f32_to_bf16_bits(v[2 * k + 1])) << 16);
+                };
+                // One 16-byte store (written as a uint4 assignment, the compiler splits it into four).
+                asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(__cvta_generic_to_global(static_cast<uint16_t*>(a.out) + o0 + i)),
+                             "r"(pair(0)), "r"(pair(1)), "r"(pair(2)), "r"(pair(3))
+                             : "memory");
             } else {
                 float4* const dst = reinterpret_cast<float4*>(static_cast<float*>(a.out) + o0 + i);
                 dst[0] = make_float4(v[0], v[1], v[2], v[3]);

@@ -75,8 +75,8 @@ __device__ __forceinline__ uint16_t f32_to_operand(float v) {
 
 // Two fp32 values as a bf16 pair, each rounded to nearest even.
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
-           (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);  // one conversion instruction for both
+    return static_cast<uint32_t>(__bfloat16_as_ushort(pair.x)) | (static_cast<uint32_t>(__bfloat16_as_ushort(pair.y)) << 16);
 }
 
 // x = head + tail with head = bf16(x) and tail = bf16(x − head): two bf16 terms carrying 16 significant
