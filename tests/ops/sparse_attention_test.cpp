@@ -115,10 +115,9 @@ TEST(SparseAttentionConformance, MqaChunkEdgesAndRealShapes) {
     check_mqa_cases(cases, rng);
 }
 
-// The shapes of the cuda backend's warpgroup kernel (64 heads a block, steps of 32 entries, at least 64 · 64
-// ((token, head block) item, list position) pairs, splits of whole steps): more tokens than the GPU has
-// multiprocessors (no split) with a partial step, two head blocks over splits of several steps, blocks with
-// padded heads, and the sink and empty-list cases at head_dim 512.
+// The shapes of the cuda backend's warpgroup kernel (64 heads a block, steps of 32 entries, splits of whole
+// steps): more tokens than the GPU has multiprocessors (no split) with a partial step, two head blocks over
+// splits of several steps, blocks with padded heads, and the sink and empty-list cases at head_dim 512.
 TEST(SparseAttentionConformance, MqaHeadBlocksOfSixtyFour) {
     Rng rng(4206);
     const CacheRecordFormat fp8 = CacheRecordFormat::fp8_model1;
@@ -598,8 +597,8 @@ TEST(SparseAttentionConformance, MlaEveryBackendAgreesWithRef) {
         {128, 0, 1, 3, 1, CacheRecordFormat::f32, DType::bf16, DType::f32, 0},
         {256, 64, 8, 6, 33, CacheRecordFormat::fp8_v32, DType::bf16, DType::bf16, 1},
         {128, 0, 3, 2, 70, CacheRecordFormat::fp8_v32, DType::f32, DType::bf16, 2},  // V = K, an fp8_v32 list
-        // DeepSeek-V3.2's and Hy4's shapes (the cuda backend's warpgroup kernel: 64 heads a block, at least
-        // 64 · 64 ((token, head block) item, list position) pairs): splits of several steps, top-2048 over two
+        // DeepSeek-V3.2's and Hy4's shapes (the cuda backend's warpgroup kernel: 64 heads a block): splits of
+        // several steps, top-2048 over two
         // head blocks with ±inf sinks, and more tokens than one split each.
         {512, 64, 64, 8, 520, CacheRecordFormat::fp8_v32, DType::bf16, DType::bf16, 1},
         {512, 64, 128, 4, 2048, CacheRecordFormat::fp8_v32, DType::bf16, DType::f32, 2},

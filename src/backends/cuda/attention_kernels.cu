@@ -1026,12 +1026,12 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 //
 // The same contract, split-K, combine and sink handling as the kernels above, for the real shapes of both
 // formats (DeepSeek-V4: fp8_model1, qk_dim = v_dim = 512; DeepSeek-V3.2 / Hy4: fp8_v32, qk_dim 576, v_dim 512;
-// rope tail 64), more than 32 heads and enough work (wgmma_attention_supported). One block per (token, 64
-// heads, split) of three warpgroups, specialized so that the records' conversion overlaps the tensor cores:
+// rope tail 64) and more than 32 heads (wgmma_attention_supported). One block per (token, 64 heads, split) of
+// four warpgroups, specialized so that the records' conversion overlaps the tensor cores:
 //   the producer (warpgroups 2 and 3, few registers): its first warp gathers each step's kWgEntries entries'
-//     addresses two steps ahead; all its threads stage the raw records with cp.async (a ring of two stage
-//     buffers, each waited for on an mbarrier) and convert them once into bf16 rows (exactly, as
-//     mma_entry_octet does) of a ring of two K buffers, in the 128-byte swizzle wgmma reads (wgmma.cuh), and
+//     addresses two steps ahead; its other warps stage the raw records with cp.async (a ring of two stage
+//     buffers, each waited for on an mbarrier); all its threads convert them once into bf16 rows (exactly,
+//     as mma_entry_octet does) of a ring of two K buffers, in the 128-byte swizzle wgmma reads (wgmma.cuh), and
 //     announce each on a "full" mbarrier with the step's entry count (0: the list is done);
 //   the math warpgroups 0 and 1 (most registers) take each full K buffer:
 //     1. q·Kᵀ (m64n32, q and the entries from shared memory): warpgroup w sums half of the dims — fp8_model1

@@ -20,7 +20,7 @@ namespace sieve::cuda {
 
 // The kernel sparse_attention runs for these params: the generic one (any format, f32 q), the mma.sync
 // tensor-core one (bf16 q, fp8 records of the shapes it takes), or the warpgroup (wgmma) one (the real
-// DeepSeek-V4 and V3.2 / Hy4 shapes with enough work). Host logic only: it needs no GPU.
+// DeepSeek-V4 and V3.2 / Hy4 shapes, at any batch). Host logic only: it needs no GPU.
 enum class SparseAttentionPath { generic, mma_sync, wgmma };
 SparseAttentionPath sparse_attention_path(const SparseAttentionParams& p);
 
