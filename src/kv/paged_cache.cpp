@@ -98,6 +98,20 @@ Status CacheGroup::copy_block(int64_t layer_slot, int32_t dst_block, int32_t src
                                 static_cast<size_t>(src_block) * bytes, bytes);
 }
 
+Status CacheGroup::share_blocks(RequestId request, const std::vector<int32_t>& blocks) {
+    if (adopted_) return invalid_argument_error("cache {}: an adopted group's blocks are the caller's to share", name_);
+    if (has_request(request))
+        return invalid_argument_error("cache {}: request {} already holds blocks; shared blocks start a request", name_,
+                                      request);
+    for (int32_t b : blocks)
+        if (b < -1 || b >= allocator_.total_blocks() || (b >= 0 && allocator_.references(b) == 0))
+            return invalid_argument_error("cache {}: block {} is not in use; only blocks in use can be shared", name_, b);
+    for (int32_t b : blocks)
+        if (b >= 0) allocator_.retain(b);
+    tables_[request] = blocks;
+    return Status::ok();
+}
+
 Status CacheGroup::reserve(RequestId request, int64_t n_entries) {
     std::vector<int32_t>& table = tables_[request];
     const int64_t blocks_needed = (n_entries + block_size_ - 1) / block_size_;

@@ -73,6 +73,9 @@ Expected<std::unique_ptr<CachePools>> CachePools::create(AttentionModel& model, 
                                CacheGroup::create(model.backend(), d.name, d.spec, d.block_size, blocks[i], d.n_layers()));
         pools->groups_.push_back(std::move(group));
     }
+    std::vector<CacheGroup*> groups;
+    for (const auto& g : pools->groups_) groups.push_back(g.get());
+    pools->prefix_ = std::make_unique<PrefixCache>(std::move(groups));
     return pools;
 }
 
@@ -117,6 +120,8 @@ int64_t CachePools::storage_bytes() const {
 Status CachePools::reserve(const StepRequest& r) {
     for (auto& g : groups_) {
         Status s = g->reserve(r.id, g->entries_for_tokens(r.end()));
+        while (s.code() == StatusCode::out_of_memory && prefix_ && prefix_->evict_one())
+            s = g->reserve(r.id, g->entries_for_tokens(r.end()));
         if (!s.is_ok()) return s.with_context(fmt::format("request {} at position {}", r.id, r.end()));
     }
     return Status::ok();

@@ -47,6 +47,8 @@ Status LayerStepper::begin_step(std::vector<StepRequest> requests) {
         r.is_decode = r.n_tokens == 1 && r.start > 0;
     }
     for (const StepRequest& r : requests) {
+        if (auto keys = prefix_keys_.find(r.id); keys != prefix_keys_.end())  // before a window block is let go
+            pools_->prefix_cache()->publish(r.id, keys->second, r.start);
         if (!pools_->adopted()) pools_->after_step(r.id, r.start);  // what the step's first token no longer sees
         SIEVE_RETURN_IF_ERROR(pools_->reserve(r));
     }
@@ -128,7 +130,27 @@ Status LayerStepper::rollback(RequestId id, int64_t tokens) {
     return Status::ok();
 }
 
+Expected<int64_t> LayerStepper::attach_prefix(RequestId id, std::vector<uint64_t> keys, int64_t max_tokens) {
+    PrefixCache* cache = pools_->prefix_cache();
+    if (!cache)
+        return invalid_argument_error("attach_prefix: over adopted pools the engine's block tables share prefixes");
+    if (batch_) return invalid_argument_error("attach_prefix: a step is open (call end_step first)");
+    if (done_.count(id) || prefix_keys_.count(id))
+        return invalid_argument_error("attach_prefix: request {} has already started; a prefix starts a request", id);
+    SIEVE_ASSIGN_OR_RETURN(const int64_t tokens, cache->attach(id, keys, max_tokens));
+    if (tokens > 0) {
+        done_[id] = tokens;
+        last_start_[id] = tokens;
+    }
+    prefix_keys_[id] = std::move(keys);
+    return tokens;
+}
+
 void LayerStepper::free_request(RequestId id) {
+    if (auto keys = prefix_keys_.find(id); keys != prefix_keys_.end()) {
+        pools_->prefix_cache()->publish(id, keys->second, tokens_done(id));
+        prefix_keys_.erase(keys);
+    }
     pools_->free_request(id);
     model_.release_request(id);
     done_.erase(id);

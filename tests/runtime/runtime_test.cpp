@@ -40,6 +40,21 @@ TEST(BlockAllocator, AllocatesFreesAndReportsExhaustion) {
     EXPECT_DEATH(a.free(7), "out of range");
 }
 
+TEST(BlockAllocator, ABlockIsFreeOnlyWhenItsLastHolderLetsItGo) {
+    BlockAllocator a(2);
+    const int32_t b = *a.allocate("pool");
+    a.retain(b);
+    EXPECT_EQ(a.references(b), 2);
+    a.free(b);
+    EXPECT_EQ(a.free_blocks(), 1) << "one holder is left";
+    EXPECT_EQ(a.references(b), 1);
+    a.free(b);
+    EXPECT_EQ(a.free_blocks(), 2);
+    EXPECT_EQ(a.references(b), 0);
+    EXPECT_DEATH(a.retain(b), "retain of a free block");
+    EXPECT_DEATH(a.free(b), "freed twice");
+}
+
 TEST(CacheGroup, SlotsWindowsAndAllOrNothingReserve) {
     auto g = CacheGroup::create(host_backend(), "kv", CacheSpec{"kv", "f32 [4]", 16, 1, 6}, 4, 5, 2);
     ASSERT_TRUE(g.has_value());

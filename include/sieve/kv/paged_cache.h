@@ -72,6 +72,14 @@ public:
     void free_request(RequestId request);
     bool has_request(RequestId request) const { return tables_.count(request) != 0; }
 
+    // Own pools: installs `blocks` (blocks in use, or −1 where the request needs none: windowed entries it
+    // will never see) as the whole table of a request that holds none yet, the request becoming one more
+    // holder of each (prefix caching: the blocks of a cached prefix). reserve() then adds blocks after them.
+    Status share_blocks(RequestId request, const std::vector<int32_t>& blocks);
+    // Own pools: another holder (the prefix cache) of a block in use, and the end of that hold.
+    void retain_block(int32_t block) { allocator_.retain(block); }
+    void release_block(int32_t block) { allocator_.free(block); }
+
     // Copies physical block `src_block` over `dst_block` in layer `layer_slot`'s storage, on the device.
     Status copy_block(int64_t layer_slot, int32_t dst_block, int32_t src_block);
 

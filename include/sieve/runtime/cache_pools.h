@@ -14,6 +14,7 @@
 #include "sieve/kv/paged_cache.h"
 #include "sieve/kv/step_batch.h"
 #include "sieve/models/attention_model.h"
+#include "sieve/runtime/prefix_cache.h"
 
 namespace sieve {
 
@@ -51,11 +52,15 @@ public:
     Status set_block_table(std::string_view group, RequestId id, std::vector<int32_t> table);
 
     const std::vector<std::unique_ptr<CacheGroup>>& groups() const { return groups_; }
+    // The prefix cache over these pools (runtime/prefix_cache.h); nullptr over adopted pools, whose
+    // engine shares prefixes through its own block tables.
+    PrefixCache* prefix_cache() const { return prefix_.get(); }
     StepCaches step_caches() const;
     int64_t storage_bytes() const;
 
-    // Makes the entries of every group addressable up to the request's end() (its tokens after the step).
-    // All or nothing per group; the error names the request and position.
+    // Makes the entries of every group addressable up to the request's end() (its tokens after the step),
+    // evicting cached prefixes while a pool has no free block. All or nothing per group; the error names
+    // the request and position.
     Status reserve(const StepRequest& r);
     // After a step in which request `id` reached `tokens_done` tokens: windowed caches free the blocks the
     // next token can no longer see.
@@ -64,6 +69,7 @@ public:
 
 private:
     std::vector<std::unique_ptr<CacheGroup>> groups_;
+    std::unique_ptr<PrefixCache> prefix_;
     bool adopted_ = false;
 };
 

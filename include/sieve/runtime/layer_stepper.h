@@ -12,6 +12,8 @@
 //                              until the request's next step begins (a rollback may return there)
 //   rollback(id, tokens)       optionally, after a verification step: the request keeps only the first
 //                              `tokens` of its tokens (its rejected draft tokens leave no trace)
+// and, before a request's first step, attach_prefix(id, keys, …) to start it after the longest prefix of
+// its prompt that the prefix cache holds (runtime/prefix_cache.h), caching its own chunks as it runs,
 // and free_request(id) when a request ends (or is dropped). Over adopted pools (CachePools::adopt: the
 // engine's cache memory and blocks) a request lives for one step: the engine sets its block tables
 // (set_block_table) before begin_step, its start is the engine's, and end_step forgets it. A failed begin_step or forward leaves
@@ -70,6 +72,15 @@ public:
     // at positions ≥ `tokens`, which no token reads before the tokens that take their places rewrite them.
     // Not over adopted pools (there the engine's positions and blocks decide every step).
     Status rollback(RequestId id, int64_t tokens);
+    // Own pools, before request `id`'s first step: its prompt's chunks of caches().prefix_cache()->
+    // chunk_tokens() tokens have these keys (key i names the prompt's first i + 1 chunks: a chained hash of
+    // their token ids). The request takes the longest cached run of them that holds at most `max_tokens`
+    // tokens (a caller that needs the last prompt token's output passes the prompt's length − 1), and the
+    // call returns how many tokens that is: the request's first step starts there. From then on the
+    // request's own chunks are cached as their tokens become final (at each begin_step and at
+    // free_request), for the requests after it.
+    Expected<int64_t> attach_prefix(RequestId id, std::vector<uint64_t> keys, int64_t max_tokens);
+    // Ends request `id` (or drops it): caches its final chunks, then frees its blocks.
     void free_request(RequestId id);
 
     bool in_step() const { return batch_.has_value(); }
@@ -86,6 +97,7 @@ private:
     std::unique_ptr<CachePools> pools_;
     std::map<RequestId, int64_t> done_;        // tokens run, per request
     std::map<RequestId, int64_t> last_start_;  // the start of each request's last step (rollback's floor)
+    std::map<RequestId, std::vector<uint64_t>> prefix_keys_;  // attach_prefix's keys, per request
     std::optional<StepBatch> batch_;
     int64_t next_layer_ = 0;
     std::unique_ptr<DeviceBuffer> rows_in_, rows_out_;  // the step's activations on the model's backend

@@ -1,0 +1,97 @@
+#include "sieve/runtime/prefix_cache.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace sieve {
+
+PrefixCache::PrefixCache(std::vector<CacheGroup*> groups) : groups_(std::move(groups)) {
+    for (const CacheGroup* g : groups_) chunk_tokens_ = std::lcm(chunk_tokens_, g->block_size() * g->spec().tokens_per_entry);
+}
+
+PrefixCache::Chunk* PrefixCache::find(const std::vector<uint64_t>& keys, size_t i) {
+    auto it = chunks_.find(keys[i]);
+    if (it == chunks_.end()) return nullptr;
+    Chunk& c = it->second;
+    const bool continues = i == 0 ? c.first : !c.first && c.parent == keys[i - 1];
+    return continues ? &c : nullptr;
+}
+
+Expected<int64_t> PrefixCache::attach(RequestId request, const std::vector<uint64_t>& keys, int64_t max_tokens) {
+    ++stats_.lookups;
+    std::vector<Chunk*> run;
+    while (run.size() < keys.size() && static_cast<int64_t>(run.size() + 1) * chunk_tokens_ <= max_tokens) {
+        Chunk* c = find(keys, run.size());
+        if (!c) break;
+        run.push_back(c);
+    }
+    if (run.empty()) return 0;
+    const int64_t tokens = static_cast<int64_t>(run.size()) * chunk_tokens_;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+        CacheGroup& group = *groups_[g];
+        const CacheSpec& spec = group.spec();
+        std::vector<int32_t> table;
+        for (const Chunk* c : run) table.insert(table.end(), c->blocks[g].begin(), c->blocks[g].end());
+        if (spec.window_tokens > 0) {  // blocks wholly before what the first token sees stay with the cache
+            const int64_t first_seen = std::max<int64_t>(0, tokens - spec.window_tokens) / spec.tokens_per_entry;
+            std::fill(table.begin(), table.begin() + std::min<int64_t>(first_seen / group.block_size(), table.size()), -1);
+        }
+        const Status s = group.share_blocks(request, table);
+        if (!s.is_ok()) {
+            for (size_t k = 0; k < g; ++k) groups_[k]->free_request(request);
+            return s;
+        }
+    }
+    for (Chunk* c : run) c->last_use = ++clock_;
+    ++stats_.hits;
+    stats_.hit_tokens += tokens;
+    return tokens;
+}
+
+void PrefixCache::publish(RequestId request, const std::vector<uint64_t>& keys, int64_t tokens) {
+    const size_t n = std::min<size_t>(keys.size(), static_cast<size_t>(std::max<int64_t>(0, tokens) / chunk_tokens_));
+    for (size_t i = 0; i < n; ++i) {
+        if (Chunk* c = find(keys, i)) {
+            c->last_use = ++clock_;
+            continue;
+        }
+        if (chunks_.count(keys[i])) return;  // the key names another prefix: the caller's keys collide
+        Chunk chunk;
+        chunk.first = i == 0;
+        chunk.parent = i == 0 ? 0 : keys[i - 1];
+        for (const CacheGroup* g : groups_) {
+            const int64_t span = g->block_size() * g->spec().tokens_per_entry;  // tokens a block holds
+            const int64_t begin = static_cast<int64_t>(i) * chunk_tokens_ / span, end = begin + chunk_tokens_ / span;
+            const std::vector<int32_t>& table = g->block_table(request);
+            if (static_cast<int64_t>(table.size()) < end) return;
+            std::vector<int32_t> blocks(table.begin() + begin, table.begin() + end);
+            if (std::count(blocks.begin(), blocks.end(), -1) > 0) return;  // released: the run ends here
+            chunk.blocks.push_back(std::move(blocks));
+        }
+        for (size_t g = 0; g < groups_.size(); ++g)
+            for (int32_t b : chunk.blocks[g]) groups_[g]->retain_block(b);
+        if (i > 0) ++chunks_.at(keys[i - 1]).children;
+        chunk.last_use = ++clock_;
+        chunks_.emplace(keys[i], std::move(chunk));
+        ++stats_.cached_chunks;
+    }
+}
+
+bool PrefixCache::evict_one() {
+    auto victim = chunks_.end();
+    for (auto it = chunks_.begin(); it != chunks_.end(); ++it)
+        if (it->second.children == 0 && (victim == chunks_.end() || it->second.last_use < victim->second.last_use))
+            victim = it;
+    if (victim == chunks_.end()) return false;
+    const Chunk& c = victim->second;
+    for (size_t g = 0; g < groups_.size(); ++g)
+        for (int32_t b : c.blocks[g]) groups_[g]->release_block(b);
+    if (!c.first) --chunks_.at(c.parent).children;
+    chunks_.erase(victim);
+    --stats_.cached_chunks;
+    ++stats_.evicted_chunks;
+    return true;
+}
+
+}  // namespace sieve
