@@ -32,9 +32,10 @@ class AttentionModel:
     ``positions`` [n_tokens]: each token's absolute position. A request's tokens are consecutive
     positions continuing where its previous step stopped (0 for a new request), or where
     ``rollback(request_id, tokens)`` put it after a verification step (speculative decoding: the request's
-    token and its draft tokens, of which the target kept a prefix). ``free(request_id)`` when a request
-    ends. ``forward`` takes and returns [n_tokens, hidden_size] rows (float32 inside;
-    other float dtypes are converted and returned in the input's dtype).
+    token and its draft tokens, of which the target kept a prefix), or where ``attach_prefix`` started it
+    (prefix caching). ``free(request_id)`` when a request ends. ``forward`` takes and returns
+    [n_tokens, hidden_size] rows (float32 inside; other float dtypes are converted and returned in the
+    input's dtype).
 
     profile: 'exact' (fp32, f32 caches: transformers to ~3e-7) or 'deployed' (bf16 activations, the
     production FP8 cache formats). backend: a spec of ``sieve.backend_specs()``. cache_tokens: the cache
@@ -166,6 +167,22 @@ class AttentionModel:
         if request_id not in self._ids:
             raise _sieve.InvalidArgumentError(f"rollback: request {request_id!r} has run no step")
         self._model.rollback(self._ids[request_id], tokens)
+
+    @property
+    def prefix_chunk_tokens(self) -> int:
+        """Tokens of a prompt chunk that prefix caching keys (the least common multiple of the cache groups'
+        block spans); 0 with the engine's caches, whose block tables share prefixes."""
+        return self._model.prefix_chunk_tokens
+
+    def attach_prefix(self, request_id: Hashable, chunk_keys: Sequence[int], max_tokens: int) -> int:
+        """Before a new request's first step, with sieve's own caches: ``chunk_keys[i]`` names its prompt's
+        first ``i + 1`` chunks of ``prefix_chunk_tokens`` tokens (a chained hash of their token ids, unsigned
+        64-bit). The request takes the cache blocks of the longest cached run of them holding at most
+        ``max_tokens`` tokens (the prompt's length − 1 keeps its last token to run) and the call returns
+        that many tokens: its first step starts there. Its own chunks are cached as it runs."""
+        if request_id in self._ids:
+            raise _sieve.InvalidArgumentError(f"attach_prefix: request {request_id!r} has already started")
+        return self._model.attach_prefix(self._id(request_id), [int(k) for k in chunk_keys], max_tokens)
 
     def free(self, request_id: Hashable) -> None:
         """Frees a request's cache blocks (a finished, aborted or preempted request)."""

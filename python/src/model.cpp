@@ -215,6 +215,19 @@ public:
         if (!stepper_) throw StatusError(invalid_argument_error("sieve.AttentionModel.rollback: no request has run"));
         check(stepper_->rollback(id, tokens));
     }
+    int64_t attach_prefix(int64_t id, std::vector<uint64_t> keys, int64_t max_tokens) {
+        nb::gil_scoped_release release;
+        auto lock = lock_engine();
+        if (!stepper_)
+            throw StatusError(invalid_argument_error(
+                "sieve.AttentionModel.attach_prefix: with the engine's caches its block tables share prefixes"));
+        return value_or_throw(stepper_->attach_prefix(id, std::move(keys), max_tokens));
+    }
+    // Tokens of a prompt chunk that prefix caching keys (0 with the engine's caches).
+    int64_t prefix_chunk_tokens() const {
+        const PrefixCache* cache = stepper_ ? stepper_->caches().prefix_cache() : nullptr;
+        return cache ? cache->chunk_tokens() : 0;
+    }
     void free_request(int64_t id) {
         nb::gil_scoped_release release;
         auto lock = lock_engine();
@@ -254,6 +267,9 @@ void bind_model(nb::module_& m) {
         .def("forward", &AttentionModelBinding::forward, nb::arg("layer_pos"), nb::arg("hidden_states"), nb::arg("out"))
         .def("end_step", &AttentionModelBinding::end_step)
         .def("rollback", &AttentionModelBinding::rollback, nb::arg("request_id"), nb::arg("tokens"))
+        .def("attach_prefix", &AttentionModelBinding::attach_prefix, nb::arg("request_id"), nb::arg("chunk_keys"),
+             nb::arg("max_tokens"))
+        .def_prop_ro("prefix_chunk_tokens", &AttentionModelBinding::prefix_chunk_tokens)
         .def("free_request", &AttentionModelBinding::free_request, nb::arg("request_id"))
         .def("tokens_done", &AttentionModelBinding::tokens_done, nb::arg("request_id"));
 }

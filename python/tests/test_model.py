@@ -114,6 +114,40 @@ def test_rollback_keeps_the_accepted_draft_tokens_and_leaves_no_trace():
         model.rollback("b", 0)
 
 
+def test_a_cached_prefix_starts_a_request_after_it_with_the_same_outputs():
+    # hy_v4's longest request runs twice with the same rows and chunk keys (cache blocks of 4 tokens: chunks
+    # of 4): the second starts after the chunks the first cached, below its last prompt token, and gives the
+    # same outputs from there, which match transformers.
+    tensors, n_requests = golden("hy_v4")
+    r = max(range(n_requests), key=lambda i: tensors[f"req{i}.positions"].numel())
+    n = tensors[f"req{r}.positions"].numel()
+    model = sieve.AttentionModel(DATA / "hy_v4" / "ckpt", profile="exact", cache_block_size=4)
+    assert model.prefix_chunk_tokens == 4
+    keys = [2**63 + i for i in range(n // 4)]  # unsigned 64-bit keys
+    cached = (n - 1) // 4 * 4
+
+    def run(request_id):  # steps that end at `cached` and at n, from where the cache starts the request
+        start = model.attach_prefix(request_id, keys, n - 1)
+        out = {}
+        for begin, end in [(s, e) for s, e in [(0, cached), (cached, n)] if s >= start]:
+            model.begin_step([request_id], torch.tensor([0, end - begin], dtype=torch.int32), torch.arange(begin, end))
+            for pos, layer in enumerate(model.layers):
+                out[(layer, begin)] = model.forward(pos, tensors[f"req{r}.layer{layer}.input"][begin:end])
+            model.end_step()
+        model.free(request_id)
+        return start, {layer: rows for (layer, begin), rows in out.items() if begin == cached}
+
+    first_start, first = run("first")
+    second_start, second = run("second")
+    assert first_start == 0 and second_start == cached > 0
+    for layer, got in second.items():
+        assert torch.equal(got, first[layer])
+        torch.testing.assert_close(got, tensors[f"req{r}.layer{layer}.output"][cached:], rtol=1e-4, atol=1e-5)
+    with pytest.raises(sieve.InvalidArgumentError, match=r"has already started"):
+        model.begin_step(["third"], torch.tensor([0, 1], dtype=torch.int32), torch.arange(0, 1))
+        model.attach_prefix("third", keys, n - 1)
+
+
 def test_step_api_errors_name_what_is_wrong():
     model = sieve.AttentionModel(DATA / "deepseek_v4" / "ckpt", profile="exact")
     hidden = model.hidden_size

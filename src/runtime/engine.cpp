@@ -30,11 +30,14 @@ Expected<std::unique_ptr<Engine>> Engine::create(AttentionModel& model, EngineOp
     return engine;
 }
 
-Status Engine::add_request(RequestId id, int64_t n_tokens, int64_t prompt_tokens, RequestIo* io) {
+Status Engine::add_request(RequestId id, int64_t n_tokens, int64_t prompt_tokens, RequestIo* io,
+                           std::vector<uint64_t> prompt_chunk_keys) {
     if (requests_.count(id)) return invalid_argument_error("request id {} is already in use", id);
     Entry e;
     e.io = io;
     e.n_tokens = n_tokens;
+    e.prompt_tokens = prompt_tokens;
+    e.prefix_keys = std::move(prompt_chunk_keys);
     if (n_tokens < 1) {
         e.status = RequestStatus::failed;
         e.error = invalid_argument_error("request {} has {} tokens; it needs at least 1", id, n_tokens);
@@ -50,9 +53,35 @@ Status Engine::add_request(RequestId id, int64_t n_tokens, int64_t prompt_tokens
     }
     const Status result = e.error;
     const bool accepted = e.status != RequestStatus::failed;
+    if (accepted && !e.prefix_keys.empty()) stats_.keyed_prompt_tokens += prompt_tokens;
     requests_[id] = std::move(e);
     if (accepted) scheduler_.add(id, n_tokens, prompt_tokens);
     return result;
+}
+
+// The plan of the next step, after every keyed request it would start has looked for a cached prefix of its
+// prompt (leaving its last prompt token to run: its output is the prompt's): as late as possible, so that
+// the prompts ahead of it have cached what they could. A hit starts the request there, and the step is
+// planned again.
+std::vector<StepRequest> Engine::plan_step() {
+    PrefixCache* cache = pools_->prefix_cache();
+    for (;;) {
+        std::vector<StepRequest> plan = scheduler_.next_step();
+        bool hit = false;
+        for (const StepRequest& r : plan) {
+            Entry& e = requests_.at(r.id);
+            if (r.start > 0 || e.looked_for_prefix || e.prefix_keys.empty()) continue;
+            e.looked_for_prefix = true;
+            const Expected<int64_t> tokens = cache->attach(r.id, e.prefix_keys, e.prompt_tokens - 1);
+            if (!tokens.has_value() || *tokens == 0) continue;
+            e.done = *tokens;
+            scheduler_.start_at(r.id, *tokens);
+            stats_.prefix_hit_tokens += *tokens;
+            ++stats_.prefix_hit_requests;
+            hit = true;
+        }
+        if (!hit) return plan;
+    }
 }
 
 void Engine::fail(RequestId id, Status why) {
@@ -65,7 +94,7 @@ void Engine::fail(RequestId id, Status why) {
 }
 
 Expected<bool> Engine::step() {
-    std::vector<StepRequest> plan = scheduler_.next_step();
+    std::vector<StepRequest> plan = plan_step();
     if (plan.empty()) return false;
     // Reserve cache blocks; a request that cannot get them is rejected, the others go on.
     std::vector<StepRequest> admitted;
@@ -142,6 +171,8 @@ Expected<bool> Engine::step() {
     for (const StepRequest& r : admitted) {
         Entry& e = requests_.at(r.id);
         e.done = r.end();
+        // Its kept tokens are final: their chunks are cached before any block of them is let go.
+        if (!e.prefix_keys.empty()) pools_->prefix_cache()->publish(r.id, e.prefix_keys, e.done);
         if (e.done >= e.n_tokens) {
             e.status = RequestStatus::finished;
             pools_->free_request(r.id);

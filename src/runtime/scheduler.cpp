@@ -59,6 +59,12 @@ void Scheduler::remove(RequestId id) {
     progress_.erase(id);
 }
 
+void Scheduler::start_at(RequestId id, int64_t tokens) {
+    Progress& p = progress_.at(id);
+    SIEVE_ASSERT(p.done == 0 && tokens >= 0 && tokens < p.prompt_tokens, "a cached prefix starts a request inside its prompt");
+    p.done = tokens;
+}
+
 int64_t Scheduler::tokens_done(RequestId id) const {
     auto it = progress_.find(id);
     return it == progress_.end() ? -1 : it->second.done;

@@ -27,6 +27,11 @@ _sieve_cli_reject(run --decode-tokens VALUES -1 16777217 ${int64_max} ${past_int
 _sieve_cli_reject(run --budget VALUES 0 -1 16385 ${int64_max} ${past_int64} x)
 _sieve_cli_reject(run --draft-tokens VALUES -1 17 ${int64_max} x)
 _sieve_cli_reject(run --accept-rate VALUES -0.1 1.5 nan inf x)
+_sieve_cli_reject(run --shared-prefix VALUES -1 16777217 ${int64_max} x)
+_sieve_cli_reject(run --prompt-families VALUES 0 -1 65537 ${int64_max} x)
+sieve_cli_expect(cli.flag.run_shared_prefix_past_prompt SANITIZE EXIT 2
+                 OUTPUT "sieve: invalid argument: --shared-prefix 9: the shared part of a prompt, at most --prompt-tokens 8"
+                 COMMAND run ${fixtures}/hy_v4/ckpt --prompt-tokens 8 --shared-prefix 9)
 _sieve_cli_reject(run --seed VALUES -1 ${past_int64} 18446744073709551615 x)
 # --layers: a number past the model's 43 layers is an error before a range is expanded (these
 # filled memory, or looped forever on a signed overflow).
@@ -64,6 +69,13 @@ sieve_cli_expect(cli.flag.run_drafts_all_accepted SANITIZE EXIT 0
 sieve_cli_expect(cli.flag.run_drafts_all_rejected SANITIZE EXIT 0
                  OUTPUT "3 per decode step, accept rate 0.00: 30 drafted, 0 accepted \\(0 decode steps saved\\)"
                  COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --accept-rate 0)
+# Prefix caching on a fixture checkpoint (DSA blocks of 64 tokens: chunks of 64): two prompts shared over
+# their first 160 tokens by two requests each; with a budget of 64 tokens a step, each prompt's second
+# request starts after its first request's two cached chunks.
+sieve_cli_expect(cli.flag.run_shared_prefix SANITIZE EXIT 0
+                 OUTPUT "256 of 800 prompt tokens from cached prefixes \\(32%, 2 of 4 requests hit, chunks of 64 tokens\\)"
+                 COMMAND run ${fixtures}/hy_v4/ckpt --requests 4 --prompt-tokens 200 --decode-tokens 2 --shared-prefix 160
+                         --prompt-families 2 --budget 64)
 sieve_cli_expect(cli.flag.run_smallest_workload SANITIZE EXIT 0
                  OUTPUT "1 request\\(s\\) × \\(1 prompt \\+ 0 decode\\) tokens = 1 tokens"
                  COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 1 --decode-tokens 0)

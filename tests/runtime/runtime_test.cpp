@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "sieve/backends/backend.h"
@@ -362,6 +363,50 @@ TEST(Engine, RejectedDraftTokensLeaveNoTrace) {
     no_acceptance.scheduler.draft_tokens = 2;
     ToyModel model;
     EXPECT_NE(Engine::create(model, no_acceptance).status().message().find("need an acceptance"), std::string::npos);
+}
+
+// Prefix caching: six requests of two prompts (their rows equal over the prompt's first 29 tokens) run
+// with their prompts' chunk keys and without. Every request computes its last prompt token and its decodes
+// either way, with the same bits; the later requests of each prompt start after its cached chunks.
+TEST(Engine, CachedPrefixesGiveTheBitsOfComputingThem) {
+    constexpr int64_t kShared = 29;
+    const std::vector<int64_t> lengths = {40, 37, 45, 50, 38, 44}, prompts = {33, 30, 34, 36, 31, 35};
+    auto run = [&](bool keyed, EngineStats* stats) {
+        ToyModel model;
+        EngineOptions o;
+        o.scheduler.max_tokens_per_step = 16;
+        auto engine = Engine::create(model, o);
+        EXPECT_TRUE(engine.has_value());
+        const int64_t chunk = (*engine)->prefix_chunk_tokens();
+        std::vector<std::unique_ptr<RecordingIo>> ios;
+        for (size_t r = 0; r < lengths.size(); ++r) {
+            ios.push_back(std::make_unique<RecordingIo>(lengths[r], 200 + r));
+            const RecordingIo family(lengths[r], 1 + r % 2);
+            std::copy(family.in_.begin(), family.in_.begin() + kShared * ToyModel::kHidden, ios.back()->in_.begin());
+            std::vector<uint64_t> keys;
+            for (int64_t i = 0; keyed && (i + 1) * chunk <= prompts[r]; ++i)
+                keys.push_back((i + 1) * chunk <= kShared ? 1000 * (1 + r % 2) + i : 100000 * (r + 1) + i);
+            EXPECT_TRUE((*engine)->add_request(static_cast<RequestId>(r), lengths[r], prompts[r], ios.back().get(), keys).is_ok());
+        }
+        EXPECT_TRUE((*engine)->run().is_ok());
+        *stats = (*engine)->stats();
+        std::vector<std::vector<std::vector<float>>> out;  // [request][layer] rows from the last prompt token on
+        for (size_t r = 0; r < lengths.size(); ++r) {
+            EXPECT_EQ((*engine)->status(static_cast<RequestId>(r)), RequestStatus::finished);
+            out.emplace_back();
+            for (const auto& layer : ios[r]->out_)
+                out.back().emplace_back(layer.begin() + (prompts[r] - 1) * ToyModel::kHidden, layer.end());
+        }
+        return out;
+    };
+    EngineStats plain, cached;
+    const auto want = run(false, &plain), got = run(true, &cached);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(plain.prefix_hit_tokens, 0);
+    EXPECT_GT(cached.prefix_hit_requests, 0);
+    EXPECT_EQ(cached.prefix_hit_tokens % 12, 0) << "whole chunks of 12 tokens (lcm of the toy's block spans)";
+    EXPECT_EQ(cached.keyed_prompt_tokens, std::accumulate(prompts.begin(), prompts.end(), int64_t{0}));
+    EXPECT_EQ(cached.prefill_tokens + cached.prefix_hit_tokens, plain.prefill_tokens);
 }
 
 TEST(Engine, PoolExhaustionRejectsOnlyTheRequestThatNeedsMore) {

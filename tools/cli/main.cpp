@@ -185,6 +185,11 @@ int main(int argc, char** argv) {
                  "speculative decoding: draft tokens each decode step verifies (0: plain decode)");
     add_real_flag(run_cmd, "--accept-rate", run.accept_rate, sieve::cli::kRunAcceptRate,
                   "speculative decoding: the chance that a draft is accepted once the drafts before it were");
+    add_int_flag(run_cmd, "--shared-prefix", run.shared_prefix, sieve::cli::kRunSharedPrefix,
+                 "prefix caching: the first N prompt tokens of every request are its prompt family's, and cached "
+                 "prefixes are reused (0: no prefix caching)");
+    add_int_flag(run_cmd, "--prompt-families", run.prompt_families, sieve::cli::kRunPromptFamilies,
+                 "prefix caching: distinct shared prefixes, taken by the requests in turn");
     run_cmd->add_option("--profile", run_profile, "exact | deployed")
         ->check(CLI::IsMember({"exact", "deployed"}))
         ->capture_default_str();

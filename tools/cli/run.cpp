@@ -32,12 +32,14 @@ namespace sieve::cli {
 namespace {
 
 // Synthetic attention inputs (unit-variance noise per token); layers are chained, so only the first
-// layer's input is asked. Keeps a checksum of the last layer's outputs to show they are finite.
+// layer's input is asked. The first `shared` tokens are the prompt family's (seeded by it), the rest the
+// request's own. Keeps a checksum of the last layer's outputs to show they are finite.
 class SyntheticIo final : public RequestIo {
 public:
-    SyntheticIo(int64_t hidden, int64_t last_layer, uint64_t seed) : hidden_(hidden), last_(last_layer), seed_(seed) {}
+    SyntheticIo(int64_t hidden, int64_t last_layer, uint64_t seed, int64_t shared, uint64_t family_seed)
+        : hidden_(hidden), last_(last_layer), seed_(seed), shared_(shared), family_seed_(family_seed) {}
     void input(int64_t, int64_t position, float* row) override {
-        std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(position));
+        std::mt19937_64 rng((position < shared_ ? family_seed_ : seed_) * 1000003 + static_cast<uint64_t>(position));
         std::normal_distribution<float> normal(0.0f, 1.0f);
         for (int64_t i = 0; i < hidden_; ++i) row[i] = normal(rng);
     }
@@ -54,7 +56,30 @@ public:
 private:
     int64_t hidden_, last_;
     uint64_t seed_;
+    int64_t shared_;
+    uint64_t family_seed_;
 };
+
+// splitmix64's finalizer: a 64-bit mix for the chunk keys.
+uint64_t mix64(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// The chained keys of a prompt's chunks: a chunk inside the shared prefix is its family's, after it the
+// request's own (as a hash chain over token ids would be).
+std::vector<uint64_t> prompt_chunk_keys(int64_t prompt_tokens, int64_t chunk, int64_t shared, uint64_t family,
+                                        uint64_t request) {
+    std::vector<uint64_t> keys;
+    uint64_t key = 0;
+    for (int64_t i = 0; (i + 1) * chunk <= prompt_tokens; ++i) {
+        const uint64_t content = (i + 1) * chunk <= shared ? family : request;
+        key = mix64(key ^ mix64(content + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1)));
+        keys.push_back(key);
+    }
+    return keys;
+}
 
 // A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), or 0 where the system has none.
 int64_t proc_status_bytes(const std::string& key) {
@@ -184,6 +209,11 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
     SIEVE_RETURN_IF_ERROR(check_int_flag("--budget", o.max_tokens_per_step, kRunBudget));
     SIEVE_RETURN_IF_ERROR(check_int_flag("--draft-tokens", o.draft_tokens, kRunDraftTokens));
     SIEVE_RETURN_IF_ERROR(check_real_flag("--accept-rate", o.accept_rate, kRunAcceptRate));
+    SIEVE_RETURN_IF_ERROR(check_int_flag("--shared-prefix", o.shared_prefix, kRunSharedPrefix));
+    SIEVE_RETURN_IF_ERROR(check_int_flag("--prompt-families", o.prompt_families, kRunPromptFamilies));
+    if (o.shared_prefix > o.prompt_tokens)
+        return invalid_argument_error("--shared-prefix {}: the shared part of a prompt, at most --prompt-tokens {}",
+                                      o.shared_prefix, o.prompt_tokens);
     SIEVE_RETURN_IF_ERROR(check_backend_flag("--backend", o.backend));
     const auto load_start = std::chrono::steady_clock::now();
     ModelConfig config;
@@ -251,9 +281,16 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
     SIEVE_ASSIGN_OR_RETURN(auto engine, Engine::create(*model, engine_options));
     std::vector<std::unique_ptr<SyntheticIo>> ios;
     for (int64_t r = 0; r < o.requests; ++r) {
+        // Request seeds o.seed + r; family seeds past every request's.
+        const uint64_t seed = o.seed + static_cast<uint64_t>(r);
+        const uint64_t family = o.seed + static_cast<uint64_t>(o.requests + r % o.prompt_families);
         ios.push_back(std::make_unique<SyntheticIo>(model->hidden_size(), static_cast<int64_t>(run_layers.size()) - 1,
-                                                    o.seed + static_cast<uint64_t>(r)));
-        SIEVE_RETURN_IF_ERROR(engine->add_request(r, o.prompt_tokens + o.decode_tokens, o.prompt_tokens, ios.back().get()));
+                                                    seed, o.shared_prefix, family));
+        std::vector<uint64_t> keys;
+        if (o.shared_prefix > 0)
+            keys = prompt_chunk_keys(o.prompt_tokens, engine->prefix_chunk_tokens(), o.shared_prefix, family, seed);
+        SIEVE_RETURN_IF_ERROR(
+            engine->add_request(r, o.prompt_tokens + o.decode_tokens, o.prompt_tokens, ios.back().get(), std::move(keys)));
     }
     const bool live = o.progress && isatty(STDERR_FILENO);
     const int64_t total_tokens = o.requests * (o.prompt_tokens + o.decode_tokens);
@@ -296,6 +333,12 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
     const int64_t stated_bytes = weight_bytes + cache_bytes + workspace_bytes;
     const double prefill_tps = s.prefill_seconds > 0 ? static_cast<double>(s.prefill_tokens) / s.prefill_seconds : 0;
     const double decode_tps = s.decode_seconds > 0 ? static_cast<double>(s.decode_tokens) / s.decode_seconds : 0;
+    // Prefix caching: the prompt tokens cached prefixes gave, and the prefill time they would have taken at
+    // this run's measured prefill rate (an estimate: the rate of the tokens that were prefilled).
+    const double hit_rate = s.keyed_prompt_tokens > 0
+                                ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.keyed_prompt_tokens)
+                                : 0.0;
+    const double prefill_saved_seconds = prefill_tps > 0 ? static_cast<double>(s.prefix_hit_tokens) / prefill_tps : 0.0;
 
     if (o.json) {
         nlohmann::json j{{"source", source},
@@ -314,6 +357,15 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
                            {"drafted", s.drafted_tokens},
                            {"accepted", s.accepted_draft_tokens},
                            {"decode_steps_saved", s.accepted_draft_tokens}}},
+                         {"prefix_cache",
+                          {{"shared_prefix", o.shared_prefix},
+                           {"prompt_families", o.prompt_families},
+                           {"chunk_tokens", engine->prefix_chunk_tokens()},
+                           {"keyed_prompt_tokens", s.keyed_prompt_tokens},
+                           {"hit_tokens", s.prefix_hit_tokens},
+                           {"hit_rate", hit_rate},
+                           {"requests_hit", s.prefix_hit_requests},
+                           {"prefill_seconds_saved_estimate", prefill_saved_seconds}}},
                          {"load_seconds", load_seconds},
                          {"run_seconds", run_seconds},
                          {"prefill_tokens_per_second", prefill_tps},
@@ -339,6 +391,12 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
         if (o.draft_tokens > 0)
             fmt::print(out, "drafts     {} per decode step, accept rate {:.2f}: {} drafted, {} accepted ({} decode steps saved)\n",
                        o.draft_tokens, o.accept_rate, s.drafted_tokens, s.accepted_draft_tokens, s.accepted_draft_tokens);
+        if (o.shared_prefix > 0)
+            fmt::print(out,
+                       "prefix     {} of {} prompt tokens from cached prefixes ({:.0f}%, {} of {} requests hit, chunks of "
+                       "{} tokens): about {:.2f} s of prefill saved at this run's prefill rate\n",
+                       s.prefix_hit_tokens, s.keyed_prompt_tokens, 100 * hit_rate, s.prefix_hit_requests, o.requests,
+                       engine->prefix_chunk_tokens(), prefill_saved_seconds);
         fmt::print(out, "load       {:.2f} s\n", load_seconds);
         fmt::print(out, "prefill    {:>10.1f} tokens/s  ({} tokens in {:.2f} s)\n", prefill_tps, s.prefill_tokens,
                    s.prefill_seconds);

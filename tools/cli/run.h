@@ -25,7 +25,9 @@ inline constexpr IntRange kRunPromptTokens{1, 1 << 24};  // 16M: past every rele
 inline constexpr IntRange kRunDecodeTokens{0, 1 << 24};
 inline constexpr IntRange kRunDraftTokens{0, 16};  // vLLM's MTP speculators verify a handful per step
 inline constexpr RealRange kRunAcceptRate{0.0, 1.0};
-inline constexpr IntRange kRunBudget{1, 16384};  // a step's buffers grow with it: 1 GB of V4-Flash queries
+inline constexpr IntRange kRunBudget{1, 16384};
+inline constexpr IntRange kRunSharedPrefix{0, 1 << 24};  // at most --prompt-tokens
+inline constexpr IntRange kRunPromptFamilies{1, 1 << 16};  // a step's buffers grow with it: 1 GB of V4-Flash queries
 
 struct RunOptions {
     std::filesystem::path checkpoint;  // empty: use the preset
@@ -39,6 +41,10 @@ struct RunOptions {
     // probability accept_rate while the ones before it were (the target keeps a prefix of the drafts).
     int64_t draft_tokens = 0;
     double accept_rate = 0.7;
+    // Prefix caching: the first shared_prefix tokens of every prompt are its family's (requests take the
+    // prompt_families prompts in turn), and the requests run with their prompts' chunk keys (0: no keys).
+    int64_t shared_prefix = 0;
+    int64_t prompt_families = 1;
     NumericsProfile profile = NumericsProfile::deployed;
     std::string backend = "cpu";
     uint64_t seed = 1;                 // the command line takes kSeedRange

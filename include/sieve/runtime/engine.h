@@ -3,6 +3,8 @@
 //
 // A request that cannot get cache blocks (pool exhausted) or is longer than the model's
 // max_position_embeddings is rejected with a clear error; the other requests continue unharmed.
+// Prefix caching (runtime/prefix_cache.h): a request added with its prompt's chunk keys starts, when it is
+// first scheduled, after the longest cached prefix of its prompt, and its own chunks are cached as it runs.
 // Options that would size pools past what a block table addresses, past int64 or past
 // max_cache_bytes are an error of create(), before any pool is allocated.
 #pragma once
@@ -63,6 +65,9 @@ struct EngineStats {
     int64_t decode_tokens = 0;         // tokens decoded (a verification step's kept tokens)
     int64_t drafted_tokens = 0;        // draft tokens verified
     int64_t accepted_draft_tokens = 0; // of them accepted: each one a decode step the request did not run
+    int64_t keyed_prompt_tokens = 0;   // prompt tokens of the requests added with chunk keys
+    int64_t prefix_hit_tokens = 0;     // of them, the tokens a cached prefix gave (not prefilled)
+    int64_t prefix_hit_requests = 0;   // requests that started after a cached prefix
     double prefill_seconds = 0;  // steps with any prefill token count here
     double decode_seconds = 0;   // steps of decodes only
     StageTimes stages;
@@ -74,7 +79,12 @@ public:
 
     // Queues a request of `n_tokens` tokens whose first `prompt_tokens` (0 ≤ prompt_tokens ≤ n_tokens)
     // are its prompt; `io` must outlive it. Errors (too long, duplicate id) reject it at once.
-    Status add_request(RequestId id, int64_t n_tokens, int64_t prompt_tokens, RequestIo* io);
+    // `prompt_chunk_keys` (optional): the keys of the prompt's chunks of prefix_chunk_tokens() tokens (key i
+    // names the prompt's first i + 1 chunks: a chained hash of their tokens), for prefix caching.
+    Status add_request(RequestId id, int64_t n_tokens, int64_t prompt_tokens, RequestIo* io,
+                       std::vector<uint64_t> prompt_chunk_keys = {});
+    // The tokens of a prompt chunk that prefix caching keys.
+    int64_t prefix_chunk_tokens() const { return pools_->prefix_cache()->chunk_tokens(); }
     // Runs one step; false when nothing was left to run. An error is the model's and fails every
     // request of that step.
     Expected<bool> step();
@@ -93,10 +103,14 @@ private:
     Engine(AttentionModel& model, EngineOptions options)
         : model_(model), options_(std::move(options)), scheduler_(options_.scheduler), runner_(model) {}
     void fail(RequestId id, Status why);
+    std::vector<StepRequest> plan_step();
 
     struct Entry {
         RequestIo* io = nullptr;
         int64_t n_tokens = 0;
+        int64_t prompt_tokens = 0;
+        std::vector<uint64_t> prefix_keys;
+        bool looked_for_prefix = false;
         int64_t done = 0;
         RequestStatus status = RequestStatus::queued;
         Status error;

@@ -40,6 +40,9 @@ public:
     void complete(const std::vector<StepRequest>& step);
     // Drops a request (rejected or failed); its tokens are not scheduled again.
     void remove(RequestId id);
+    // A request that has not run yet holds its first `tokens` tokens already (a cached prefix, fewer than its
+    // prompt): its first step starts there.
+    void start_at(RequestId id, int64_t tokens);
 
     bool done() const { return order_.empty(); }
     int64_t tokens_done(RequestId id) const;
