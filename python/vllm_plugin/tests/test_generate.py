@@ -136,6 +136,31 @@ def test_deepseek_v32_with_too_few_blocks_for_all_requests(tmp_path):
 
 
 @pytest.mark.parametrize("model_type", ["deepseek_v32", "hy_v4"])
+def test_prefix_caching_hits_give_the_reference_tokens(model_type, tmp_path):
+    # Two prompts share their first 80 tokens (more than a block of 64 or 16 tokens); with vLLM's prefix
+    # caching the second starts after the first's cached blocks, and the alone runs after all of the batched
+    # run's. sieve reads the shared blocks vLLM gives and must generate the reference's tokens.
+    checkpoint = DATA / model_type / "ckpt"
+    shared = [(7 * i + 3) % 60 + 1 for i in range(80)]
+    prompts = [shared + [5, 6, 7, 8, 9], shared + [9, 9, 1, 2, 3, 4, 5, 6], [(3 * i + 5) % 60 + 1 for i in range(20)]]
+    got = vllm_generate(checkpoint, tmp_path, prompts, {**ENGINES[model_type], "enable_prefix_caching": True})
+    assert got["cached"]["batched"][1] > 0 and min(got["cached"]["alone"][:2]) > 0, got["cached"]
+    expected = full_recompute_greedy(*reference_model(model_type), prompts)
+    assert got["batched"] == expected, (got, expected)
+    assert got["alone"] == expected, (got, expected)
+
+
+def test_prefix_caching_is_refused_where_not_verified(tmp_path):
+    prompts_file = tmp_path / "prompts.json"
+    prompts_file.write_text(json.dumps([[2, 3, 4]]))
+    run = subprocess.run([sys.executable, str(SCRIPT), str(DATA / "qwen4_exp" / "ckpt"), str(prompts_file),
+                          json.dumps({**ENGINES["qwen4_exp"], "enable_prefix_caching": True})],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode != 0
+    assert "sieve-vllm: prefix caching is not verified for qwen4_exp" in run.stdout + run.stderr, run.stderr[-4000:]
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v32", "hy_v4"])
 def test_tensor_parallel_2(model_type, tmp_path):
     # Two worker processes, one per core: vLLM shards the MLP/MoE, embeddings and head across them and
     # reduces their outputs; each runs sieve's attention whole over its own caches. (vLLM refuses TP 2

@@ -2,7 +2,8 @@
 re-import the main module, so the engine is made under the __main__ guard).
 
     python vllm_generate.py <checkpoint-dir> <prompts.json> '<engine arguments as JSON>'   → prints one line:
-    RESULT {"batched": [[token, ...] per prompt], "alone": [[...] per prompt]}
+    RESULT {"batched": [[token, ...] per prompt], "alone": [[...] per prompt],
+            "cached": {"batched": [prompt tokens a cached prefix gave, per prompt], "alone": [...]}}
 
 The engine arguments (dtype, block_size, num_gpu_blocks_override: few blocks make vLLM preempt and
 recompute, hf_overrides, ...) are added to the defaults below.
@@ -27,7 +28,9 @@ def main():
     batched = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
     alone = [llm.generate([{"prompt_token_ids": p}], params)[0] for p in prompts]
     print("RESULT " + json.dumps({"batched": [list(o.outputs[0].token_ids) for o in batched],
-                                  "alone": [list(o.outputs[0].token_ids) for o in alone]}), flush=True)
+                                  "alone": [list(o.outputs[0].token_ids) for o in alone],
+                                  "cached": {"batched": [o.num_cached_tokens for o in batched],
+                                             "alone": [o.num_cached_tokens for o in alone]}}), flush=True)
 
 
 if __name__ == "__main__":
