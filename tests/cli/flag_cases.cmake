@@ -76,6 +76,10 @@ sieve_cli_expect(cli.flag.run_shared_prefix SANITIZE EXIT 0
                  OUTPUT "256 of 800 prompt tokens from cached prefixes \\(32%, 2 of 4 requests hit, chunks of 64 tokens\\)"
                  COMMAND run ${fixtures}/hy_v4/ckpt --requests 4 --prompt-tokens 200 --decode-tokens 2 --shared-prefix 160
                          --prompt-families 2 --budget 64)
+sieve_cli_expect(cli.flag.run_shared_prefix_json SANITIZE EXIT 0
+                 OUTPUT "\"prefix_cache\": {[^}]*\"hit_tokens\": 256,[^}]*\"requests_hit\": 2,"
+                 COMMAND run ${fixtures}/hy_v4/ckpt --requests 4 --prompt-tokens 200 --decode-tokens 2 --shared-prefix 160
+                         --prompt-families 2 --budget 64 --json)
 sieve_cli_expect(cli.flag.run_smallest_workload SANITIZE EXIT 0
                  OUTPUT "1 request\\(s\\) × \\(1 prompt \\+ 0 decode\\) tokens = 1 tokens"
                  COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 1 --decode-tokens 0)
