@@ -18,9 +18,15 @@ PrefixCache::Chunk* PrefixCache::find(const std::vector<uint64_t>& keys, size_t 
     return continues ? &c : nullptr;
 }
 
+void PrefixCache::touch(uint64_t key, Chunk& chunk) {
+    if (chunk.children == 0) leaves_.erase({chunk.last_use, key});
+    chunk.last_use = ++clock_;
+    if (chunk.children == 0) leaves_.insert({chunk.last_use, key});
+}
+
 Expected<int64_t> PrefixCache::attach(RequestId request, const std::vector<uint64_t>& keys, int64_t max_tokens) {
     ++stats_.lookups;
-    std::vector<Chunk*> run;
+    std::vector<Chunk*> run;  // chunk i is keys[i]'s
     while (run.size() < keys.size() && static_cast<int64_t>(run.size() + 1) * chunk_tokens_ <= max_tokens) {
         Chunk* c = find(keys, run.size());
         if (!c) break;
@@ -43,7 +49,7 @@ Expected<int64_t> PrefixCache::attach(RequestId request, const std::vector<uint6
             return s;
         }
     }
-    for (Chunk* c : run) c->last_use = ++clock_;
+    for (size_t i = 0; i < run.size(); ++i) touch(keys[i], *run[i]);
     ++stats_.hits;
     stats_.hit_tokens += tokens;
     return tokens;
@@ -53,7 +59,7 @@ void PrefixCache::publish(RequestId request, const std::vector<uint64_t>& keys, 
     const size_t n = std::min<size_t>(keys.size(), static_cast<size_t>(std::max<int64_t>(0, tokens) / chunk_tokens_));
     for (size_t i = 0; i < n; ++i) {
         if (Chunk* c = find(keys, i)) {
-            c->last_use = ++clock_;
+            touch(keys[i], *c);
             continue;
         }
         if (chunks_.count(keys[i])) return;  // the key names another prefix: the caller's keys collide
@@ -71,23 +77,29 @@ void PrefixCache::publish(RequestId request, const std::vector<uint64_t>& keys, 
         }
         for (size_t g = 0; g < groups_.size(); ++g)
             for (int32_t b : chunk.blocks[g]) groups_[g]->retain_block(b);
-        if (i > 0) ++chunks_.at(keys[i - 1]).children;
+        if (i > 0) {
+            Chunk& parent = chunks_.at(keys[i - 1]);
+            if (parent.children++ == 0) leaves_.erase({parent.last_use, keys[i - 1]});
+        }
         chunk.last_use = ++clock_;
+        leaves_.insert({chunk.last_use, keys[i]});
         chunks_.emplace(keys[i], std::move(chunk));
         ++stats_.cached_chunks;
     }
 }
 
 bool PrefixCache::evict_one() {
-    auto victim = chunks_.end();
-    for (auto it = chunks_.begin(); it != chunks_.end(); ++it)
-        if (it->second.children == 0 && (victim == chunks_.end() || it->second.last_use < victim->second.last_use))
-            victim = it;
-    if (victim == chunks_.end()) return false;
+    if (leaves_.empty()) return false;
+    const uint64_t key = leaves_.begin()->second;
+    leaves_.erase(leaves_.begin());
+    auto victim = chunks_.find(key);
     const Chunk& c = victim->second;
     for (size_t g = 0; g < groups_.size(); ++g)
         for (int32_t b : c.blocks[g]) groups_[g]->release_block(b);
-    if (!c.first) --chunks_.at(c.parent).children;
+    if (!c.first) {
+        Chunk& parent = chunks_.at(c.parent);
+        if (--parent.children == 0) leaves_.insert({parent.last_use, c.parent});
+    }
     chunks_.erase(victim);
     --stats_.cached_chunks;
     ++stats_.evicted_chunks;

@@ -15,6 +15,7 @@
 #include "sieve/kv/block_allocator.h"
 #include "sieve/kv/paged_cache.h"
 #include "sieve/runtime/engine.h"
+#include "sieve/runtime/prefix_cache.h"
 #include "sieve/runtime/scheduler.h"
 #include "sieve/runtime/step_runner.h"
 
@@ -54,6 +55,48 @@ TEST(BlockAllocator, ABlockIsFreeOnlyWhenItsLastHolderLetsItGo) {
     EXPECT_EQ(a.references(b), 0);
     EXPECT_DEATH(a.retain(b), "retain of a free block");
     EXPECT_DEATH(a.free(b), "freed twice");
+}
+
+// A prefix cache over one group of 2-entry blocks (chunks of 2 tokens): chains of chunks hold their blocks
+// after their requests end, a hit shares a chain's run, and eviction takes the least recently used chunk
+// that no cached chunk extends, so that a chain is evicted from its end.
+TEST(PrefixCache, SharesCachedRunsAndEvictsLeastRecentlyUsedLeaves) {
+    auto made = CacheGroup::create(host_backend(), "kv", CacheSpec{"kv", "f32 [4]", 16, 1, 0}, 2, 16, 1);
+    ASSERT_TRUE(made.has_value());
+    CacheGroup& g = **made;
+    PrefixCache cache({&g});
+    ASSERT_EQ(cache.chunk_tokens(), 2);
+    ASSERT_TRUE(g.reserve(1, 6).is_ok());
+    cache.publish(1, {10, 11, 12}, 6);  // three chunks
+    const std::vector<int32_t> a = g.block_table(1);
+    g.free_request(1);
+    ASSERT_TRUE(g.reserve(2, 5).is_ok());
+    cache.publish(2, {20, 21}, 5);  // two chunks (the fifth token's block is not a whole chunk)
+    const std::vector<int32_t> b = g.block_table(2);
+    g.free_request(2);
+    EXPECT_EQ(g.allocator().used_blocks(), 5) << "the cached chunks keep their blocks";
+    EXPECT_EQ(cache.stats().cached_chunks, 5);
+
+    auto hit = cache.attach(3, {10, 11, 99}, 100);  // chunk 99 was never cached: a run of two
+    ASSERT_TRUE(hit.has_value());
+    EXPECT_EQ(*hit, 4);
+    EXPECT_EQ(g.allocator().references(g.block_table(3)[0]), 2) << "the request and the cache hold it";
+    g.free_request(3);
+    EXPECT_EQ(*cache.attach(4, {11}, 100), 0) << "chunk 11 continues chunk 10, not a prompt's start";
+    EXPECT_EQ(*cache.attach(5, {10, 11}, 3), 2) << "max_tokens 3 allows one chunk";
+    g.free_request(5);
+
+    // Leaves by last use: 12 (published third), 21 (fifth); 10 and 11 were used since. Each eviction frees
+    // its chunk's block, and its parent becomes a leaf: 12, 21, 20, 11, 10.
+    const std::vector<int32_t> order = {a[2], b[1], b[0], a[1], a[0]};
+    for (size_t k = 0; k < order.size(); ++k) {
+        ASSERT_TRUE(cache.evict_one());
+        EXPECT_EQ(g.allocator().references(order[k]), 0) << "eviction " << k;
+        EXPECT_EQ(g.allocator().used_blocks(), static_cast<int64_t>(order.size() - 1 - k));
+    }
+    EXPECT_FALSE(cache.evict_one());
+    EXPECT_EQ(cache.stats().evicted_chunks, 5);
+    EXPECT_EQ(cache.stats().hits, 2);
 }
 
 TEST(CacheGroup, SlotsWindowsAndAllOrNothingReserve) {

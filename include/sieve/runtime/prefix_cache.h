@@ -24,7 +24,9 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sieve/core/status.h"
@@ -68,10 +70,13 @@ private:
     };
     // The cached chunk `keys[i]` when it continues keys[i − 1] (or starts a prompt), else nullptr.
     Chunk* find(const std::vector<uint64_t>& keys, size_t i);
+    // Marks chunk `key` used now (it moves to the back of the eviction order if it is a leaf).
+    void touch(uint64_t key, Chunk& chunk);
 
     std::vector<CacheGroup*> groups_;
     int64_t chunk_tokens_ = 1;
     std::unordered_map<uint64_t, Chunk> chunks_;
+    std::set<std::pair<uint64_t, uint64_t>> leaves_;  // (last use, key) of the chunks no cached chunk extends
     uint64_t clock_ = 0;
     Stats stats_;
 };
