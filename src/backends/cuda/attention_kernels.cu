@@ -32,6 +32,7 @@
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/attention_cache.cuh"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/dtype_access.cuh"
 #include "backends/cuda/mma_sync.cuh"
 #include "backends/cuda/wgmma.cuh"
@@ -1648,6 +1649,7 @@ constexpr int kCombineThreads = 512;  // one thread per value of a 512-value row
 // The merge of the splits of one (token, head) row (attention_combine_stats), then the cast (once).
 __global__ void __launch_bounds__(kCombineThreads) sparse_attention_combine_kernel(SparseCombineArgs c) {
     __shared__ CombineState cs;
+    wait_for_previous_kernel();  // the splits' states (launched after the attention kernel: dependent_launch.cuh)
     const int64_t row = blockIdx.x, t = row / c.n_heads, h = row % c.n_heads;
     const float sigma = c.sink ? c.sink[h] : -INFINITY;
     attention_combine_stats(c.stats + row * c.splits * kStats, c.splits, sigma, &cs);
@@ -1861,6 +1863,7 @@ __global__ void __launch_bounds__(kAttnThreads) qsa_sparse_gqa_kernel(QsaGqaArgs
 // The merge of the splits of one (token, query head) row (attention_combine_stats, no sink), then the gate.
 __global__ void __launch_bounds__(kCombineThreads) qsa_sparse_gqa_combine_kernel(QsaGqaArgs a) {
     __shared__ CombineState cs;
+    wait_for_previous_kernel();  // the splits' states (launched after the attention kernel: dependent_launch.cuh)
     const int64_t row = blockIdx.x, t = row / a.n_heads, h = row % a.n_heads;
     attention_combine_stats(a.split.stats + row * a.split.splits * kStats, a.split.splits, -INFINITY, &cs);
     const float* acc = a.split.acc + row * a.split.splits * a.head_dim;
@@ -2525,8 +2528,9 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
     c.out_head_stride = p.out_head_stride;
     c.v_dim = a.v_dim;
     c.out_bf16 = a.out_bf16;
-    sparse_attention_combine_kernel<<<static_cast<unsigned>(rows), kCombineThreads, 0, stream>>>(c);
-    return cuda_status(cudaGetLastError(), "sparse_attention combine launch");
+    return cuda_status(launch_after_previous(sparse_attention_combine_kernel, static_cast<unsigned>(rows), kCombineThreads, 0,
+                                             stream, c),
+                       "sparse_attention combine launch");
 }
 
 // ---- qsa ----
@@ -2649,8 +2653,9 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
         qsa_sparse_gqa_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
     SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "qsa_sparse_gqa launch"));
     if (splits == 1) return Status::ok();
-    qsa_sparse_gqa_combine_kernel<<<static_cast<unsigned>(rows), kCombineThreads, 0, stream>>>(a);
-    return cuda_status(cudaGetLastError(), "qsa_sparse_gqa combine launch");
+    return cuda_status(launch_after_previous(qsa_sparse_gqa_combine_kernel, static_cast<unsigned>(rows), kCombineThreads, 0,
+                                             stream, a),
+                       "qsa_sparse_gqa combine launch");
 }
 
 // ---- dsa ----
