@@ -515,6 +515,7 @@ __device__ __forceinline__ void sparse_attention_write_block(const SparseAttenti
 
 // One block per (token, head block, split). Semantics: ops/sparse_attention.h; the step functions above.
 __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAttentionArgs a) {
+    wait_for_previous_kernel();
     extern __shared__ float4 attention_smem[];
     __shared__ const uint8_t* s_data[kMaxChunk];
     __shared__ const uint8_t* s_scales[kMaxChunk];
@@ -803,6 +804,7 @@ __device__ __forceinline__ float mma_entry_scale(const uint8_t* staged, const Mm
 // One block per (token, block of kMmaHeads heads, split). Semantics: ops/sparse_attention.h.
 template <bool kModel1>
 __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(MmaAttentionArgs ma) {
+    wait_for_previous_kernel();
     const SparseAttentionArgs& a = ma.base;
     extern __shared__ float4 attention_smem[];
     __shared__ const uint8_t* s_data[kMmaChunk];
@@ -1379,6 +1381,7 @@ __device__ __forceinline__ void wg_producer_sync() {
 // One block per (token, block of kWgHeads heads, split). Semantics: ops/sparse_attention.h.
 template <bool kModel1>
 __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(MmaAttentionArgs ma, int64_t split_positions) {
+    wait_for_previous_kernel();
     using F = WgFormat<kModel1>;
     const SparseAttentionArgs& a = ma.base;
     extern __shared__ float4 attention_smem[];
@@ -1783,6 +1786,7 @@ __device__ __forceinline__ void qsa_gqa_store(const QsaGqaArgs& a, int64_t t, in
 
 // One block per (token, KV head, block of that KV head's query heads, split). Semantics: ops/qsa_sparse_gqa.h.
 __global__ void __launch_bounds__(kAttnThreads) qsa_sparse_gqa_kernel(QsaGqaArgs a) {
+    wait_for_previous_kernel();
     extern __shared__ float4 attention_smem[];
     __shared__ const uint8_t* s_rows[kMaxChunk];
     __shared__ int s_count;
@@ -1991,6 +1995,7 @@ __device__ __forceinline__ void gqa_pair_sync(int pair) {
 
 template <int kD>
 __global__ void __launch_bounds__(kGqaThreads, 1) qsa_sparse_gqa_mma_kernel(QsaGqaArgs a) {
+    wait_for_previous_kernel();
     constexpr int kQRow = gqa_q_row(kD), kKvRow = gqa_kv_row(kD), kHalfDim = kD / 2, kTiles = kHalfDim / 8;
     extern __shared__ float4 attention_smem[];
     __shared__ uint64_t s_bar[kGqaPairs][kGqaStages];           // each ring slot's barrier
@@ -2235,6 +2240,7 @@ constexpr int kPoolThreads = 128;
 // A negative member slot (check_indices would refuse it) is skipped: it adds nothing and is never addressed.
 // A slot beyond the cache cannot be detected (QsaPoolParams carries no slot count).
 __global__ void __launch_bounds__(kPoolThreads) qsa_pool_kernel(QsaPoolParams p) {
+    wait_for_previous_kernel();
     const int64_t g = blockIdx.x;
     const bool key_bf16 = p.key_type == DType::bf16, out_bf16 = p.out_type == DType::bf16;
     const int64_t* members = p.member_slots + g * p.ratio;
@@ -2260,6 +2266,7 @@ constexpr int kExpandWarps = kExpandThreads / kWarp;
 // One block per token (ops/qsa_expand.h). Every write is to out[t, c] with c ∈ [0, out_width), whatever the
 // inputs hold; any produced value < 0, ≥ L or beyond int32 is written as −1 (§4.6).
 __global__ void __launch_bounds__(kExpandThreads) qsa_expand_kernel(QsaExpandParams p) {
+    wait_for_previous_kernel();
     __shared__ int s_warp[kExpandWarps];
     __shared__ int s_valid[kExpandWarps];
     const int64_t t = blockIdx.x;
@@ -2327,6 +2334,7 @@ constexpr int kGateThreads = 128;
 // quotient in double), cast once. In place (y = x, same view) is safe: each element is read, then written, by
 // one thread.
 __global__ void __launch_bounds__(kGateThreads) dsa_output_gate_kernel(DsaOutputGateParams p) {
+    wait_for_previous_kernel();
     const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
     const bool x_bf16 = p.x_type == DType::bf16, g_bf16 = p.gate_type == DType::bf16, y_bf16 = p.y_type == DType::bf16;
     const bool elementwise = p.mode == DsaGateMode::elementwise;
@@ -2351,6 +2359,7 @@ constexpr int kProjTileK = 32;  // in_features per step
 // accumulation over i in order (the contract leaves the order open). math bf16: X = round_bf16(x) and w is
 // bf16, so every product is exact in fp32 (ops/linear.h's rule); math f32 widens both.
 __global__ void __launch_bounds__(kProjThreads) mla_head_proj_kernel(MlaHeadProjParams p) {
+    wait_for_previous_kernel();
     __shared__ float sX[kProjTileT][kProjTileK + 1];
     __shared__ float sW[kProjTileK][kProjTileO];
     const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kProjTileT, o0 = static_cast<int64_t>(blockIdx.y) * kProjTileO;
@@ -2507,13 +2516,15 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
         SIEVE_RETURN_IF_ERROR(launch_check(attribute, "sparse_attention", "shared memory of the tensor-core kernel"));
         if (wg) {
             auto kernel = model1 ? sparse_attention_wgmma_kernel<true> : sparse_attention_wgmma_kernel<false>;
-            kernel<<<static_cast<unsigned>(blocks), kWgThreads, smem_bytes, stream>>>(ma, wgmma_split_positions(p, splits));
+            launch_after_previous(kernel, static_cast<unsigned>(blocks), kWgThreads, smem_bytes, stream, ma,
+                                  wgmma_split_positions(p, splits));
         } else {
             auto kernel = model1 ? sparse_attention_mma_kernel<true> : sparse_attention_mma_kernel<false>;
-            kernel<<<static_cast<unsigned>(blocks), kMmaThreads, smem_bytes, stream>>>(ma);
+            launch_after_previous(kernel, static_cast<unsigned>(blocks), kMmaThreads, smem_bytes, stream, ma);
         }
     } else {
-        sparse_attention_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
+        launch_after_previous(sparse_attention_kernel, static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes,
+                              stream, a);
     }
     SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "sparse_attention launch"));
     if (splits == 1) return Status::ok();
@@ -2538,14 +2549,14 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
 Status qsa_pool(const QsaPoolParams& p, cudaStream_t stream) {
     if (p.n_groups == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(launch_rows(p.n_groups, "qsa_pool"));
-    qsa_pool_kernel<<<static_cast<unsigned>(p.n_groups), kPoolThreads, 0, stream>>>(p);
+    launch_after_previous(qsa_pool_kernel, static_cast<unsigned>(p.n_groups), kPoolThreads, 0, stream, p);
     return cuda_status(cudaGetLastError(), "qsa_pool launch");
 }
 
 Status qsa_expand(const QsaExpandParams& p, cudaStream_t stream) {
     if (p.n_tokens == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(launch_rows(p.n_tokens, "qsa_expand"));
-    qsa_expand_kernel<<<static_cast<unsigned>(p.n_tokens), kExpandThreads, 0, stream>>>(p);
+    launch_after_previous(qsa_expand_kernel, static_cast<unsigned>(p.n_tokens), kExpandThreads, 0, stream, p);
     return cuda_status(cudaGetLastError(), "qsa_expand launch");
 }
 
@@ -2648,9 +2659,10 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
     if (blocks > INT_MAX)
         return unsupported_error("cuda: qsa_sparse_gqa over {} blocks (at most 2^31 − 1)", blocks);
     if (mma)
-        mma_kernel<<<static_cast<unsigned>(blocks), kGqaThreads, shape.smem_bytes, stream>>>(a);
+        launch_after_previous(mma_kernel, static_cast<unsigned>(blocks), kGqaThreads, shape.smem_bytes, stream, a);
     else
-        qsa_sparse_gqa_kernel<<<static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes, stream>>>(a);
+        launch_after_previous(qsa_sparse_gqa_kernel, static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes,
+                              stream, a);
     SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "qsa_sparse_gqa launch"));
     if (splits == 1) return Status::ok();
     return cuda_status(launch_after_previous(qsa_sparse_gqa_combine_kernel, static_cast<unsigned>(rows), kCombineThreads, 0,
@@ -2664,7 +2676,7 @@ Status dsa_output_gate(const DsaOutputGateParams& p, cudaStream_t stream) {
     const int64_t rows = p.n_tokens * p.n_heads;
     if (rows == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(launch_rows(rows, "dsa_output_gate"));
-    dsa_output_gate_kernel<<<static_cast<unsigned>(rows), kGateThreads, 0, stream>>>(p);
+    launch_after_previous(dsa_output_gate_kernel, static_cast<unsigned>(rows), kGateThreads, 0, stream, p);
     return cuda_status(cudaGetLastError(), "dsa_output_gate launch");
 }
 
@@ -2679,7 +2691,7 @@ Status mla_head_proj(const MlaHeadProjParams& p, Workspace, cudaStream_t stream)
                                  "grid limits (2^31 − 1 × 65535 × 65535)",
                                  tiles_t, tiles_o, p.n_heads);
     const dim3 grid(static_cast<unsigned>(tiles_t), static_cast<unsigned>(tiles_o), static_cast<unsigned>(p.n_heads));
-    mla_head_proj_kernel<<<grid, kProjThreads, 0, stream>>>(p);
+    launch_after_previous(mla_head_proj_kernel, grid, kProjThreads, 0, stream, p);
     return cuda_status(cudaGetLastError(), "mla_head_proj launch");
 }
 

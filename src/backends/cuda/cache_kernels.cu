@@ -26,6 +26,7 @@
 #include "backends/cuda/cache_kernels.h"
 #include "backends/cuda/cache_record.cuh"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/fp8.cuh"
 
 namespace sieve::cuda {
@@ -75,6 +76,7 @@ __device__ __forceinline__ int64_t store_slot(const CacheStoreArgs& a, int64_t r
 
 // f32 and bf16 entries: values entry_offset … entry_offset + dim − 1 of the entry; the others untouched.
 __global__ void __launch_bounds__(kMaxThreads) cache_store_plain_kernel(CacheStoreArgs a) {
+    wait_for_previous_kernel();
     const int64_t r = blockIdx.x;
     const int64_t s = store_slot(a, r);
     if (s < 0) return;
@@ -100,6 +102,7 @@ __device__ __forceinline__ uint32_t fp8_value_bits(const CacheStoreArgs& a, int6
 // fp8_row_scale, fp8_model1, fp8_v32: the whole entry. Warp w quantizes groups w, w + n_warps, …; then
 // the block writes fp8_model1's zero scale padding and the bf16 tail.
 __global__ void __launch_bounds__(kMaxThreads) cache_store_fp8_kernel(CacheStoreArgs a) {
+    wait_for_previous_kernel();
     const int64_t r = blockIdx.x;
     const int64_t s = store_slot(a, r);
     if (s < 0) return;
@@ -185,6 +188,7 @@ __device__ __forceinline__ bool load_zero_row(const KvLoadArgs& a, int64_t s, in
 
 // f32: as stored (bits kept); bf16: widened (exact).
 __global__ void __launch_bounds__(kMaxThreads) kv_load_plain_kernel(KvLoadArgs a) {
+    wait_for_previous_kernel();
     const int64_t r = blockIdx.x, y0 = r * a.y_row_stride;
     const int64_t s = a.slots[r];
     if (load_zero_row(a, s, y0)) return;
@@ -202,6 +206,7 @@ __global__ void __launch_bounds__(kMaxThreads) kv_load_plain_kernel(KvLoadArgs a
 // power-of-two scales cache_store writes); a NaN code or a NaN scale gives NaN, whose payload may differ
 // from the host's (the host's product propagates an operand's NaN, the GPU returns the canonical NaN).
 __global__ void __launch_bounds__(kMaxThreads) kv_load_fp8_kernel(KvLoadArgs a) {
+    wait_for_previous_kernel();
     const int64_t r = blockIdx.x, y0 = r * a.y_row_stride;
     const int64_t s = a.slots[r];
     if (load_zero_row(a, s, y0)) return;
@@ -235,6 +240,7 @@ __device__ __forceinline__ int64_t state_row_offset(const CacheView& v, int64_t 
 // row(s) = [a_s | b_s + ape[p_s mod m]] (deepseek_v4.md §3.4, §4.4 vLLM save_partial_states): a_s copied
 // bit for bit, the score half one fp32 add (ref's order: gate + ape).
 __global__ void __launch_bounds__(kMaxThreads) compressor_state_store_kernel(CompressorStateStoreParams p) {
+    wait_for_previous_kernel();
     const int64_t t = blockIdx.x;
     const int64_t s = p.slots[t], pos = p.positions[t];
     if (s < 0 || pos < 0) return;  // −1 skips; a negative position (refused by check_indices) would index before ape
@@ -257,6 +263,7 @@ constexpr int kPoolRows = 256;     // gather rows whose state-row offsets one bl
 // overlapping). Block (k, chunk): thread = channel e; the rows' byte offsets are staged in shared memory
 // (−1 = absent) chunk by chunk, once per pass.
 __global__ void __launch_bounds__(kPoolThreads) compressor_pool_kernel(CompressorPoolParams p) {
+    wait_for_previous_kernel();
     __shared__ int64_t row_offset[kPoolRows];
     const int64_t k = blockIdx.x;
     // p.coff(), p.width(), p.n_rows() are host functions: the same numbers, spelled out.
@@ -329,9 +336,9 @@ Status cache_store(const CacheStoreParams& p, cudaStream_t stream) {
         if (a.g.group_size > kMaxGroup)  // validate(CacheRecordLayout) bounds every format's group by 128
             return internal_error("cuda: cache_store: {} group of {} values (at most {})",
                                   cache_record_format_name(p.layout.format), a.g.group_size, kMaxGroup);
-        cache_store_fp8_kernel<<<rows, threads_for_groups(a.g.n_groups), 0, stream>>>(a);
+        launch_after_previous(cache_store_fp8_kernel, rows, threads_for_groups(a.g.n_groups), 0, stream, a);
     } else {
-        cache_store_plain_kernel<<<rows, threads_for(p.dim), 0, stream>>>(a);
+        launch_after_previous(cache_store_plain_kernel, rows, threads_for(p.dim), 0, stream, a);
     }
     return cuda_status(cudaGetLastError(), "cache_store launch");
 }
@@ -347,9 +354,9 @@ Status kv_load(const KvLoadParams& p, cudaStream_t stream) {
     a.y_bf16 = p.y_type == DType::bf16;
     const auto rows = static_cast<unsigned>(p.n_rows);
     if (p.layout.is_fp8())
-        kv_load_fp8_kernel<<<rows, threads_for_groups(a.g.n_groups), 0, stream>>>(a);
+        launch_after_previous(kv_load_fp8_kernel, rows, threads_for_groups(a.g.n_groups), 0, stream, a);
     else
-        kv_load_plain_kernel<<<rows, threads_for(p.layout.dim), 0, stream>>>(a);
+        launch_after_previous(kv_load_plain_kernel, rows, threads_for(p.layout.dim), 0, stream, a);
     return cuda_status(cudaGetLastError(), "kv_load launch");
 }
 
@@ -360,7 +367,8 @@ Status compressor_state_store(const CompressorStateStoreParams& p, cudaStream_t 
     if (reinterpret_cast<uintptr_t>(p.state.base) % 4 != 0)
         return unsupported_error("cuda: compressor_state_store: state base {} is not 4-byte aligned",
                                  static_cast<const void*>(p.state.base));
-    compressor_state_store_kernel<<<static_cast<unsigned>(p.n_tokens), threads_for(p.width), 0, stream>>>(p);
+    launch_after_previous(compressor_state_store_kernel, static_cast<unsigned>(p.n_tokens), threads_for(p.width), 0,
+                          stream, p);
     return cuda_status(cudaGetLastError(), "compressor_state_store launch");
 }
 
@@ -375,7 +383,7 @@ Status compressor_pool(const CompressorPoolParams& p, cudaStream_t stream) {
         return unsupported_error("cuda: compressor_pool: head_dim = {} needs {} blocks of {} channels (at most 65535)",
                                  p.head_dim, chunks, kPoolThreads);
     const dim3 grid(static_cast<unsigned>(p.n_entries), static_cast<unsigned>(chunks));
-    compressor_pool_kernel<<<grid, kPoolThreads, 0, stream>>>(p);
+    launch_after_previous(compressor_pool_kernel, grid, kPoolThreads, 0, stream, p);
     return cuda_status(cudaGetLastError(), "compressor_pool launch");
 }
 

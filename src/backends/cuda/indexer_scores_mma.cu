@@ -39,6 +39,7 @@
 
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/mma_sync.cuh"
 
 namespace sieve::cuda {
@@ -188,6 +189,7 @@ __device__ __forceinline__ void copy_key_values(uint32_t dst_row, const uint8_t*
 
 template <bool kHalf, bool kFp8Keys>
 __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresArgs a, int tiles_per_block, int granule) {
+    wait_for_previous_kernel();
     extern __shared__ __align__(16) uint8_t smem[];
     const SmemLayout L = smem_layout<kFp8Keys>(a.n_heads, a.head_dim);
     uint16_t* const q_s = reinterpret_cast<uint16_t*>(smem + L.q_off);
@@ -364,9 +366,10 @@ Status launch(const ScoresArgs& a, cudaStream_t stream) {
     const int64_t grid_y = std::min(a.n_tokens, kMaxGridY);
     const int64_t tiles_per_block = split_keys(tiles, grid_y);
     const int64_t grid_x = (tiles + tiles_per_block - 1) / tiles_per_block;
-    indexer_scores_mma_kernel<kHalf, kFp8Keys>
-        <<<dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), kThreads, static_cast<size_t>(L.bytes), stream>>>(
-            a, static_cast<int>(tiles_per_block), key_copy_granule(a));
+    launch_after_previous(indexer_scores_mma_kernel<kHalf, kFp8Keys>,
+                          dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), kThreads,
+                          static_cast<size_t>(L.bytes), stream, a, static_cast<int>(tiles_per_block),
+                          key_copy_granule(a));
     return cuda_status(cudaGetLastError(), "indexer_scores launch (tensor cores)");
 }
 

@@ -1,5 +1,6 @@
 // Staging and finishing of the cuda linear (linear_kernels.h). Grid-stride loops over every element.
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/dtype_access.cuh"
 #include "backends/cuda/linear_kernels.h"
 
@@ -15,6 +16,7 @@ unsigned blocks_for(int64_t n) {
 
 __global__ void stage_x_kernel(const void* x, bool x_bf16, int64_t x_stride, int64_t n_tokens, int64_t k,
                                bool to_bf16, void* xs) {
+    wait_for_previous_kernel();
     const int64_t n = n_tokens * k;
     for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
          e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -26,6 +28,7 @@ __global__ void stage_x_kernel(const void* x, bool x_bf16, int64_t x_stride, int
 
 __global__ void finish_kernel(const float* acc, const float* bias, int64_t n_tokens, int64_t n, void* y, bool y_bf16,
                               int64_t y_stride) {
+    wait_for_previous_kernel();
     const int64_t total = n_tokens * n;
     for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
          e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -41,16 +44,16 @@ __global__ void finish_kernel(const float* acc, const float* bias, int64_t n_tok
 Status linear_stage_x(const void* x, DType x_type, int64_t x_stride, int64_t n_tokens, int64_t k, bool to_bf16,
                       void* xs, cudaStream_t stream) {
     if (n_tokens * k == 0) return Status::ok();
-    stage_x_kernel<<<blocks_for(n_tokens * k), kThreads, 0, stream>>>(x, x_type == DType::bf16, x_stride, n_tokens, k,
-                                                                     to_bf16, xs);
+    launch_after_previous(stage_x_kernel, blocks_for(n_tokens * k), kThreads, 0, stream, x, x_type == DType::bf16,
+                          x_stride, n_tokens, k, to_bf16, xs);
     return cuda_status(cudaGetLastError(), "linear: staging x");
 }
 
 Status linear_finish(const float* acc, const float* bias, int64_t n_tokens, int64_t n, void* y, DType y_type,
                      int64_t y_stride, cudaStream_t stream) {
     if (n_tokens * n == 0) return Status::ok();
-    finish_kernel<<<blocks_for(n_tokens * n), kThreads, 0, stream>>>(acc, bias, n_tokens, n, y, y_type == DType::bf16,
-                                                                    y_stride);
+    launch_after_previous(finish_kernel, blocks_for(n_tokens * n), kThreads, 0, stream, acc, bias, n_tokens, n, y,
+                          y_type == DType::bf16, y_stride);
     return cuda_status(cudaGetLastError(), "linear: bias and store");
 }
 

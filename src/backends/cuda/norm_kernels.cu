@@ -4,6 +4,7 @@
 // products are rounded as written, as in ref.
 #include "backends/cuda/norm_kernels.h"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/dtype_access.cuh"
 
 namespace sieve::cuda {
@@ -30,6 +31,7 @@ __device__ float block_sum(float v) {
 }
 
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
+    wait_for_previous_kernel();
     const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
     const int64_t xo = t * p.x_token_stride + h * p.x_head_stride, yo = t * p.y_token_stride + h * p.y_head_stride;
     const bool x_bf16 = p.x_type == DType::bf16, y_bf16 = p.y_type == DType::bf16;
@@ -49,6 +51,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
 }
 
 __global__ void __launch_bounds__(kThreads) layer_norm_kernel(LayerNormParams p) {
+    wait_for_previous_kernel();
     const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
     const int64_t xo = t * p.x_token_stride + h * p.x_head_stride, yo = t * p.y_token_stride + h * p.y_head_stride;
     const bool x_bf16 = p.x_type == DType::bf16, y_bf16 = p.y_type == DType::bf16;
@@ -81,7 +84,7 @@ Status rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     const int64_t rows = p.n_tokens * p.n_heads;
     if (rows == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(launch_rows(rows, "rms_norm"));
-    rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p);
+    launch_after_previous(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, p);
     return cuda_status(cudaGetLastError(), "rms_norm launch");
 }
 
@@ -89,7 +92,7 @@ Status layer_norm(const LayerNormParams& p, cudaStream_t stream) {
     const int64_t rows = p.n_tokens * p.n_heads;
     if (rows == 0) return Status::ok();
     SIEVE_RETURN_IF_ERROR(launch_rows(rows, "layer_norm"));
-    layer_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(p);
+    launch_after_previous(layer_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, p);
     return cuda_status(cudaGetLastError(), "layer_norm launch");
 }
 

@@ -10,6 +10,7 @@
 // of the views that validate() checked.
 #include "backends/cuda/row_kernels.h"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/fp8.cuh"
 #include "backends/cuda/dtype_access.cuh"
 #include "backends/cuda/row_rope.cuh"
@@ -35,6 +36,7 @@ constexpr int kRopeChunk = 128;        // pairs per c/s chunk = the largest bloc
 constexpr int kRopeHeadsPerBlock = 8;  // heads sharing one token's c/s
 
 __global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p) {
+    wait_for_previous_kernel();
     __shared__ float cos_s[kRopeChunk], sin_s[kRopeChunk];
     const int64_t t = blockIdx.x;
     const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kRopeHeadsPerBlock;
@@ -101,6 +103,7 @@ __global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p) {
 constexpr int kQuantThreads = 256;
 
 __global__ void __launch_bounds__(kQuantThreads) quant_fp8_kernel(QuantFp8Params p, int team, int64_t n_teams) {
+    wait_for_previous_kernel();
     const int lane = static_cast<int>(threadIdx.x) & (team - 1);
     const int64_t team_id = static_cast<int64_t>(blockIdx.x) * (kQuantThreads / team) + threadIdx.x / team;
     const bool active = team_id < n_teams;
@@ -191,6 +194,7 @@ constexpr int kHadamardThreads = 256;
 
 template <int E>
 __global__ void __launch_bounds__(kHadamardThreads) hadamard_team_kernel(HadamardParams p, int team, int64_t rows) {
+    wait_for_previous_kernel();
     const int lane = static_cast<int>(threadIdx.x) & (team - 1);
     const int64_t row = static_cast<int64_t>(blockIdx.x) * (kHadamardThreads / team) + threadIdx.x / team;
     const bool active = row < rows;  // inactive teams still shuffle (full-warp masks), with zeros
@@ -226,6 +230,7 @@ __device__ __forceinline__ int hadamard_swizzle(int i) { return i ^ ((i >> 5) & 
 
 template <int E>
 __global__ void __launch_bounds__(kHadamardBlockThreads) hadamard_block_kernel(HadamardParams p) {
+    wait_for_previous_kernel();
     extern __shared__ float row_s[];  // [dim], swizzled
     const int64_t row = blockIdx.x;
     const int64_t t = row / p.n_heads, hd = row % p.n_heads;
@@ -267,7 +272,8 @@ Status launch_hadamard_team(const HadamardParams& p, int64_t rows, cudaStream_t 
     const int team = static_cast<int>(p.dim / E);  // E = 1: team = dim ≤ 32; else 32
     const int64_t blocks = ceil_div(rows, kHadamardThreads / team);
     if (blocks > kMaxGridX) return unsupported_error("cuda: hadamard over {} rows of dim {} (grid of {} blocks)", rows, p.dim, blocks);
-    hadamard_team_kernel<E><<<static_cast<unsigned>(blocks), kHadamardThreads, 0, stream>>>(p, team, rows);
+    launch_after_previous(hadamard_team_kernel<E>, static_cast<unsigned>(blocks), kHadamardThreads, 0, stream, p, team,
+                          rows);
     return cuda_status(cudaGetLastError(), "hadamard launch");
 }
 
@@ -280,7 +286,8 @@ Status launch_hadamard_block(const HadamardParams& p, int64_t rows, cudaStream_t
                                                         static_cast<int>(smem)),
                                    "hadamard shared memory attribute");
     }
-    hadamard_block_kernel<E><<<static_cast<unsigned>(rows), kHadamardBlockThreads, smem, stream>>>(p);
+    launch_after_previous(hadamard_block_kernel<E>, static_cast<unsigned>(rows), kHadamardBlockThreads, smem, stream,
+                          p);
     return cuda_status(cudaGetLastError(), "hadamard launch");
 }
 
@@ -297,7 +304,7 @@ Status rope(const RopeParams& p, cudaStream_t stream) {
     const int64_t work = (p.n_heads < kRopeHeadsPerBlock ? p.n_heads : kRopeHeadsPerBlock) * (half < kRopeChunk ? half : kRopeChunk);
     const int threads = static_cast<int>(work >= kRopeChunk ? kRopeChunk : ceil_div(work, 32) * 32);
     const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(head_groups));
-    rope_kernel<<<grid, threads, 0, stream>>>(p);
+    launch_after_previous(rope_kernel, grid, threads, 0, stream, p);
     return cuda_status(cudaGetLastError(), "rope launch");
 }
 
@@ -310,7 +317,7 @@ Status quant_fp8(const QuantFp8Params& p, cudaStream_t stream) {
     if (blocks > kMaxGridX)
         return unsupported_error("cuda: quant_fp8 over {} groups of {} (grid of {} blocks, at most 2^31 − 1)", n_teams,
                                  p.group_size, blocks);
-    quant_fp8_kernel<<<static_cast<unsigned>(blocks), kQuantThreads, 0, stream>>>(p, team, n_teams);
+    launch_after_previous(quant_fp8_kernel, static_cast<unsigned>(blocks), kQuantThreads, 0, stream, p, team, n_teams);
     return cuda_status(cudaGetLastError(), "quant_fp8 launch");
 }
 

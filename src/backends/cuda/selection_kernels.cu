@@ -29,6 +29,7 @@
 
 #include "backends/cuda/selection_kernels.h"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/fp8.cuh"
 #include "backends/cuda/indexer_scores_args.cuh"
 #include "backends/cuda/indexer_scores_mma.h"
@@ -50,6 +51,7 @@ constexpr int64_t kMaxGridY = 65535;       // grid y limit
 // are staged per step (rows padded to DC + 1 floats: the threads of a warp read distinct banks).
 template <int HG, int KG, int DC>
 __global__ void __launch_bounds__(HG * KG) indexer_scores_kernel(ScoresArgs a) {
+    wait_for_previous_kernel();
     constexpr int kThreads = HG * KG, HC = 4 * HG, KT = 4 * KG, P = DC + 1;
     static_assert(kThreads == 256, "indexer_scores_kernel: 256 threads");
     static_assert(HG * KT <= KT * P, "the head-group partial sums reuse the key tile");
@@ -151,7 +153,7 @@ Status launch_indexer_scores(const ScoresArgs& a, cudaStream_t stream) {
     const int64_t tiles = (a.n_cols + KT - 1) / KT;  // n_cols ≤ INT32_MAX (validate): far below the grid limit
     if (tiles > kMaxGridX) return unsupported_error("cuda: indexer_scores over {} key tiles (at most 2^31 − 1)", tiles);
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(std::min(a.n_tokens, kMaxGridY)));
-    indexer_scores_kernel<HG, KG, DC><<<grid, HG * KG, 0, stream>>>(a);
+    launch_after_previous(indexer_scores_kernel<HG, KG, DC>, grid, HG * KG, 0, stream, a);
     return cuda_status(cudaGetLastError(), "indexer_scores launch");
 }
 
@@ -380,6 +382,7 @@ __device__ __forceinline__ void topk_stream_units(const TopkRowUnits& u, int lan
 
 // Row r of the selection (blockIdx.x = r): ops/topk.h exactly.
 __global__ void __launch_bounds__(kTopkThreads, 1) topk_row_kernel(TopkArgs a) {
+    wait_for_previous_kernel();
     __shared__ __align__(8) uint32_t hist[kTopkBins];
     __shared__ uint32_t cand_s[kTopkCandidates];
     __shared__ uint32_t warp_sums[kTopkWarps], part_above[kTopkWarps], part_equal[kTopkWarps];
@@ -493,6 +496,7 @@ __host__ __device__ constexpr size_t topk_cluster_dynamic_bytes(int segment) {
 
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kTopkThreads, 1)
     topk_cluster_kernel(TopkArgs a, int segment) {
+    wait_for_previous_kernel();
     extern __shared__ __align__(16) uint32_t dynamic_s[];
     __shared__ __align__(16) uint32_t hist[2][kTopkBins];  // pass p uses hist[p % 2]: its zeroing needs no barrier
     __shared__ __align__(8) uint32_t total_s[kClusterSlice];  // the cluster's sums of this block's slice of the bins
@@ -649,11 +653,11 @@ Status launch_topk(const TopkArgs& a, cudaStream_t stream) {
         SIEVE_RETURN_IF_ERROR(cuda_status(attribute, "topk: shared memory of the cluster kernel"));
         const int seg = static_cast<int>(std::max<int64_t>(segment, 1));
         const dim3 grid(kClusterBlocks, static_cast<unsigned>(a.n_rows));
-        topk_cluster_kernel<<<grid, kTopkThreads, topk_cluster_dynamic_bytes(seg), stream>>>(a, seg);
+        launch_after_previous(topk_cluster_kernel, grid, kTopkThreads, topk_cluster_dynamic_bytes(seg), stream, a, seg);
         return cuda_status(cudaGetLastError(), "topk launch (cluster)");
     }
     if (a.n_rows > kMaxGridX) return unsupported_error("cuda: topk over {} rows (at most 2^31 − 1)", a.n_rows);
-    topk_row_kernel<<<static_cast<unsigned>(a.n_rows), kTopkThreads, 0, stream>>>(a);
+    launch_after_previous(topk_row_kernel, static_cast<unsigned>(a.n_rows), kTopkThreads, 0, stream, a);
     return cuda_status(cudaGetLastError(), "topk launch");
 }
 
@@ -663,6 +667,7 @@ constexpr int kSlotsThreads = 256;
 constexpr int64_t kSlotsMaxBlocks = int64_t{1} << 16;  // a grid-stride loop covers the rest
 
 __global__ void __launch_bounds__(kSlotsThreads) selected_slots_kernel(SelectedSlotsParams p) {
+    wait_for_previous_kernel();
     const int64_t total = p.n_tokens * p.width;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * kSlotsThreads + threadIdx.x; i < total;
          i += static_cast<int64_t>(gridDim.x) * kSlotsThreads) {
@@ -802,7 +807,7 @@ Status selected_slots(const SelectedSlotsParams& p, cudaStream_t stream) {
     const int64_t total = p.n_tokens * p.width;  // validate bounds both extents
     if (total == 0) return Status::ok();
     const int64_t blocks = std::min((total + kSlotsThreads - 1) / kSlotsThreads, kSlotsMaxBlocks);
-    selected_slots_kernel<<<static_cast<unsigned>(blocks), kSlotsThreads, 0, stream>>>(p);
+    launch_after_previous(selected_slots_kernel, static_cast<unsigned>(blocks), kSlotsThreads, 0, stream, p);
     return cuda_status(cudaGetLastError(), "selected_slots launch");
 }
 
