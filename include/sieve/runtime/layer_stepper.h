@@ -5,8 +5,9 @@
 //
 // One step:
 //   begin_step(requests)       the step's requests, each continuing where its previous step stopped
-//                              (start = the tokens it already ran: 0 for its first step); reserves
-//                              their cache entries and plans the step (AttentionModel::plan_step)
+//                              (start = the tokens it already ran: 0 for its first step, or where
+//                              attach_prefix started it); reserves their cache entries and plans the
+//                              step (AttentionModel::plan_step)
 //   forward(layer_pos, …)      every layer the caller needs, in the model's order (layers()), once each
 //   end_step()                 ends it; windowed caches keep what a token at the step's start still sees
 //                              until the request's next step begins (a rollback may return there)
@@ -16,9 +17,9 @@
 // its prompt that the prefix cache holds (runtime/prefix_cache.h), caching its own chunks as it runs,
 // and free_request(id) when a request ends (or is dropped). Over adopted pools (CachePools::adopt: the
 // engine's cache memory and blocks) a request lives for one step: the engine sets its block tables
-// (set_block_table) before begin_step, its start is the engine's, and end_step forgets it. A failed begin_step or forward leaves
-// no step open; the caller may free the step's requests or retry them from their last completed
-// step (the failed step's cache writes are overwritten by the retry).
+// (set_block_table) before begin_step, its start is the engine's, and end_step forgets it. A failed
+// begin_step or forward leaves no step open; the caller may free the step's requests or retry them from
+// their last completed step (the failed step's cache writes are overwritten by the retry).
 #pragma once
 
 #include <cstdint>
