@@ -1,13 +1,13 @@
 #include "sieve/runtime/prefix_cache.h"
 
 #include <algorithm>
-#include <limits>
 #include <numeric>
 
 namespace sieve {
 
 PrefixCache::PrefixCache(std::vector<CacheGroup*> groups) : groups_(std::move(groups)) {
-    for (const CacheGroup* g : groups_) chunk_tokens_ = std::lcm(chunk_tokens_, g->block_size() * g->spec().tokens_per_entry);
+    for (const CacheGroup* g : groups_)
+        chunk_tokens_ = std::lcm(chunk_tokens_, g->block_size() * g->spec().tokens_per_entry);
 }
 
 PrefixCache::Chunk* PrefixCache::find(const std::vector<uint64_t>& keys, size_t i) {
@@ -72,7 +72,7 @@ void PrefixCache::publish(RequestId request, const std::vector<uint64_t>& keys, 
             const std::vector<int32_t>& table = g->block_table(request);
             if (static_cast<int64_t>(table.size()) < end) return;
             std::vector<int32_t> blocks(table.begin() + begin, table.begin() + end);
-            if (std::count(blocks.begin(), blocks.end(), -1) > 0) return;  // released: the run ends here
+            if (std::find(blocks.begin(), blocks.end(), -1) != blocks.end()) return;  // released: the run ends here
             chunk.blocks.push_back(std::move(blocks));
         }
         for (size_t g = 0; g < groups_.size(); ++g)
