@@ -172,7 +172,8 @@ Expected<bool> Engine::step() {
         Entry& e = requests_.at(r.id);
         e.done = r.end();
         // Its kept tokens are final: their chunks are cached before any block of them is let go.
-        if (!e.prefix_keys.empty()) pools_->prefix_cache()->publish(r.id, e.prefix_keys, e.done);
+        if (!e.prefix_keys.empty())
+            e.cached_chunks = pools_->prefix_cache()->publish(r.id, e.prefix_keys, e.done, e.cached_chunks);
         if (e.done >= e.n_tokens) {
             e.status = RequestStatus::finished;
             pools_->free_request(r.id);

@@ -47,8 +47,8 @@ Status LayerStepper::begin_step(std::vector<StepRequest> requests) {
         r.is_decode = r.n_tokens == 1 && r.start > 0;
     }
     for (const StepRequest& r : requests) {
-        if (auto keys = prefix_keys_.find(r.id); keys != prefix_keys_.end())  // before a window block is let go
-            pools_->prefix_cache()->publish(r.id, keys->second, r.start);
+        if (auto p = prefix_keys_.find(r.id); p != prefix_keys_.end())  // before a window block is let go
+            p->second.cached = pools_->prefix_cache()->publish(r.id, p->second.keys, r.start, p->second.cached);
         if (!pools_->adopted()) pools_->after_step(r.id, r.start);  // what the step's first token no longer sees
         SIEVE_RETURN_IF_ERROR(pools_->reserve(r));
     }
@@ -142,14 +142,14 @@ Expected<int64_t> LayerStepper::attach_prefix(RequestId id, std::vector<uint64_t
         done_[id] = tokens;
         last_start_[id] = tokens;
     }
-    prefix_keys_[id] = std::move(keys);
+    prefix_keys_[id] = {std::move(keys), 0};
     return tokens;
 }
 
 void LayerStepper::free_request(RequestId id) {
-    if (auto keys = prefix_keys_.find(id); keys != prefix_keys_.end()) {
-        pools_->prefix_cache()->publish(id, keys->second, tokens_done(id));
-        prefix_keys_.erase(keys);
+    if (auto p = prefix_keys_.find(id); p != prefix_keys_.end()) {
+        pools_->prefix_cache()->publish(id, p->second.keys, tokens_done(id), p->second.cached);
+        prefix_keys_.erase(p);
     }
     pools_->free_request(id);
     model_.release_request(id);

@@ -55,14 +55,15 @@ Expected<int64_t> PrefixCache::attach(RequestId request, const std::vector<uint6
     return tokens;
 }
 
-void PrefixCache::publish(RequestId request, const std::vector<uint64_t>& keys, int64_t tokens) {
+size_t PrefixCache::publish(RequestId request, const std::vector<uint64_t>& keys, int64_t tokens, size_t from) {
     const size_t n = std::min<size_t>(keys.size(), static_cast<size_t>(std::max<int64_t>(0, tokens) / chunk_tokens_));
-    for (size_t i = 0; i < n; ++i) {
+    if (from > n || (from > 0 && find(keys, from - 1) == nullptr)) from = 0;
+    for (size_t i = from; i < n; ++i) {
         if (Chunk* c = find(keys, i)) {
             touch(keys[i], *c);
             continue;
         }
-        if (chunks_.count(keys[i])) return;  // the key names another prefix: the caller's keys collide
+        if (chunks_.count(keys[i])) return i;  // the key names another prefix: the caller's keys collide
         Chunk chunk;
         chunk.first = i == 0;
         chunk.parent = i == 0 ? 0 : keys[i - 1];
@@ -70,9 +71,9 @@ void PrefixCache::publish(RequestId request, const std::vector<uint64_t>& keys, 
             const int64_t span = g->block_size() * g->spec().tokens_per_entry;  // tokens a block holds
             const int64_t begin = static_cast<int64_t>(i) * chunk_tokens_ / span, end = begin + chunk_tokens_ / span;
             const std::vector<int32_t>& table = g->block_table(request);
-            if (static_cast<int64_t>(table.size()) < end) return;
+            if (static_cast<int64_t>(table.size()) < end) return i;
             std::vector<int32_t> blocks(table.begin() + begin, table.begin() + end);
-            if (std::find(blocks.begin(), blocks.end(), -1) != blocks.end()) return;  // released: the run ends here
+            if (std::find(blocks.begin(), blocks.end(), -1) != blocks.end()) return i;  // released: the run ends here
             chunk.blocks.push_back(std::move(blocks));
         }
         for (size_t g = 0; g < groups_.size(); ++g)
@@ -86,6 +87,7 @@ void PrefixCache::publish(RequestId request, const std::vector<uint64_t>& keys, 
         chunks_.emplace(keys[i], std::move(chunk));
         ++stats_.cached_chunks;
     }
+    return n;
 }
 
 bool PrefixCache::evict_one() {

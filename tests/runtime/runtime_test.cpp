@@ -99,6 +99,31 @@ TEST(PrefixCache, SharesCachedRunsAndEvictsLeastRecentlyUsedLeaves) {
     EXPECT_EQ(cache.stats().hits, 2);
 }
 
+// A request publishing as it runs passes back how many leading chunks are cached, so that each call looks
+// at its new chunks only; when the last of them was evicted meanwhile, the next call starts over and caches
+// it again (the request still holds its block).
+TEST(PrefixCache, PublishingAsARequestRunsResumesWhereItStopped) {
+    auto made = CacheGroup::create(host_backend(), "kv", CacheSpec{"kv", "f32 [4]", 16, 1, 0}, 2, 16, 1);
+    ASSERT_TRUE(made.has_value());
+    CacheGroup& g = **made;
+    PrefixCache cache({&g});
+    const std::vector<uint64_t> keys = {30, 31, 32};
+    ASSERT_TRUE(g.reserve(7, 3).is_ok());
+    size_t cached = cache.publish(7, keys, 3);
+    EXPECT_EQ(cached, 1u) << "one whole chunk of 2 tokens";
+    ASSERT_TRUE(g.reserve(7, 4).is_ok());
+    cached = cache.publish(7, keys, 4, cached);
+    EXPECT_EQ(cached, 2u);
+    EXPECT_EQ(cache.stats().cached_chunks, 2);
+    ASSERT_TRUE(cache.evict_one());  // chunk 31, the only leaf
+    ASSERT_TRUE(g.reserve(7, 6).is_ok());
+    cached = cache.publish(7, keys, 6, cached);
+    EXPECT_EQ(cached, 3u);
+    EXPECT_EQ(cache.stats().cached_chunks, 3) << "chunk 31 cached again, then 32";
+    g.free_request(7);
+    EXPECT_EQ(g.allocator().used_blocks(), 3);
+}
+
 TEST(CacheGroup, SlotsWindowsAndAllOrNothingReserve) {
     auto g = CacheGroup::create(host_backend(), "kv", CacheSpec{"kv", "f32 [4]", 16, 1, 6}, 4, 5, 2);
     ASSERT_TRUE(g.has_value());

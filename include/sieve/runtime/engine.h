@@ -111,6 +111,7 @@ private:
         int64_t prompt_tokens = 0;
         std::vector<uint64_t> prefix_keys;
         bool looked_for_prefix = false;
+        size_t cached_chunks = 0;  // leading prompt chunks cached (PrefixCache::publish)
         int64_t done = 0;
         RequestStatus status = RequestStatus::queued;
         Status error;

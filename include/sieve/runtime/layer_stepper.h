@@ -98,7 +98,11 @@ private:
     std::unique_ptr<CachePools> pools_;
     std::map<RequestId, int64_t> done_;        // tokens run, per request
     std::map<RequestId, int64_t> last_start_;  // the start of each request's last step (rollback's floor)
-    std::map<RequestId, std::vector<uint64_t>> prefix_keys_;  // attach_prefix's keys, per request
+    struct PrefixKeys {
+        std::vector<uint64_t> keys;  // attach_prefix's
+        size_t cached = 0;           // leading chunks cached (PrefixCache::publish)
+    };
+    std::map<RequestId, PrefixKeys> prefix_keys_;
     std::optional<StepBatch> batch_;
     int64_t next_layer_ = 0;
     std::unique_ptr<DeviceBuffer> rows_in_, rows_out_;  // the step's activations on the model's backend

@@ -46,8 +46,10 @@ public:
     Expected<int64_t> attach(RequestId request, const std::vector<uint64_t>& keys, int64_t max_tokens);
     // Caches the chunks of `request` below its first `tokens` tokens (which must be final: no rollback
     // returns below them) under keys[0, …), those not cached yet, while the request still holds their
-    // blocks; a chunk whose windowed blocks it has already released ends the run.
-    void publish(RequestId request, const std::vector<uint64_t>& keys, int64_t tokens);
+    // blocks; a chunk whose windowed blocks it has already released ends the run. Returns how many of its
+    // leading chunks are cached. A caller that publishes as the request runs passes that count back as
+    // `from`, so that each call looks at the new chunks only (from 0 again if chunk from − 1 was evicted).
+    size_t publish(RequestId request, const std::vector<uint64_t>& keys, int64_t tokens, size_t from = 0);
     // Evicts the least recently used chunk that no cached chunk extends; false when none is cached.
     bool evict_one();
 
