@@ -10,10 +10,15 @@ For each fixture directory given:
      hy_v4 shared layers equal to their producer's rows). Fixtures with metadata `topk_rows` = `raw`
      (make_golden.py --raw-topk) keep the reference's own rows: entries within the row torch.topk ran over,
      no index twice, and as many causal entries as the reference selects (the rest lie past the token's
-     causal range and mean "none");
+     causal range and mean "none"). MTP fixtures (metadata `mtp_layers`, make_golden.py --mtp): the checkpoint
+     must map onto the (n+1)-layer reference (config MTP count 1, mtp_layers = [num_hidden_layers], no tensor
+     outside the one MTP block or past it, F32 except the BF16 tensors the spec names), and the expected
+     layers are the reference's, layer n included;
   4. determinism (unless --no-rerun): reloads the checkpoint with transformers, re-runs every request with
      the same tokens (metadata `input_ids`) and the family's conventions, and requires the captured tensors to
      reproduce within --tol (default 1e-7 absolute; reported: bit-exact or max |diff|) and identical top-k.
+     MTP fixtures: the (n+1)-layer reference is rebuilt from the checkpoint by renaming the MTP tensors back
+     to layer n (make_golden.load_mtp_model); a tensor it lacks, does not know or has in another shape fails;
 Optionally (--cache-path) also runs the reference through its KV-cache code path (use_cache=True) and reports
 the difference from the stateless path the fixtures were made with (informational).
 
@@ -35,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_golden as mg  # noqa: E402
 
 KNOWN_METADATA = {"format", "family", "reference", "requests", "note"}
-OPTIONAL_METADATA = {"generator", "input_ids", "topk_rows"}
+OPTIONAL_METADATA = {"generator", "input_ids", "topk_rows", "mtp_layers"}
 
 
 class Failure(Exception):
@@ -134,6 +139,44 @@ def check_topk_rows(name: str, topk: torch.Tensor, kind: str, tc: dict, T: int, 
     return noncausal
 
 
+def mtp_layers(md: dict) -> list[int]:
+    """The MTP layer indices of an MTP fixture (make_golden.py --mtp; metadata mtp_layers), [] otherwise."""
+    if "mtp_layers" not in md:
+        return []
+    if not re.fullmatch(r"\d+(,\d+)*", md["mtp_layers"]):
+        raise Failure(f"metadata mtp_layers {md['mtp_layers']!r} is not a comma-separated list of layer indices")
+    return [int(v) for v in md["mtp_layers"].split(",")]
+
+
+def check_mtp_checkpoint(fix: str, family: str, cfg: dict, layers: list[int]) -> tuple[dict, list[str]]:
+    """An MTP fixture's checkpoint: config with num_hidden_layers = n, the MTP count = 1 and mtp_layers = [n];
+    its tensors map onto the (n+1)-layer reference (make_golden.mtp_reference_tensors: nothing unknown, nothing
+    outside the one MTP block, dtypes F32 except where the spec stores BF16). Returns the reference config and
+    info lines."""
+    fam = mg.FAMILIES[family]
+    if fam.mtp is None:
+        raise Failure(f"family {family} has no MTP layer definition")
+    tc = mg.text_config_dict(cfg)
+    n = tc["num_hidden_layers"]
+    if layers != [n]:
+        raise Failure(f"metadata mtp_layers {layers} != [num_hidden_layers] = [{n}] (fixtures have one MTP layer)")
+    single = os.path.join(fix, "ckpt", "model.safetensors")
+    if not os.path.isfile(single):
+        raise Failure(f"missing {single} (MTP fixtures are single-file checkpoints)")
+    try:
+        ref_cfg = mg.mtp_reference_config(fam, cfg)
+        tensors, _ = mg.read_safetensors(single)
+        ref = mg.mtp_reference_tensors(fam, n, tensors)
+    except ValueError as e:
+        raise Failure(f"MTP checkpoint: {e}")
+    block = fam.mtp.block_prefix.format(n=n)
+    n_block = sum(1 for k in tensors if k.startswith(block))
+    bf16 = [block + name for _, name in fam.mtp.bf16]
+    info = [f"MTP layer {n}: {n_block} tensors under {block}" + (f", BF16: {', '.join(bf16)}" if bf16 else "")
+            + f"; reference has {len(ref)} tensors, {n + 1} layers"]
+    return ref_cfg, info
+
+
 def raw_topk_rows(md: dict) -> bool:
     """Whether the fixture keeps the reference's raw top-k rows (make_golden.py --raw-topk)."""
     rows = md.get("topk_rows", "normalised")
@@ -189,6 +232,13 @@ def check_format(fix: str) -> tuple[dict, dict, dict[str, torch.Tensor], list[st
     R = int(md["requests"])
     raw = raw_topk_rows(md)
     noncausal = 0
+    mtp = mtp_layers(md)
+    if mtp:
+        if raw:
+            raise Failure("an MTP fixture with raw top-k rows (make_golden.py does not make these)")
+        # validate the checkpoint and check the goldens against the (n+1)-layer reference's layers
+        cfg, mtp_info = check_mtp_checkpoint(fix, family, cfg, mtp)
+        info += mtp_info
 
     tc = _text_config(cfg)
     hidden = tc["hidden_size"]
@@ -255,7 +305,13 @@ def rerun(fix: str, md: dict, tensors: dict, tol: float, use_cache: bool) -> tup
     if len(input_ids) != int(md["requests"]):
         raise Failure("metadata input_ids has a different number of requests")
     mg.set_determinism()
-    model = mg.load_model(fam, os.path.join(fix, "ckpt"))
+    if mtp_layers(md):
+        try:
+            model = mg.load_mtp_model(fam, os.path.join(fix, "ckpt"))
+        except ValueError as e:
+            raise Failure(str(e))
+    else:
+        model = mg.load_model(fam, os.path.join(fix, "ckpt"))
     fresh, _ = mg.capture_all(fam, model, input_ids, use_cache=use_cache, raw_topk=raw_topk_rows(md))
     if set(fresh) != set(tensors):
         raise Failure(f"re-run produced tensors {sorted(set(fresh) ^ set(tensors))[:8]} that differ in name")

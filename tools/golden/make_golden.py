@@ -17,8 +17,14 @@ With --raw-topk the .topk rows are kept as the reference's top-k returned them i
 future positions and not-yet-complete entries included, see RAW_TOPK_NOTE), for shorter requests
 (Family.raw_topk_requests); the metadata then has `topk_rows` = `raw`.
 
+With --mtp the reference model gets one more layer n = num_hidden_layers of the attention kind the spec assigns
+the family's MTP layer (Family.mtp), layer n is captured too, and the checkpoint is written as an n-layer
+checkpoint with one MTP layer (layer n's tensors under the MTP prefix; see "MTP fixtures" below); the metadata
+then has `mtp_layers` = "n".
+
 Usage:  python tools/golden/make_golden.py --family all --out tests/data [--seed 19]
         python tools/golden/make_golden.py --family all --out tests/data/raw_topk --raw-topk
+        python tools/golden/make_golden.py --family all --out tests/data/mtp --seed 19 --mtp
 
 Only the Python packages in tools/golden/requirements.txt are needed (see tools/golden/README.md).
 Nothing in sieve's C++ build runs this script.
@@ -28,11 +34,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import math
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
@@ -116,9 +124,28 @@ def init_weights(model: torch.nn.Module, gen: torch.Generator, gain: float = 1.0
 
 
 @dataclass
+class MtpSpec:
+    """A family's MTP draft layer (--mtp): where the checkpoint keeps it and which ordinary attention layer kind
+    the spec assigns it. The MTP layer j has layer index num_hidden_layers + j; the fixtures have one (j = 0)."""
+
+    count_field: str  # config field with the number of MTP layers (in the text config where that is nested)
+    layers_prefix: str  # checkpoint prefix of decoder layer N is f"{layers_prefix}{N}."
+    block_prefix: str  # checkpoint prefix of the MTP layer; "{n}" stands for num_hidden_layers
+    namespace: str  # every checkpoint tensor whose name starts with this belongs to an MTP layer ("": none)
+    # the reference's per-layer config lists: {key: the MTP layer's entry}; None = repeat the entry of the last
+    # backbone layer (the MLP kind, outside the captured module)
+    layer_entries: dict[str, str | None]
+    decoder_layers: Callable[[torch.nn.Module], torch.nn.ModuleList]  # model -> its decoder layers
+    kind: str  # for the note: the attention kind the spec assigns the MTP layer, with the spec sections
+    prefix_spec: str  # spec sections that name the MTP layer's checkpoint prefix
+    # (parameter in the decoder layer module, checkpoint name under block_prefix) stored as BF16 in the checkpoint
+    bf16: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
 class Family:
     name: str  # the checkpoint's model_type, also the fixture directory name
-    build: Callable[[], torch.nn.Module]  # builds the randomly initialised model (before init_weights)
+    config: Callable[[], object]  # the fixture's transformers config (eager attention)
     requests: list[int]  # request lengths
     vocab_limit: int  # token ids are drawn from [0, vocab_limit)
     # model -> {layer index: attention module}
@@ -130,9 +157,10 @@ class Family:
     note: str
     # context manager factory that patches the reference (hy_v4); applied to the freshly built or loaded model
     patch: Callable[[torch.nn.Module], contextlib.AbstractContextManager] = lambda m: contextlib.nullcontext()
-    loader_class: str = ""  # transformers class name used to reload the saved checkpoint
+    loader_class: str = ""  # transformers model class: builds the model and reloads the saved checkpoint
     # request lengths of the --raw-topk fixture: short, with early rows that have fewer candidates than k
     raw_topk_requests: list[int] | None = None
+    mtp: MtpSpec | None = None  # the MTP layer (--mtp)
 
 
 # How every fixture was run; then how its topk rows are written (normalised, or --raw-topk's raw rows).
@@ -164,8 +192,8 @@ def _eager(config):
 # --- DeepSeek-V4 ------------------------------------------------------------------------------------------
 
 
-def _build_deepseek_v4():
-    from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+def _config_deepseek_v4():
+    from transformers import DeepseekV4Config
 
     cfg = DeepseekV4Config(
         vocab_size=64,
@@ -206,12 +234,12 @@ def _build_deepseek_v4():
         num_nextn_predict_layers=0,
         tie_word_embeddings=False,
     )
-    return DeepseekV4ForCausalLM(_eager(cfg))
+    return _eager(cfg)
 
 
 DEEPSEEK_V4 = Family(
     name="deepseek_v4",
-    build=_build_deepseek_v4,
+    config=_config_deepseek_v4,
     # 5: p=0..2 no compressed entry, p=3 first CSA entry, p=4 after it (also short-context fallback range);
     # 37: p=7 first entry with the overlap half, window (8) full from p=7 and sliding from p=8, first HCA
     #     entry (ratio 16) at p=15, 37//4 = 9 > index_topk = 8: past the short-context fallback threshold
@@ -235,14 +263,25 @@ DEEPSEEK_V4 = Family(
         "4k-4..4k+3), K = min(index_topk, T//4); SWA-only and HCA layers have no topk. "
     ),
     loader_class="DeepseekV4ForCausalLM",
+    mtp=MtpSpec(
+        count_field="num_nextn_predict_layers",
+        layers_prefix="model.layers.",
+        block_prefix="mtp.0.",
+        namespace="mtp.",
+        layer_entries={"layer_types": "sliding_attention", "mlp_layer_types": None},
+        decoder_layers=lambda m: m.model.layers,
+        kind="a sliding_attention layer (SWA-only, compress ratio 0, main RoPE table: rope_theta, no YaRN; "
+        "deepseek_v4.md §1.3, §4.2 'MTP layer = SWA-only')",
+        prefix_spec="deepseek_v4.md §6",
+    ),
 )
 
 
 # --- DeepSeek-V3.2 ----------------------------------------------------------------------------------------
 
 
-def _build_deepseek_v32():
-    from transformers import DeepseekV32Config, DeepseekV32ForCausalLM
+def _config_deepseek_v32():
+    from transformers import DeepseekV32Config
 
     cfg = DeepseekV32Config(
         vocab_size=64,
@@ -282,12 +321,12 @@ def _build_deepseek_v32():
         num_experts_per_tok=1,
         tie_word_embeddings=False,
     )
-    return DeepseekV32ForCausalLM(_eager(cfg))
+    return _eager(cfg)
 
 
 DEEPSEEK_V32 = Family(
     name="deepseek_v32",
-    build=_build_deepseek_v32,
+    config=_config_deepseek_v32,
     # 12 <= index_topk (16): sparse == dense; 17: only the last row (p=16) selects 16 of 17;
     # 90: rows p >= 16 select 16 of p+1.
     requests=[12, 17, 90],
@@ -305,6 +344,16 @@ DEEPSEEK_V32 = Family(
         "token positions, K = min(index_topk, T). "
     ),
     loader_class="DeepseekV32ForCausalLM",
+    mtp=MtpSpec(
+        count_field="num_nextn_predict_layers",
+        layers_prefix="model.layers.",
+        block_prefix="model.layers.{n}.",
+        namespace="",
+        layer_entries={"layer_types": "deepseek_sparse_attention", "mlp_layer_types": None},
+        decoder_layers=lambda m: m.model.layers,
+        kind="a deepseek_sparse_attention (DSA) layer with its own indexer, as every layer (dsa_mla.md §1.1)",
+        prefix_spec="dsa_mla.md §1.1, §6.1",
+    ),
 )
 
 
@@ -357,8 +406,8 @@ def _hy_patch(model):
             setattr(obj, attr, val)
 
 
-def _build_hy_v4():
-    from transformers import HYV4Config, HYV4ForCausalLM
+def _config_hy_v4():
+    from transformers import HYV4Config
 
     cfg = HYV4Config(
         vocab_size=64,
@@ -390,12 +439,12 @@ def _build_hy_v4():
         eos_token_id=1,
         tie_word_embeddings=False,
     )
-    return HYV4ForCausalLM(_eager(cfg))
+    return _eager(cfg)
 
 
 HY_V4 = Family(
     name="hy_v4",
-    build=_build_hy_v4,
+    config=_config_hy_v4,
     # as deepseek_v32: 12 <= index_topk (dense), 17 (only p=16 selects), 80 (rows p >= 16 select 16 of p+1)
     requests=[12, 17, 80],
     raw_topk_requests=[12, 20],  # as deepseek_v32
@@ -418,14 +467,26 @@ HY_V4 = Family(
     ),
     patch=_hy_patch,
     loader_class="HYV4ForCausalLM",
+    mtp=MtpSpec(
+        count_field="num_nextn_predict_layers",
+        layers_prefix="model.layers.",
+        block_prefix="model.mtp_layers.0.",
+        namespace="model.mtp_layers.",
+        layer_entries={"layer_types": "deepseek_sparse_attention", "indexer_types": "full", "mlp_layer_types": None},
+        decoder_layers=lambda m: m.model.layers,
+        kind="a deepseek_sparse_attention layer with a FULL indexer (indexer_types entry 'full'; dsa_mla.md §1.3 "
+        "'MTP layers always build and run a full indexer')",
+        prefix_spec="dsa_mla.md §1.2, §6.2",
+        bf16=(("self_attn.sinks", "self_attn.learnable_sink_param"),),
+    ),
 )
 
 
 # --- Qwen3.8-Flash-Next QSA (qwen4_exp) ------------------------------------------------------------------
 
 
-def _build_qwen4_exp():
-    from transformers import Qwen4ExpConfig, Qwen4ExpForConditionalGeneration
+def _config_qwen4_exp():
+    from transformers import Qwen4ExpConfig
 
     text = dict(
         vocab_size=64,
@@ -480,7 +541,7 @@ def _build_qwen4_exp():
     _eager(cfg)
     _eager(cfg.text_config)
     _eager(cfg.vision_config)
-    return Qwen4ExpForConditionalGeneration(cfg)
+    return cfg
 
 
 def _qwen_layers(m):
@@ -489,7 +550,7 @@ def _qwen_layers(m):
 
 QWEN4_EXP = Family(
     name="qwen4_exp",
-    build=_build_qwen4_exp,
+    config=_config_qwen4_exp,
     # 19 = budget + ratio - 1: every row is exactly dense; 23: rows p >= 19 pick 4 of 5 groups;
     # 100: up to 25 complete groups, 4 picked, plus the open tail.
     requests=[19, 23, 100],
@@ -514,6 +575,16 @@ QWEN4_EXP = Family(
         "indexer's returned selection mask. "
     ),
     loader_class="Qwen4ExpForConditionalGeneration",
+    mtp=MtpSpec(
+        count_field="mtp_num_hidden_layers",
+        layers_prefix="model.language_model.layers.",
+        block_prefix="mtp.layers.0.",
+        namespace="mtp.",
+        layer_entries={"layer_types": "qwen_sparse_attention"},
+        decoder_layers=_qwen_layers,
+        kind="a qwen_sparse_attention (QSA) layer with its own indexer (qsa.md §7)",
+        prefix_spec="qsa.md §3",
+    ),
 )
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (DEEPSEEK_V4, DEEPSEEK_V32, HY_V4, QWEN4_EXP)}
@@ -761,9 +832,13 @@ def make_input_ids(fam: Family, seed: int, raw_topk: bool = False) -> list[list[
     return [torch.randint(0, fam.vocab_limit, (T,), generator=g).tolist() for T in lengths]
 
 
-def build_model(fam: Family, seed: int) -> torch.nn.Module:
+def build_model(fam: Family, seed: int, config=None) -> torch.nn.Module:
+    """The family's model (or one with `config`) with init_weights under `seed`."""
+    import transformers
+
     torch.manual_seed(seed)
-    model = fam.build().float().eval()
+    cls = getattr(transformers, fam.loader_class)
+    model = cls(fam.config() if config is None else config).float().eval()
     gen = torch.Generator().manual_seed(seed)
     init_weights(model, gen)
     return model
@@ -775,6 +850,234 @@ def load_model(fam: Family, ckpt_dir: str) -> torch.nn.Module:
     cls = getattr(transformers, fam.loader_class)
     model = cls.from_pretrained(ckpt_dir, dtype=torch.float32, attn_implementation="eager")
     return model.float().eval()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# MTP fixtures (--mtp)
+# ----------------------------------------------------------------------------------------------------------
+#
+# transformers has no MTP module. The MTP fixture's reference is the family's fixture model with one more
+# decoder layer n = num_hidden_layers, of the attention kind the spec assigns the MTP layer (MtpSpec.kind).
+# Its checkpoint is that model's save_pretrained output rewritten as an n-layer checkpoint with one MTP layer:
+# config num_hidden_layers = n, the per-layer lists without entry n, MtpSpec.count_field = 1, and every tensor
+# of layer n moved from f"{layers_prefix}{n}." to block_prefix (MtpSpec.bf16 tensors stored as BF16). Both
+# scripts rebuild the (n+1)-layer reference from those files with mtp_reference_config/mtp_reference_tensors.
+
+
+def text_config_dict(cfg: dict) -> dict:
+    """The part of a config.json dict that holds num_hidden_layers and the per-layer lists."""
+    return cfg["text_config"] if "text_config" in cfg else cfg
+
+
+def write_config_json(path: str, cfg: dict) -> None:
+    """As transformers writes config.json (PreTrainedConfig.to_json_file)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def mtp_reference_config(fam: Family, cfg: dict) -> dict:
+    """config.json dict of an MTP checkpoint (n layers, one MTP layer) -> the (n+1)-layer reference's:
+    num_hidden_layers n + 1, the per-layer lists extended by the MTP layer's entries (MtpSpec.layer_entries)."""
+    spec = fam.mtp
+    cfg = copy.deepcopy(cfg)
+    tc = text_config_dict(cfg)
+    n = tc["num_hidden_layers"]
+    if tc.get(spec.count_field) != 1:
+        raise ValueError(f"config {spec.count_field} is {tc.get(spec.count_field)!r}; MTP fixtures have 1 MTP layer")
+    for key, entry in spec.layer_entries.items():
+        entries = tc.get(key)
+        if not isinstance(entries, list) or len(entries) != n:
+            raise ValueError(f"config {key} is not a list of num_hidden_layers = {n} entries")
+        entries.append(entries[-1] if entry is None else entry)
+    tc["num_hidden_layers"] = n + 1
+    return cfg
+
+
+def mtp_checkpoint_config(fam: Family, cfg: dict) -> dict:
+    """The inverse of mtp_reference_config: (n+1)-layer config.json dict -> the MTP checkpoint's."""
+    spec = fam.mtp
+    cfg = copy.deepcopy(cfg)
+    tc = text_config_dict(cfg)
+    n = tc["num_hidden_layers"] - 1
+    for key, entry in spec.layer_entries.items():
+        entries = tc[key]
+        expected = entries[-2] if entry is None else entry
+        if len(entries) != n + 1 or entries[-1] != expected:
+            raise ValueError(f"config {key} = {entries}: the last entry is not the MTP layer's ({expected!r})")
+        del entries[-1]
+    tc["num_hidden_layers"] = n
+    tc[spec.count_field] = 1
+    return cfg
+
+
+def _layer_index(spec: MtpSpec, name: str) -> int | None:
+    if not name.startswith(spec.layers_prefix):
+        return None
+    head = name[len(spec.layers_prefix):].split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def mtp_checkpoint_tensors(fam: Family, n: int, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The (n+1)-layer model's tensors (as save_pretrained wrote them) -> the MTP checkpoint's: every tensor of
+    layer n renamed to the MTP block prefix, MtpSpec.bf16 tensors stored as BF16 (their values must be
+    bf16-representable already)."""
+    spec = fam.mtp
+    src = f"{spec.layers_prefix}{n}."
+    dst = spec.block_prefix.format(n=n)
+    bf16 = {dst + name for _, name in spec.bf16}
+    out = {}
+    for name, t in tensors.items():
+        if spec.namespace and name.startswith(spec.namespace):
+            raise ValueError(f"{name}: the (n+1)-layer model already has a tensor under {spec.namespace}")
+        if _layer_index(spec, name) is not None and _layer_index(spec, name) > n:
+            raise ValueError(f"{name}: a decoder layer past the MTP layer {n}")
+        if name.startswith(src):
+            name = dst + name[len(src):]
+        if name in bf16:
+            b = t.to(torch.bfloat16)
+            if not torch.equal(b.to(t.dtype), t):
+                raise ValueError(f"{name}: values not bf16-representable")
+            t = b
+        out[name] = t
+    if bf16 - out.keys():
+        raise ValueError(f"missing {sorted(bf16 - out.keys())}")
+    if not any(name.startswith(dst) for name in out):
+        raise ValueError(f"no tensor of layer {n}")
+    return out
+
+
+def mtp_reference_tensors(fam: Family, n: int, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inverse of mtp_checkpoint_tensors: the MTP checkpoint's tensors -> the (n+1)-layer reference's, all
+    F32. Raises on a tensor that the reference would ignore or not know: an MTP tensor outside the one MTP
+    block, a decoder layer >= n (other than the MTP layer itself), a dtype other than F32 (BF16 where
+    MtpSpec.bf16 says)."""
+    spec = fam.mtp
+    src = spec.block_prefix.format(n=n)
+    dst = f"{spec.layers_prefix}{n}."
+    bf16 = {src + name for _, name in spec.bf16}
+    out = {}
+    for name, t in tensors.items():
+        if name.startswith(src):
+            new = dst + name[len(src):]
+        elif spec.namespace and name.startswith(spec.namespace):
+            raise ValueError(f"{name}: an MTP tensor outside the MTP layer {src}* (the fixtures have one MTP layer)")
+        elif _layer_index(spec, name) is not None and _layer_index(spec, name) >= n:
+            raise ValueError(f"{name}: decoder layer {_layer_index(spec, name)} >= num_hidden_layers {n}")
+        else:
+            new = name
+        want = torch.bfloat16 if name in bf16 else torch.float32
+        if t.dtype != want:
+            raise ValueError(f"{name}: dtype {t.dtype}, expected {want}")
+        out[new] = t.to(torch.float32)
+    if bf16 - tensors.keys():
+        raise ValueError(f"missing {sorted(bf16 - tensors.keys())}")
+    if not any(name.startswith(dst) for name in out):
+        raise ValueError(f"no tensor under the MTP prefix {src}")
+    return out
+
+
+def read_safetensors(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    from safetensors import safe_open
+
+    with safe_open(path, "pt") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}, (f.metadata() or {})
+
+
+def build_mtp_model(fam: Family, seed: int) -> torch.nn.Module:
+    """The (n+1)-layer reference: the family's fixture config with the MTP layer appended as layer n, weights
+    as build_model (same seed); MtpSpec.bf16 parameters of layer n rounded to bf16 values in place."""
+    cfg0 = fam.config()
+    cfg = json.loads(cfg0.to_json_string())
+    text_config_dict(cfg)[fam.mtp.count_field] = 1
+    ref = type(cfg0).from_dict(mtp_reference_config(fam, cfg))
+    for c in (ref, ref.get_text_config(), getattr(ref, "vision_config", None)):
+        if c is not None:
+            _eager(c)
+    model = build_model(fam, seed, ref)
+    n = text_config_dict(cfg)["num_hidden_layers"]
+    layer = fam.mtp.decoder_layers(model)[n]
+    with torch.no_grad():
+        for pname, _ in fam.mtp.bf16:
+            p = layer.get_parameter(pname)
+            p.copy_(p.to(torch.bfloat16).to(p.dtype))
+    return model
+
+
+def save_mtp_checkpoint(fam: Family, model: torch.nn.Module, ckpt_dir: str) -> int:
+    """save_pretrained the (n+1)-layer reference and write it into ckpt_dir as an n-layer checkpoint with one
+    MTP layer (config.json + model.safetensors, the writers transformers uses); returns n."""
+    from safetensors.torch import save_file
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        with open(os.path.join(tmp, "config.json")) as f:
+            cfg = json.load(f)
+        tensors, st_metadata = read_safetensors(os.path.join(tmp, "model.safetensors"))
+    ckpt_cfg = mtp_checkpoint_config(fam, cfg)
+    n = text_config_dict(ckpt_cfg)["num_hidden_layers"]
+    write_config_json(os.path.join(ckpt_dir, "config.json"), ckpt_cfg)
+    save_file(mtp_checkpoint_tensors(fam, n, tensors), os.path.join(ckpt_dir, "model.safetensors"),
+              metadata=st_metadata)
+    for name in os.listdir(ckpt_dir):
+        os.chmod(os.path.join(ckpt_dir, name), 0o644)
+    return n
+
+
+def load_mtp_model(fam: Family, ckpt_dir: str) -> torch.nn.Module:
+    """The (n+1)-layer reference from an MTP checkpoint: its files rewritten as the (n+1)-layer model's
+    (mtp_reference_config, mtp_reference_tensors) into a temporary directory and loaded from there with
+    from_pretrained; any tensor the model lacks, does not know or has in another shape is an error."""
+    import transformers
+    from safetensors.torch import save_file
+
+    with open(os.path.join(ckpt_dir, "config.json")) as f:
+        cfg = json.load(f)
+    n = text_config_dict(cfg)["num_hidden_layers"]
+    tensors, st_metadata = read_safetensors(os.path.join(ckpt_dir, "model.safetensors"))
+    cls = getattr(transformers, fam.loader_class)
+    with tempfile.TemporaryDirectory() as tmp:
+        write_config_json(os.path.join(tmp, "config.json"), mtp_reference_config(fam, cfg))
+        save_file(mtp_reference_tensors(fam, n, tensors), os.path.join(tmp, "model.safetensors"),
+                  metadata=st_metadata)
+        try:
+            model, info = cls.from_pretrained(tmp, dtype=torch.float32, attn_implementation="eager",
+                                              output_loading_info=True)
+        except RuntimeError as e:  # e.g. a tensor of another shape
+            raise ValueError(f"the (n+1)-layer reference does not load from the MTP checkpoint: {e}") from e
+    problems = {k: sorted(map(str, v))[:8] for k, v in info.items() if v}
+    if problems:
+        raise ValueError(f"the (n+1)-layer reference does not load cleanly from the MTP checkpoint: {problems}")
+    if len(fam.mtp.decoder_layers(model)) != n + 1:
+        raise ValueError(f"the reference has {len(fam.mtp.decoder_layers(model))} layers, expected {n + 1}")
+    return model.float().eval()
+
+
+def mtp_note(fam: Family, n: int) -> str:
+    spec = fam.mtp
+    block = spec.block_prefix.format(n=n)
+    src = f"{spec.layers_prefix}{n}."
+    where = (f"the tensors under {block} (the checkpoint names the MTP layer as decoder layer num_hidden_layers)"
+             if block == src else f"the tensors under {block}, renamed to {src}")
+    ignored = ("its DeepseekV32 skips only model.layers.61.* (the release's MTP layer) on load, so it reports "
+               f"this checkpoint's {block}* as unexpected" if fam.name == "deepseek_v32"
+               else "ignores the MTP weights on load")
+    note = (
+        f"MTP fixture (make_golden.py --mtp): layer {n} = num_hidden_layers is the checkpoint's MTP layer "
+        f"({block}*, {spec.prefix_spec}; config {spec.count_field} = 1; metadata mtp_layers). No reference "
+        f"implementation runs MTP layers: transformers has no MTP module and {ignored}. Layer {n}'s golden is "
+        f"transformers' own attention module of the kind the spec assigns the MTP layer, {spec.kind}, loaded "
+        f"with the MTP layer's weights ({where}), as the last layer of a {n + 1}-layer model whose layers "
+        f"0..{n - 1} are this checkpoint's; its input is what that model's layer {n - 1} passes on, not the MTP "
+        f"block's own input (the layer check is teacher-forced); its MLP kind repeats layer {n - 1}'s. "
+        f"Layers 0..{n - 1} are captured as in the normal fixture, with this checkpoint's weights, which are not "
+        f"all the normal fixture's: with one layer more, the final norm and head and some tensors that "
+        f"transformers initialises itself (hyper-connection, router weights) are drawn differently. "
+    )
+    if spec.bf16:
+        names = ", ".join(block + name for _, name in spec.bf16)
+        note += (f"{names} is stored as BF16 (the main layers' as F32, dsa_mla.md §1.2); the reference's value "
+                 f"was rounded to bf16 before the run, so it uses exactly what the BF16 tensor holds. ")
+    return note
 
 
 def capture_all(fam: Family, model: torch.nn.Module, input_ids: list[list[int]], use_cache: bool = False,
@@ -835,7 +1138,9 @@ def write_safetensors(path: str, tensors: dict[str, torch.Tensor], metadata: dic
             f.write(b)
 
 
-def generate(fam: Family, out_root: str, seed: int, raw_topk: bool = False) -> None:
+def generate(fam: Family, out_root: str, seed: int, raw_topk: bool = False, mtp: bool = False) -> None:
+    if mtp and (raw_topk or fam.mtp is None):
+        raise ValueError(f"{fam.name}: --mtp " + ("does not combine with --raw-topk" if raw_topk else "not defined"))
     set_determinism()
     fix_dir = os.path.join(out_root, fam.name)
     ckpt_dir = os.path.join(fix_dir, "ckpt")
@@ -843,18 +1148,22 @@ def generate(fam: Family, out_root: str, seed: int, raw_topk: bool = False) -> N
         shutil.rmtree(fix_dir)
     os.makedirs(ckpt_dir)
 
-    model = build_model(fam, seed)
-    model.save_pretrained(ckpt_dir)
-    # The fixture layout is config.json + model.safetensors; save_pretrained also writes a generation config.
-    gen_cfg = os.path.join(ckpt_dir, "generation_config.json")
-    if os.path.exists(gen_cfg):
-        os.remove(gen_cfg)
-    for name in os.listdir(ckpt_dir):  # save_pretrained creates the weights file with mode 0600
-        os.chmod(os.path.join(ckpt_dir, name), 0o644)
+    if mtp:
+        # the (n+1)-layer reference, saved as an n-layer checkpoint with one MTP layer (see "MTP fixtures")
+        mtp_layer = save_mtp_checkpoint(fam, build_mtp_model(fam, seed), ckpt_dir)
+    else:
+        model = build_model(fam, seed)
+        model.save_pretrained(ckpt_dir)
+        # The fixture layout is config.json + model.safetensors; save_pretrained also writes a generation config.
+        gen_cfg = os.path.join(ckpt_dir, "generation_config.json")
+        if os.path.exists(gen_cfg):
+            os.remove(gen_cfg)
+        for name in os.listdir(ckpt_dir):  # save_pretrained creates the weights file with mode 0600
+            os.chmod(os.path.join(ckpt_dir, name), 0o644)
 
     # Capture from the model as reloaded from the saved checkpoint, so the goldens are exactly what the files
     # on disk produce.
-    model = load_model(fam, ckpt_dir)
+    model = load_mtp_model(fam, ckpt_dir) if mtp else load_model(fam, ckpt_dir)
     input_ids = make_input_ids(fam, seed, raw_topk)
     tensors, stats = capture_all(fam, model, input_ids, raw_topk=raw_topk)
 
@@ -864,6 +1173,8 @@ def generate(fam: Family, out_root: str, seed: int, raw_topk: bool = False) -> N
     noncausal = count_noncausal(fam, cfg, tensors)
     note = fam.note + (RAW_TOPK_NOTE + f" {noncausal} entries past their token's causal range."
                        if raw_topk else COMMON_NOTE)
+    if mtp:
+        note += " " + mtp_note(fam, mtp_layer).strip()
     metadata = {
         "format": FORMAT,
         "family": fam.name,
@@ -871,11 +1182,13 @@ def generate(fam: Family, out_root: str, seed: int, raw_topk: bool = False) -> N
         "requests": str(len(input_ids)),
         "note": note + " Indexer boundary statistics: " + _stats_text(stats) + ".",
         "generator": f"tools/golden/make_golden.py --family {fam.name} --seed {seed}"
-        + (" --raw-topk" if raw_topk else ""),
+        + (" --raw-topk" if raw_topk else "") + (" --mtp" if mtp else ""),
         "input_ids": json.dumps(input_ids, separators=(",", ":")),
     }
     if raw_topk:
         metadata["topk_rows"] = "raw"
+    if mtp:
+        metadata["mtp_layers"] = str(mtp_layer)
     write_safetensors(os.path.join(fix_dir, "golden.safetensors"), tensors, metadata)
 
     size = 0
@@ -886,6 +1199,9 @@ def generate(fam: Family, out_root: str, seed: int, raw_topk: bool = False) -> N
     print(f"  {_stats_text(stats)}")
     if raw_topk:
         print(f"  raw top-k rows: {noncausal} entries past their token's causal range")
+    if mtp:
+        mtp_stats = [{L: st for L, st in per.items() if L == mtp_layer} for per in stats]
+        print(f"  MTP layer {mtp_layer}: " + (_stats_text(mtp_stats) or "no indexer"))
     if ties or degenerate:
         print(f"  WARNING: {ties} tie rows, {degenerate} all-equal rows (pick another --seed to avoid them)")
 
@@ -898,10 +1214,15 @@ def main(argv=None) -> int:
     ap.add_argument("--raw-topk", action="store_true",
                     help="keep the reference's raw top-k rows (RAW_TOPK_NOTE) and use the families' short "
                          "raw_topk_requests")
+    ap.add_argument("--mtp", action="store_true",
+                    help="MTP fixtures: the reference gets the family's MTP layer as layer num_hidden_layers, the "
+                         "checkpoint keeps it under the MTP prefix (see 'MTP fixtures' in this file)")
     args = ap.parse_args(argv)
+    if args.mtp and args.raw_topk:
+        ap.error("--mtp and --raw-topk do not combine")
     names = list(FAMILIES) if args.family == "all" else [args.family]
     for name in names:
-        generate(FAMILIES[name], args.out, args.seed, raw_topk=args.raw_topk)
+        generate(FAMILIES[name], args.out, args.seed, raw_topk=args.raw_topk, mtp=args.mtp)
     return 0
 
 
