@@ -42,3 +42,17 @@ sieve_cli_expect(cli.check_raw_topk_none_entries EXIT 0
 sieve_cli_expect(cli.check_duplicate_topk_entry EXIT 2 OUTPUT "sieve: .*req1\\.layer0\\.topk row 16 lists entry [0-9]+ twice"
                  COMMAND check ${check_scratch}/duplicate_topk/deepseek_v32)
 set_tests_properties(cli.check_duplicate_topk_entry PROPERTIES FIXTURES_REQUIRED check_broken_fixtures)
+
+# The MTP layers (tests/data/mtp/: each family's fixture with one MTP layer after the main ones, whose
+# golden is transformers' attention module of the kind the spec gives the MTP layer) pass like the main
+# layers, in both profiles and every schedule; `sieve check` runs the MTP layers the config announces.
+foreach(family deepseek_v4 deepseek_v32 hy_v4 qwen4_exp)
+  foreach(profile exact deployed)
+    foreach(schedule one-shot decode mixed chunk:3)
+      string(REPLACE ":" "_" schedule_name ${schedule})
+      sieve_cli_expect(cli.check_mtp_${family}_${profile}_${schedule_name} EXIT 0
+                       OUTPUT "all layers within tolerance" REJECT "FAIL"
+                       COMMAND check ${fixtures}/mtp/${family} --profile ${profile} --schedule ${schedule})
+    endforeach()
+  endforeach()
+endforeach()

@@ -33,9 +33,9 @@ sieve_cli_expect(cli.flag.run_shared_prefix_past_prompt SANITIZE EXIT 2
                  OUTPUT "sieve: invalid argument: --shared-prefix 9: the shared part of a prompt, at most --prompt-tokens 8"
                  COMMAND run ${fixtures}/hy_v4/ckpt --prompt-tokens 8 --shared-prefix 9)
 _sieve_cli_reject(run --seed VALUES -1 ${past_int64} 18446744073709551615 x)
-# --layers: a number past the model's 43 layers is an error before a range is expanded (these
-# filled memory, or looped forever on a signed overflow).
-_sieve_cli_reject(run --layers VALUES 0-99999999999 0-${int64_max} ${past_int64} 43 0-43)
+# --layers: a number past the model's 43 layers and its MTP layer (43) is an error before a range is
+# expanded (these filled memory, or looped forever on a signed overflow).
+_sieve_cli_reject(run --layers VALUES 0-99999999999 0-${int64_max} ${past_int64} 44 0-44)
 _sieve_cli_reject(run --preset VALUES garbage deepseek-v5)
 _sieve_cli_reject(run --backend VALUES garbage cpu:avx9 cpu:scalar:x)
 sieve_cli_expect(cli.flag.run--profile=garbage SANITIZE EXIT 2 OUTPUT "sieve: --profile: garbage"

@@ -64,6 +64,39 @@ TEST(Inspect, CommittedFixturesMatchTheirConfigs) {
     }
 }
 
+// The MTP fixtures list their MTP layer after the main ones, under the family's MTP prefix, with every tensor
+// found (none missing, none unexpected), and leave its caches out of the per-token totals.
+TEST(Inspect, MtpLayersUnderTheirPrefixes) {
+    const std::map<std::string, std::pair<int64_t, std::string>> mtp = {
+        {"deepseek_v4", {3, "mtp.0.attn."}},
+        {"deepseek_v32", {2, "model.layers.2.self_attn."}},
+        {"hy_v4", {4, "model.mtp_layers.0.self_attn."}},
+        {"qwen4_exp", {4, "mtp.layers.0.self_attn."}},
+    };
+    for (const auto& [family, where] : mtp) {
+        SCOPED_TRACE(family);
+        const nlohmann::json r = inspect_json(kData / "mtp" / family / "ckpt");
+        const nlohmann::json plain = inspect_json(kData / family / "ckpt");
+        EXPECT_EQ(r["problems"], 0);
+        ASSERT_EQ(r["layers"].size(), static_cast<size_t>(where.first + 1));
+        const nlohmann::json& l = r["layers"].back();
+        EXPECT_EQ(l["layer"], where.first);
+        EXPECT_TRUE(l["mtp"]);
+        EXPECT_TRUE(l["unexpected"].empty()) << l["unexpected"].dump();
+        EXPECT_FALSE(l["tensors"].empty());
+        for (const auto& t : l["tensors"]) EXPECT_EQ(t["stored_name"].get<std::string>().rfind(where.second, 0), 0u) << t.dump();
+        for (size_t i = 0; i + 1 < r["layers"].size(); ++i) EXPECT_FALSE(r["layers"][i]["mtp"]);
+        // The same main layers as the plain fixture: the same totals.
+        EXPECT_EQ(r["cache_bytes_per_token"], plain["cache_bytes_per_token"]);
+    }
+    // hy_v4's MTP sink is stored as bf16 (dsa_mla.md §1.2) and read as such.
+    const nlohmann::json hy = inspect_json(kData / "mtp" / "hy_v4" / "ckpt");
+    bool sink = false;
+    for (const auto& t : hy["layers"].back()["tensors"])
+        if (t["name"] == "model.mtp_layers.0.self_attn.learnable_sink_param") sink = t["dtype"] == "bf16";
+    EXPECT_TRUE(sink);
+}
+
 // Each cache names its entry format as ops/cache_record.h does (one name per byte layout), with the
 // fixtures' geometry and entry bytes: V4 fp8_model1 records (d = 32, rope 8: 24 + 16 + 8 bytes) and
 // fp8_row_scale keys, DSA fp8_v32 latent records (32 + 4 + 16) and fp8_row_scale keys, QSA bf16 rows.

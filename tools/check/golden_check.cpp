@@ -11,6 +11,7 @@
 #include "golden_selection.h"
 #include "sieve/io/checkpoint.h"
 #include "sieve/io/config.h"
+#include "sieve/models/attention_layout.h"
 #include "sieve/models/model_factory.h"
 #include "sieve/models/registry.h"
 
@@ -186,6 +187,11 @@ Expected<CheckReport> run_golden_check(const std::filesystem::path& fixture_dir,
     ModelOptions model_options;
     model_options.profile = options.profile;
     model_options.backend = backend.get();
+    // Every layer sieve runs, the MTP layers the config announces included: the fixture must capture
+    // exactly these (golden_format.md).
+    SIEVE_ASSIGN_OR_RETURN(const AttentionLayout layout, attention_layout(config, options.profile));
+    for (const AttentionLayerLayout& l : layout.layers)
+        if (l.sieve_runs) model_options.layers.push_back(l.layer);
     SIEVE_ASSIGN_OR_RETURN(auto model, load_attention_model(config, *checkpoint, model_options));
     SIEVE_ASSIGN_OR_RETURN(const GoldenFixture fixture, read_golden_fixture(fixture_dir / "golden.safetensors", config,
                                                                             model->layers(), model->hidden_size()));

@@ -74,18 +74,24 @@ TensorFinding examine(WeightStore& store, const AttentionTensor& t) {
     return f;
 }
 
-// Layer index of an attention tensor name ("…layers.<N>.attn." or "…layers.<N>.self_attn."), or -1.
-int64_t attention_layer_of(std::string_view name) {
+// Layer index of an attention tensor name, or -1: "…layers.<N>.attn." or "…layers.<N>.self_attn." is main
+// layer N; a name with "mtp" before the marker ("mtp.<J>.attn.", "model.mtp_layers.<J>.self_attn.",
+// "mtp.layers.<J>.self_attn.") is MTP layer J, whose id is n_main + J.
+int64_t attention_layer_of(std::string_view name, int64_t n_main) {
     for (std::string_view marker : {".attn.", ".self_attn."}) {
         const size_t at = name.find(marker);
         if (at == std::string_view::npos) continue;
-        const size_t layers = name.rfind("layers.", at);
-        if (layers == std::string_view::npos) return -1;
-        if (layers != 0 && name[layers - 1] != '.') return -1;
-        if (name.substr(0, layers).find("mtp") != std::string_view::npos) return -1;  // MTP layers: not listed
-        const std::string_view digits = name.substr(layers + 7, at - layers - 7);
-        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return -1;
-        return std::stoll(std::string(digits));
+        const std::string_view head = name.substr(0, at);
+        const size_t dot = head.rfind('.');
+        const std::string_view digits = dot == std::string_view::npos ? head : head.substr(dot + 1);
+        if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+            return -1;
+        const int64_t number = std::stoll(std::string(digits));
+        if (head.find("mtp") != std::string_view::npos) return n_main + number;
+        const size_t layers = head.rfind("layers.");
+        if (layers == std::string_view::npos || layers + 7 != dot + 1 || (layers != 0 && head[layers - 1] != '.'))
+            return -1;
+        return number;
     }
     return -1;
 }
@@ -118,19 +124,22 @@ Status run_inspect(const InspectOptions& options, std::ostream& out) {
     }
     // Attention tensors of the examined layers that no expected tensor claimed.
     std::map<int64_t, std::vector<std::string>> unexpected;
+    int64_t n_main = 0;
+    for (const AttentionLayerLayout& l : deployed.layers) n_main += !l.mtp;
     for (const std::string& name : store.unrequested_tensors()) {
-        const int64_t layer = attention_layer_of(name);
+        const int64_t layer = attention_layer_of(name, n_main);
         if (layer >= 0 && examined_layers.count(layer)) unexpected[layer].push_back(name);
     }
 
     uint64_t total_bytes = 0;
     for (const auto& file : checkpoint->files())
         for (const auto& t : file->tensors()) total_bytes += t.nbytes();
+    // The main layers' caches (the MTP layers' come with speculative decoding only).
     double sparse_deployed = 0, sparse_exact = 0;
     for (const auto& l : deployed.layers)
-        for (const auto& c : l.caches) sparse_deployed += cache_bytes_per_token(c);
+        for (const auto& c : l.caches) sparse_deployed += l.mtp ? 0.0 : cache_bytes_per_token(c);
     for (const auto& l : exact.layers)
-        for (const auto& c : l.caches) sparse_exact += cache_bytes_per_token(c);
+        for (const auto& c : l.caches) sparse_exact += l.mtp ? 0.0 : cache_bytes_per_token(c);
 
     if (options.json) {
         nlohmann::json j;
@@ -142,7 +151,8 @@ Status run_inspect(const InspectOptions& options, std::ostream& out) {
         j["layers"] = nlohmann::json::array();
         for (size_t i = 0; i < deployed.layers.size(); ++i) {
             const AttentionLayerLayout& l = deployed.layers[i];
-            nlohmann::json jl{{"layer", l.layer}, {"kind", l.kind}, {"detail", l.detail}, {"sieve_runs", l.sieve_runs}};
+            nlohmann::json jl{{"layer", l.layer},   {"kind", l.kind}, {"detail", l.detail},
+                              {"sieve_runs", l.sieve_runs}, {"mtp", l.mtp}};
             jl["tensors"] = nlohmann::json::array();
             for (const TensorFinding& f : findings[i]) {
                 nlohmann::json jt{{"name", f.name}, {"expected_shape", f.expected_shape}};
@@ -176,7 +186,7 @@ Status run_inspect(const InspectOptions& options, std::ostream& out) {
         fmt::print(out, "checkpoint  {} ({} file(s), {} tensors, {:.2f} MB)\n", options.checkpoint.string(),
                    checkpoint->files().size(), checkpoint->size(), static_cast<double>(total_bytes) / 1e6);
         std::map<std::string, int> kinds;
-        for (const auto& l : deployed.layers) kinds[l.kind]++;
+        for (const auto& l : deployed.layers) kinds[l.mtp ? "MTP " + l.kind : l.kind]++;
         std::string kind_list;
         for (const auto& [k, n] : kinds) kind_list += fmt::format("{}{} {}", kind_list.empty() ? "" : ", ", n, k);
         fmt::print(out, "model_type  {}\nlayers      {} ({})\n", config.model_type, deployed.layers.size(), kind_list);
@@ -216,7 +226,7 @@ Status run_inspect(const InspectOptions& options, std::ostream& out) {
                            d.entry_bytes, d.format, e.entry_bytes, e.format);
             }
         }
-        fmt::print(out, "\ncache bytes per token (all layers; windows and compressor state are bounded)\n");
+        fmt::print(out, "\ncache bytes per token (all main layers; windows and compressor state are bounded)\n");
         fmt::print(out, "  deployed  sparse {:>12}   dense attention {:>12}\n", format_bytes_per_token(sparse_deployed),
                    format_bytes_per_token(deployed.dense_cache_bytes_per_token));
         fmt::print(out, "  exact     sparse {:>12}   dense attention {:>12}\n", format_bytes_per_token(sparse_exact),

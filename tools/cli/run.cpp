@@ -146,7 +146,7 @@ Expected<int64_t> check_workload(const RunOptions& o, const ModelConfig& config,
     int64_t n_layers = 0;
     const std::set<int64_t> chosen(layers.begin(), layers.end());
     for (const AttentionLayerLayout& l : layout.layers) {
-        if (layers.empty() ? !l.sieve_runs : !chosen.count(l.layer)) continue;
+        if (layers.empty() ? !l.sieve_runs || l.mtp : !chosen.count(l.layer)) continue;
         ++n_layers;
         for (const CacheSpec& c : l.caches)
             cache_bytes += static_cast<double>(c.entry_bytes) *
@@ -319,7 +319,7 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
         for (const CacheSpec& c : l.caches) sparse_bytes += cache_bytes_per_token(c);
     }
     int64_t all_attention_layers = 0;
-    for (const AttentionLayerLayout& l : layout.layers) all_attention_layers += l.sieve_runs;
+    for (const AttentionLayerLayout& l : layout.layers) all_attention_layers += l.sieve_runs && !l.mtp;
     const double dense_bytes = all_attention_layers
                                    ? layout.dense_cache_bytes_per_token * static_cast<double>(ran_layout_layers) /
                                          static_cast<double>(all_attention_layers)

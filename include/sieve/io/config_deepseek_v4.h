@@ -64,6 +64,18 @@ struct DeepseekV4Config {
 
     std::vector<DeepseekV4Layer> layers;      // [num_hidden_layers]
     std::vector<DeepseekV4Layer> mtp_layers;  // [num_nextn_predict_layers], all swa ("Decisions for sieve")
+
+    // Layer ids: the main layers 0 … num_hidden_layers − 1, then the MTP layers (num_hidden_layers + j,
+    // vLLM's numbering, §1.1).
+    int64_t n_layers_with_mtp() const { return static_cast<int64_t>(layers.size() + mtp_layers.size()); }
+    bool is_mtp_layer(int64_t id) const {
+        return id >= static_cast<int64_t>(layers.size()) && id < n_layers_with_mtp();
+    }
+    // The layer with id `id` (0 ≤ id < n_layers_with_mtp()).
+    const DeepseekV4Layer& layer(int64_t id) const {
+        const size_t n = layers.size(), i = static_cast<size_t>(id);
+        return i < n ? layers[i] : mtp_layers[i - n];
+    }
 };
 
 }  // namespace sieve

@@ -74,6 +74,17 @@ struct DsaMlaConfig {
 
     std::vector<DsaMlaLayer> layers;      // [num_hidden_layers]
     std::vector<DsaMlaLayer> mtp_layers;  // [num_nextn_predict_layers], all full, ids num_hidden_layers + j
+
+    // Layer ids: the main layers 0 … num_hidden_layers − 1, then the MTP layers (num_hidden_layers + j, §1.3).
+    int64_t n_layers_with_mtp() const { return static_cast<int64_t>(layers.size() + mtp_layers.size()); }
+    bool is_mtp_layer(int64_t id) const {
+        return id >= static_cast<int64_t>(layers.size()) && id < n_layers_with_mtp();
+    }
+    // The layer with id `id` (0 ≤ id < n_layers_with_mtp()).
+    const DsaMlaLayer& layer(int64_t id) const {
+        const size_t n = layers.size(), i = static_cast<size_t>(id);
+        return i < n ? layers[i] : mtp_layers[i - n];
+    }
 };
 
 }  // namespace sieve

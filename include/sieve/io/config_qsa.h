@@ -53,6 +53,14 @@ struct QsaConfig {
 
     std::vector<QsaLayerKind> layers;  // [num_hidden_layers]
     int64_t num_qsa_layers = 0;        // backbone layers of kind qsa
+
+    // Layer ids: the main layers 0 … num_hidden_layers − 1, then the MTP layers (num_hidden_layers + j),
+    // each a QSA layer with its own indexer and caches (§7).
+    int64_t n_layers_with_mtp() const { return num_hidden_layers + mtp_num_hidden_layers; }
+    bool is_mtp_layer(int64_t id) const { return id >= num_hidden_layers && id < n_layers_with_mtp(); }
+    bool is_qsa_layer(int64_t id) const {
+        return is_mtp_layer(id) || (id >= 0 && id < num_hidden_layers && layers[static_cast<size_t>(id)] == QsaLayerKind::qsa);
+    }
 };
 
 }  // namespace sieve

@@ -27,14 +27,18 @@ struct AttentionLayerLayout {
     std::string kind;        // "swa", "csa", "hca", "dsa_full", "dsa_shared", "qsa", "linear_attention"
     std::string detail;      // e.g. "compress ratio 4, indexer top-512" or "top-k from layer 1"
     bool sieve_runs = true;  // false for layers sieve does not implement (linear attention)
+    // A multi-token-prediction draft layer (id ≥ num_hidden_layers): its attention is that of an ordinary
+    // layer of `kind`, under the checkpoint's MTP prefix. Models run it only when asked for by id.
+    bool mtp = false;
     std::vector<AttentionTensor> tensors;
     std::vector<CacheSpec> caches;
 };
 
 struct AttentionLayout {
     std::vector<AttentionLayerLayout> layers;
-    // Bytes per token of a plain dense-attention KV cache for the same layers, for comparison
-    // (full K and V of every head that attention reads, in the profile's cache dtype).
+    // Bytes per token of a plain dense-attention KV cache for the same main layers (MTP layers left out, as
+    // in every other total), for comparison (full K and V of every head that attention reads, in the
+    // profile's cache dtype).
     double dense_cache_bytes_per_token = 0.0;
 };
 

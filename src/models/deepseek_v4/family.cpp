@@ -30,9 +30,10 @@ AttentionLayout layout(const ModelConfig& config, NumericsProfile profile) {
 // CSA layers select compressed entries: index k stands for tokens [k·m, k·m + m) (deepseek_v4.md §3.6).
 Expected<int64_t> topk_tokens_per_index(const ModelConfig& config, int64_t layer) {
     const DeepseekV4Config& c = v4(config);
-    if (layer < 0 || layer >= static_cast<int64_t>(c.layers.size()))
-        return corrupt_error("layer {} is not a layer of the {}-layer model", layer, c.layers.size());
-    const DeepseekV4Layer& l = c.layers[static_cast<size_t>(layer)];
+    if (layer < 0 || layer >= c.n_layers_with_mtp())
+        return corrupt_error("layer {} is not a layer of the {}-layer model ({} MTP layers after them)", layer,
+                             c.layers.size(), c.mtp_layers.size());
+    const DeepseekV4Layer& l = c.layer(layer);
     if (!l.has_indexer)
         return corrupt_error("layer {} is a {} layer, which selects nothing (deepseek_v4.md §3)", layer,
                              deepseek_v4_layer_kind_name(l.kind));
@@ -70,7 +71,7 @@ std::vector<WeightShare> weight_stages(const ModelConfig&, std::string_view name
 // for CSA, which scores every entry once there are more than index_topk: §3.6, §3.7).
 TokenWork token_work(const ModelConfig& config, const AttentionLayerLayout& layer, int64_t p, bool dense) {
     const DeepseekV4Config& c = v4(config);
-    const DeepseekV4Layer& l = c.layers[static_cast<size_t>(layer.layer)];
+    const DeepseekV4Layer& l = c.layer(layer.layer);
     TokenWork w;
     const double window = static_cast<double>(std::min<int64_t>(c.sliding_window, p + 1));
     const double entries = l.compress_ratio ? static_cast<double>((p + 1) / l.compress_ratio) : 0.0;
@@ -92,7 +93,7 @@ TokenWork token_work(const ModelConfig& config, const AttentionLayerLayout& laye
 
 double request_key_bytes(const ModelConfig& config, const AttentionLayerLayout& layer, int64_t end, bool dense) {
     const DeepseekV4Config& c = v4(config);
-    const DeepseekV4Layer& l = c.layers[static_cast<size_t>(layer.layer)];
+    const DeepseekV4Layer& l = c.layer(layer.layer);
     if (l.kind != DeepseekV4LayerKind::csa || dense || end / l.compress_ratio <= c.index_topk) return 0;
     return static_cast<double>(end / l.compress_ratio) * layout_entry_bytes(layer, "indexer_keys");
 }

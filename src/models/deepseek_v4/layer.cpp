@@ -25,7 +25,7 @@ void* at(void* base, int64_t elements, DType t) {
 AttentionLayer::AttentionLayer(const DeepseekV4Config& config, int64_t layer, LayerWeights weights, LayerCaches caches,
                                NumericsProfile profile, Backend& backend)
     : config_(config),
-      spec_(config.layers[static_cast<size_t>(layer)]),
+      spec_(config.layer(layer)),
       layer_(layer),
       w_(std::move(weights)),
       caches_(std::move(caches)),

@@ -12,6 +12,11 @@ DeepseekV4CacheLayouts deepseek_v4_cache_layouts(const DeepseekV4Config& c, Nume
             {exact ? CacheRecordFormat::f32 : CacheRecordFormat::fp8_row_scale, c.index_head_dim, 0}};
 }
 
+std::string deepseek_v4_attention_prefix(const DeepseekV4Config& c, int64_t layer) {
+    const int64_t n = static_cast<int64_t>(c.layers.size());
+    return layer < n ? fmt::format("layers.{}.attn", layer) : fmt::format("mtp.{}.attn", layer - n);
+}
+
 AttentionLayout deepseek_v4_attention_layout(const DeepseekV4Config& c, NumericsProfile profile) {
     const int64_t D = c.hidden_size, H = c.num_attention_heads, d = c.head_dim;
     const int64_t G = c.o_groups, Ro = c.o_lora_rank, Rq = c.q_lora_rank;
@@ -21,12 +26,13 @@ AttentionLayout deepseek_v4_attention_layout(const DeepseekV4Config& c, Numerics
     const std::string kv_format = cache_format_text(records.kv);
 
     AttentionLayout layout;
-    for (size_t i = 0; i < c.layers.size(); ++i) {
-        const DeepseekV4Layer& l = c.layers[i];
+    for (int64_t i = 0; i < c.n_layers_with_mtp(); ++i) {
+        const DeepseekV4Layer& l = c.layer(i);
         AttentionLayerLayout out;
-        out.layer = static_cast<int64_t>(i);
+        out.layer = i;
         out.kind = deepseek_v4_layer_kind_name(l.kind);
-        const std::string p = fmt::format("layers.{}.attn.", i);
+        out.mtp = c.is_mtp_layer(i);
+        const std::string p = deepseek_v4_attention_prefix(c, i) + ".";
         auto add = [&](std::string leaf, Shape shape, bool fp8 = false) {
             out.tensors.push_back({p + leaf, std::move(shape), fp8});
         };
@@ -65,6 +71,7 @@ AttentionLayout deepseek_v4_attention_layout(const DeepseekV4Config& c, Numerics
             out.detail += fmt::format(", indexer top-{}", c.index_topk);
         }
         if (l.kind == DeepseekV4LayerKind::swa) out.detail = fmt::format("window {}", c.sliding_window);
+        if (out.mtp) out.detail = "MTP layer, " + out.detail;
         layout.layers.push_back(std::move(out));
     }
     // Dense MQA over the same shared K=V vector per token, one per layer.

@@ -136,14 +136,11 @@ Status DeepseekV4Model::load(const Checkpoint& checkpoint, const DeepseekV4Optio
         for (size_t i = 0; i < c.layers.size(); ++i) layer_ids_.push_back(static_cast<int64_t>(i));
     } else {
         layer_ids_ = options.layers;
-        const int64_t n_main = static_cast<int64_t>(c.layers.size()), n_mtp = static_cast<int64_t>(c.mtp_layers.size());
         for (size_t i = 0; i < layer_ids_.size(); ++i) {
-            if (layer_ids_[i] >= n_main && layer_ids_[i] < n_main + n_mtp)
-                return unsupported_error("deepseek_v4: layer {} is an MTP layer; sieve runs the {} main layers only",
-                                         layer_ids_[i], n_main);
-            if (layer_ids_[i] < 0 || layer_ids_[i] >= n_main)
-                return invalid_argument_error("deepseek_v4: layer {} does not exist (the model has {} layers)",
-                                              layer_ids_[i], c.layers.size());
+            if (layer_ids_[i] < 0 || layer_ids_[i] >= c.n_layers_with_mtp())
+                return invalid_argument_error("deepseek_v4: layer {} does not exist (the model has {} layers and {} MTP "
+                                              "layers after them)",
+                                              layer_ids_[i], c.layers.size(), c.mtp_layers.size());
             if (i > 0 && layer_ids_[i] <= layer_ids_[i - 1])
                 return invalid_argument_error("deepseek_v4: layers must be ascending and distinct, got {} after {}",
                                               layer_ids_[i], layer_ids_[i - 1]);
@@ -153,7 +150,7 @@ Status DeepseekV4Model::load(const Checkpoint& checkpoint, const DeepseekV4Optio
     const AttentionLayout layout = deepseek_v4_attention_layout(c, options.profile);
     WeightStore store(checkpoint, WeightFamily::deepseek_v4);
     for (int64_t layer : layer_ids_) {
-        const DeepseekV4Layer& spec = c.layers[static_cast<size_t>(layer)];
+        const DeepseekV4Layer& spec = c.layer(layer);
         if (spec.kind == DeepseekV4LayerKind::csa && !spec.compressor_overlap)
             return unsupported_error("deepseek_v4 layer {}: a CSA layer without the overlapping compressor", layer);
         dsv4::LayerCaches caches;

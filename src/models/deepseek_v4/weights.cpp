@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "models/deepseek_v4/layout.h"
+
 namespace sieve::dsv4 {
 
 namespace {
@@ -92,10 +94,10 @@ private:
 
 Expected<LayerWeights> load(WeightStore& store, const DeepseekV4Config& c, int64_t layer, NumericsProfile profile,
                             Backend& backend) {
-    const DeepseekV4Layer& l = c.layers[static_cast<size_t>(layer)];
+    const DeepseekV4Layer& l = c.layer(layer);
     const int64_t D = c.hidden_size, H = c.num_attention_heads, d = c.head_dim, G = c.o_groups;
     const int64_t Rq = c.q_lora_rank, Ro = c.o_lora_rank;
-    LayerLoader ld(store.scope(fmt::format("layers.{}.attn", layer)), profile, backend);
+    LayerLoader ld(store.scope(deepseek_v4_attention_prefix(c, layer)), profile, backend);
     LayerWeights w;
     SIEVE_ASSIGN_OR_RETURN(w.sink, ld.small_f32("attn_sink", {H}));
     SIEVE_ASSIGN_OR_RETURN(w.wq_a, ld.linear("wq_a.weight", Rq, D));
@@ -159,7 +161,8 @@ Expected<LayerWeights> load_layer_weights(WeightStore& store, const DeepseekV4Co
     auto w = load(store, config, layer, profile, backend);
     if (!w.has_value())
         return w.status().with_context(fmt::format(
-            "deepseek_v4 layer {} ({})", layer, deepseek_v4_layer_kind_name(config.layers[static_cast<size_t>(layer)].kind)));
+            "deepseek_v4 layer {} ({}{})", layer, config.is_mtp_layer(layer) ? "MTP, " : "",
+            deepseek_v4_layer_kind_name(config.layer(layer).kind)));
     return w;
 }
 

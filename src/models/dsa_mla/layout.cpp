@@ -14,6 +14,13 @@ DsaMlaCacheLayouts dsa_mla_cache_layouts(const DsaMlaConfig& c, NumericsProfile 
             {exact ? CacheRecordFormat::f32 : CacheRecordFormat::fp8_row_scale, c.index_head_dim, 0}};
 }
 
+std::string dsa_mla_attention_prefix(const DsaMlaConfig& c, int64_t layer) {
+    // Hy4 keeps its MTP layers apart (§1.2); DeepSeek-V3.2's MTP layer is model.layers.61 (§1.1, §6.1).
+    if (c.model == DsaMlaModel::hy_v4 && c.is_mtp_layer(layer))
+        return fmt::format("model.mtp_layers.{}.self_attn", layer - c.num_hidden_layers);
+    return fmt::format("model.layers.{}.self_attn", layer);
+}
+
 AttentionLayout dsa_mla_attention_layout(const DsaMlaConfig& c, NumericsProfile profile) {
     const int64_t D = c.hidden_size, H = c.num_attention_heads, Rq = c.q_lora_rank, R = c.kv_lora_rank;
     const int64_t Dr = c.qk_rope_head_dim, Dqk = c.qk_head_dim, Dn = c.qk_nope_head_dim, Dv = c.v_head_dim;
@@ -23,15 +30,16 @@ AttentionLayout dsa_mla_attention_layout(const DsaMlaConfig& c, NumericsProfile 
     const std::string latent_format = cache_format_text(records.latent);
 
     AttentionLayout layout;
-    for (size_t i = 0; i < c.layers.size(); ++i) {
-        const DsaMlaLayer& l = c.layers[i];
+    for (int64_t i = 0; i < c.n_layers_with_mtp(); ++i) {
+        const DsaMlaLayer& l = c.layer(i);
         AttentionLayerLayout out;
-        out.layer = static_cast<int64_t>(i);
+        out.layer = i;
+        out.mtp = c.is_mtp_layer(i);
         const bool full = l.kind == DsaLayerKind::full;
         out.kind = full ? "dsa_full" : "dsa_shared";
-        out.detail = full ? fmt::format("indexer top-{}", c.index_topk)
+        out.detail = full ? fmt::format("{}indexer top-{}", out.mtp ? "MTP layer, " : "", c.index_topk)
                           : fmt::format("top-k from layer {}", l.topk_source_layer);
-        const std::string p = fmt::format("model.layers.{}.self_attn.", i);
+        const std::string p = dsa_mla_attention_prefix(c, i) + ".";
         auto add = [&](std::string leaf, Shape shape, bool fp8 = false) {
             out.tensors.push_back({p + leaf, std::move(shape), fp8});
         };

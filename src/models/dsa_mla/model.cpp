@@ -42,22 +42,20 @@ Status Model::init(const Checkpoint& checkpoint, const std::vector<int64_t>& req
                                  "got {} (dsa_mla.md §3.5)",
                                  model_type_, c.index_head_dim);
 
-    // Layers to run: the requested ones (ascending, distinct), default all main layers. MTP layers are
-    // not implemented.
+    // Layers to run: the requested ones (ascending, distinct), default all main layers; MTP layers (ids
+    // num_hidden_layers + j, each with a full indexer, §1.3) only when requested.
     std::vector<int64_t> layers = requested;
     if (layers.empty())
         for (int64_t l = 0; l < c.num_hidden_layers; ++l) layers.push_back(l);
     for (size_t i = 0; i < layers.size(); ++i) {
-        if (layers[i] >= c.num_hidden_layers && layers[i] < c.num_hidden_layers + c.num_nextn_predict_layers)
-            return unsupported_error("{}: layer {} is an MTP layer; sieve runs the {} main layers only", model_type_,
-                                     layers[i], c.num_hidden_layers);
-        if (layers[i] < 0 || layers[i] >= c.num_hidden_layers)
-            return invalid_argument_error("{}: layer {} does not exist (the model has {} layers)", model_type_,
-                                          layers[i], c.num_hidden_layers);
+        if (layers[i] < 0 || layers[i] >= c.n_layers_with_mtp())
+            return invalid_argument_error("{}: layer {} does not exist (the model has {} layers and {} MTP layers "
+                                          "after them)",
+                                          model_type_, layers[i], c.num_hidden_layers, c.mtp_layers.size());
         if (i > 0 && layers[i] <= layers[i - 1])
             return invalid_argument_error("{}: layers must be ascending and distinct, got {} after {}", model_type_,
                                           layers[i], layers[i - 1]);
-        const DsaMlaLayer& l = c.layers[static_cast<size_t>(layers[i])];
+        const DsaMlaLayer& l = c.layer(layers[i]);
         if (l.kind == DsaLayerKind::shared &&
             std::find(layers.begin(), layers.end(), l.topk_source_layer) == layers.end())
             return invalid_argument_error("{}: layer {} reuses the top-k of layer {} (dsa_mla.md §1.3), which is not "

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "models/dsa_mla/layout.h"
+
 namespace sieve::dsa_mla {
 
 namespace {
@@ -137,8 +139,9 @@ constexpr LayoutNames kDeepseekNames{"wq_a.weight",  "q_norm.weight", "wq_b.weig
                                      "kv_norm.weight", "wkv_b.weight", "wo.weight"};
 
 // The layer's scope and leaf names: the HF layout or the DeepSeek one, exactly one present.
-Expected<std::pair<WeightScope, const LayoutNames*>> layer_scope(WeightStore& store, int64_t layer) {
-    const WeightScope hf = store.scope(fmt::format("model.layers.{}.self_attn", layer));
+Expected<std::pair<WeightScope, const LayoutNames*>> layer_scope(WeightStore& store, const DsaMlaConfig& c,
+                                                                 int64_t layer) {
+    const WeightScope hf = store.scope(dsa_mla_attention_prefix(c, layer));
     const WeightScope ds = store.scope(fmt::format("layers.{}.attn", layer));
     SIEVE_ASSIGN_OR_RETURN(bool has_hf, hf.has(kHfNames.q_a_proj));
     SIEVE_ASSIGN_OR_RETURN(bool has_ds, ds.has(kDeepseekNames.q_a_proj));
@@ -196,9 +199,9 @@ Status load_indexer(const LoadContext& lc, const DsaMlaConfig& c, const WeightSc
 
 Expected<LayerWeights> load_layer_weights(const DsaMlaConfig& c, int64_t layer, WeightStore& store, Backend& backend,
                                           NumericsProfile profile) {
-    if (layer < 0 || layer >= c.num_hidden_layers)
-        return invalid_argument_error("layer {} is not a layer of this {} model ({} layers)", layer,
-                                      dsa_mla_model_name(c.model), c.num_hidden_layers);
+    if (layer < 0 || layer >= c.n_layers_with_mtp())
+        return invalid_argument_error("layer {} is not a layer of this {} model ({} layers, {} MTP layers after them)",
+                                      layer, dsa_mla_model_name(c.model), c.num_hidden_layers, c.mtp_layers.size());
     const LoadContext lc{backend, profile == NumericsProfile::exact ? LinearMath::f32 : LinearMath::bf16,
                          store.options().fp8_block_rows == kLinearFp8Block &&
                              store.options().fp8_block_cols == kLinearFp8Block};
@@ -206,9 +209,9 @@ Expected<LayerWeights> load_layer_weights(const DsaMlaConfig& c, int64_t layer, 
     const int64_t Dr = c.qk_rope_head_dim, Dn = c.qk_nope_head_dim, Dv = c.v_head_dim, Dqk = c.qk_head_dim;
     LayerWeights w;
     w.layer = layer;
-    w.kind = c.layers[static_cast<size_t>(layer)].kind;
-    w.topk_source_layer = c.layers[static_cast<size_t>(layer)].topk_source_layer;
-    SIEVE_ASSIGN_OR_RETURN(auto found, layer_scope(store, layer));
+    w.kind = c.layer(layer).kind;
+    w.topk_source_layer = c.layer(layer).topk_source_layer;
+    SIEVE_ASSIGN_OR_RETURN(auto found, layer_scope(store, c, layer));
     const WeightScope& scope = found.first;
     const LayoutNames& n = *found.second;
 

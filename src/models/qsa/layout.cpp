@@ -11,6 +11,11 @@ QsaCacheLayouts qsa_cache_layouts(const QsaConfig& c, NumericsProfile profile) {
     return {{f, 2 * c.num_key_value_heads * c.head_dim, 0}, {f, c.indexer_head_dim, 0}};
 }
 
+std::string qsa_attention_prefix(const QsaConfig& c, int64_t layer) {
+    return c.is_mtp_layer(layer) ? fmt::format("mtp.layers.{}.self_attn", layer - c.num_hidden_layers)
+                                 : fmt::format("model.layers.{}.self_attn", layer);
+}
+
 AttentionLayout qsa_attention_layout(const QsaConfig& c, NumericsProfile profile) {
     const int64_t H = c.hidden_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
     const int64_t Hi = c.indexer_n_heads, Di = c.indexer_head_dim, r = c.indexer_compress_ratio;
@@ -19,19 +24,20 @@ AttentionLayout qsa_attention_layout(const QsaConfig& c, NumericsProfile profile
 
     AttentionLayout layout;
     int64_t qsa_layers = 0;
-    for (size_t i = 0; i < c.layers.size(); ++i) {
+    for (int64_t i = 0; i < c.n_layers_with_mtp(); ++i) {
         AttentionLayerLayout out;
-        out.layer = static_cast<int64_t>(i);
-        out.kind = qsa_layer_kind_name(c.layers[i]);
-        if (c.layers[i] != QsaLayerKind::qsa) {
+        out.layer = i;
+        out.mtp = c.is_mtp_layer(i);
+        out.kind = qsa_layer_kind_name(c.is_qsa_layer(i) ? QsaLayerKind::qsa : QsaLayerKind::linear_attention);
+        if (!c.is_qsa_layer(i)) {
             out.sieve_runs = false;
             out.detail = "not a sparse-attention layer; skipped by run and check";
             layout.layers.push_back(std::move(out));
             continue;
         }
-        ++qsa_layers;
-        out.detail = fmt::format("budget {} tokens in groups of {}", c.indexer_budget, r);
-        const std::string p = fmt::format("model.layers.{}.self_attn.", i);
+        qsa_layers += !out.mtp;
+        out.detail = fmt::format("{}budget {} tokens in groups of {}", out.mtp ? "MTP layer, " : "", c.indexer_budget, r);
+        const std::string p = qsa_attention_prefix(c, i) + ".";
         auto add = [&](std::string leaf, Shape shape) { out.tensors.push_back({p + leaf, std::move(shape), false}); };
         add("q_proj.weight", {2 * Hq * D, H});
         add("k_proj.weight", {Hkv * D, H});

@@ -2,6 +2,9 @@
 // config alone (specs/qsa.md); layout.cpp defines them.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "sieve/io/config.h"
 #include "sieve/models/attention_layout.h"
 #include "sieve/ops/cache_record.h"
@@ -9,6 +12,10 @@
 namespace sieve {
 
 AttentionLayout qsa_attention_layout(const QsaConfig& config, NumericsProfile profile);
+
+// The canonical name prefix of a layer's attention tensors (io/weights.h): "model.layers.L.self_attn", and
+// for MTP layer J (id num_hidden_layers + J) "mtp.layers.J.self_attn" (§3).
+std::string qsa_attention_prefix(const QsaConfig& config, int64_t layer);
 
 // The entry layouts (ops/cache_record.h) of the family's caches in a profile: what its layers write and
 // what the CacheSpecs of the layout count.

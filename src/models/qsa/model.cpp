@@ -57,11 +57,10 @@ Expected<std::unique_ptr<QsaModel>> QsaModel::load(const ModelConfig& config, co
     }
     for (size_t i = 0; i < wanted.size(); ++i) {
         const int64_t l = wanted[i];
-        if (l >= c->num_hidden_layers && l < c->num_hidden_layers + c->mtp_num_hidden_layers)
-            return unsupported_error("layer {} is an MTP layer; sieve runs the {} main layers only", l, c->num_hidden_layers);
-        if (l < 0 || l >= c->num_hidden_layers)
-            return invalid_argument_error("layer {} is out of range: the model has {} layers", l, c->num_hidden_layers);
-        if (c->layers[static_cast<size_t>(l)] != QsaLayerKind::qsa)
+        if (l < 0 || l >= c->n_layers_with_mtp())
+            return invalid_argument_error("layer {} is out of range: the model has {} layers and {} MTP layers after them",
+                                          l, c->num_hidden_layers, c->mtp_num_hidden_layers);
+        if (!c->is_qsa_layer(l))
             return unsupported_error("layer {} is a {} layer; sieve runs only the QSA layers of {}", l,
                                      qsa_layer_kind_name(c->layers[static_cast<size_t>(l)]), config.model_type);
         if (std::count(wanted.begin(), wanted.end(), l) > 1)

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "models/qsa/layout.h"
+
 namespace sieve::qsa {
 
 ProjectionLayout projection_layout(const QsaConfig& c) {
@@ -18,18 +20,15 @@ ProjectionLayout projection_layout(const QsaConfig& c) {
     return l;
 }
 
-std::string layer_prefix(int64_t layer) { return fmt::format("model.layers.{}.self_attn", layer); }
-
 Expected<LayerWeights> load_layer_weights(WeightStore& store, const QsaConfig& c, int64_t layer, DType dtype) {
-    if (layer < 0 || layer >= static_cast<int64_t>(c.layers.size()) || c.layers[static_cast<size_t>(layer)] != QsaLayerKind::qsa)
-        return invalid_argument_error("layer {} is not a QSA layer of this model", layer);
+    if (!c.is_qsa_layer(layer)) return invalid_argument_error("layer {} is not a QSA layer of this model", layer);
     if (!c.has_indexer)
         return invalid_argument_error("layer {}: the config has no indexer_* fields; a QSA layer cannot run without "
                                       "its indexer (qsa.md §2.1, §2.2)", layer);
     const int64_t H = c.hidden_size, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
     const int64_t Hi = c.indexer_n_heads, Di = c.indexer_head_dim;
     const ProjectionLayout pl = projection_layout(c);
-    const WeightScope s = store.scope(layer_prefix(layer));
+    const WeightScope s = store.scope(qsa_attention_prefix(c, layer));
 
     LayerWeights w;
     w.layer = layer;

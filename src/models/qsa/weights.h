@@ -35,9 +35,6 @@ struct LayerWeights {
     Tensor index_k_norm;  // [Di] f32 (indexer.k_layernorm, applied to the pooled key, §4.3)
 };
 
-// The canonical prefix of layer L's attention: "model.layers.L.self_attn".
-std::string layer_prefix(int64_t layer);
-
 // Reads and checks layer L (a QSA layer of `c`) with linear weights converted to `dtype` (f32 for
 // the exact profile; bf16 for deployed). Errors name the tensor, its shape and the expected one.
 Expected<LayerWeights> load_layer_weights(WeightStore& store, const QsaConfig& c, int64_t layer, DType dtype);

@@ -90,7 +90,7 @@ TEST(DeepseekV4Load, FactoryAndLayerSelection) {
     bad = load_attention_model(g.config, *g.checkpoint, mo);
     ASSERT_FALSE(bad.has_value());
     EXPECT_NE(bad.status().message().find("layer 5 does not exist"), std::string::npos) << bad.status().message();
-    {  // an MTP layer (the one after the main layers): not run yet, and said so
+    {  // an MTP layer (the one after the main layers) whose tensors the checkpoint lacks: named
         DeepseekV4Config with_mtp = *g.config.deepseek_v4();
         with_mtp.mtp_layers.push_back(with_mtp.layers.front());
         DeepseekV4Options o;
@@ -98,8 +98,9 @@ TEST(DeepseekV4Load, FactoryAndLayerSelection) {
         o.layers = {static_cast<int64_t>(with_mtp.layers.size())};
         auto mtp = load_deepseek_v4_model(with_mtp, *g.checkpoint, o);
         ASSERT_FALSE(mtp.has_value());
-        EXPECT_EQ(mtp.status().code(), StatusCode::unsupported) << mtp.status().to_string();
-        EXPECT_NE(mtp.status().message().find("is an MTP layer"), std::string::npos) << mtp.status().message();
+        EXPECT_EQ(mtp.status().code(), StatusCode::not_found) << mtp.status().to_string();
+        EXPECT_NE(mtp.status().message().find("layer 3 (MTP, swa): tensor mtp.0.attn.attn_sink"), std::string::npos)
+            << mtp.status().message();
     }
     mo.layers = {};
     mo.state_block_size = -2;

@@ -482,11 +482,11 @@ TEST(DsaMlaModel, LoadErrors) {
                  {"layer 3", "elementwise", "linear_gate.weight", "absent"});
     expect_error(g.config, without("model.layers.0.self_attn.learnable_sink_param"), StatusCode::invalid_argument,
                  {"learnable_sink", "absent"});
-    // Layers: a shared layer without its source, an MTP layer, an unknown one.
+    // Layers: a shared layer without its source, an unknown one, an MTP layer whose tensors are missing.
     expect_error(g.config, all, StatusCode::invalid_argument, {"layer 3", "layer 2", "not among"}, {0, 3});
     expect_error(g.config, all, StatusCode::invalid_argument, {"layer 9"}, {9});
     const ModelConfig mtp = config_with(g, "\"num_hidden_layers\": 4", "\"num_hidden_layers\": 4, \"num_nextn_predict_layers\": 1");
-    expect_error(mtp, all, StatusCode::unsupported, {"MTP"}, {4});
+    expect_error(mtp, all, StatusCode::not_found, {"layer 4", "model.mtp_layers.0.self_attn.q_a_proj.weight"}, {4});
     // Unsupported deployed geometry: an fp8_v32 latent needs whole 128-value scale groups.
     const ModelConfig wide = config_with(g, "\"kv_lora_rank\": 32", "\"kv_lora_rank\": 160");
     expect_error(wide, all, StatusCode::unsupported, {"kv_lora_rank = 160"}, {}, NumericsProfile::deployed);

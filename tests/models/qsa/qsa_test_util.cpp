@@ -45,9 +45,11 @@ std::map<std::string, Tensor> qsa_random_weights(const QsaTestConfig& c, uint64_
     };
     const int64_t H = c.hidden, D = c.head_dim, Di = c.index_dim;
     const float s = 1.0f / std::sqrt(static_cast<float>(H));
-    for (size_t l = 0; l < c.layer_types.size(); ++l) {
-        if (c.layer_types[l] == "linear_attention") continue;
-        const std::string p = fmt::format("model.layers.{}.self_attn.", l);
+    const size_t n_main = c.layer_types.size();
+    for (size_t l = 0; l < n_main + static_cast<size_t>(c.mtp_layers); ++l) {
+        if (l < n_main && c.layer_types[l] == "linear_attention") continue;
+        const std::string p = l < n_main ? fmt::format("model.layers.{}.self_attn.", l)
+                                         : fmt::format("mtp.layers.{}.self_attn.", l - n_main);  // qsa.md §3
         add(p + "q_proj.weight", {2 * c.heads * D, H}, s);
         add(p + "k_proj.weight", {c.kv_heads * D, H}, s);
         add(p + "v_proj.weight", {c.kv_heads * D, H}, s);

@@ -31,11 +31,11 @@ struct QsaTestConfig {
     double eps = 1e-2;
     std::vector<std::string> layer_types = {"linear_attention", "qwen_sparse_attention"};
     bool multimodal = false;  // qwen4_exp + text_config + model.language_model.* names
-    int64_t mtp_layers = 0;   // mtp_num_hidden_layers (the config's; no weights)
+    int64_t mtp_layers = 0;   // mtp_num_hidden_layers: QSA layers after the main ones (mtp.layers.J.self_attn)
 };
 
 std::string qsa_config_json(const QsaTestConfig& c);
-// Random fp32 weights of every QSA layer, canonical (text-only) names. Norm weights near 0 (Gemma).
+// Random fp32 weights of every QSA layer (MTP layers included), canonical (text-only) names. Norm weights near 0 (Gemma).
 std::map<std::string, Tensor> qsa_random_weights(const QsaTestConfig& c, uint64_t seed);
 
 enum class StoredAs { f32, bf16, fp8_block };
