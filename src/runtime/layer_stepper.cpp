@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/selection_reuse.h"
+
 namespace sieve {
 
 Expected<std::unique_ptr<LayerStepper>> LayerStepper::create(AttentionModel& model, const CachePoolOptions& options) {
@@ -14,6 +16,24 @@ Expected<std::unique_ptr<LayerStepper>> LayerStepper::create(AttentionModel& mod
 
 std::unique_ptr<LayerStepper> LayerStepper::create(AttentionModel& model, std::unique_ptr<CachePools> pools) {
     return std::unique_ptr<LayerStepper>(new LayerStepper(model, std::move(pools)));
+}
+
+LayerStepper::LayerStepper(AttentionModel& model, std::unique_ptr<CachePools> pools)
+    : model_(model), pools_(std::move(pools)) {}
+
+LayerStepper::~LayerStepper() {
+    if (reuse_) model_.set_selection_observer(nullptr);
+}
+
+Status LayerStepper::reuse_selections() {
+    if (batch_) return invalid_argument_error("reuse_selections: a step is open (call end_step first)");
+    if (pools_->adopted())
+        return invalid_argument_error("reuse_selections: over adopted pools a request lives for one step, so no "
+                                      "selection outlives it");
+    if (reuse_) return Status::ok();
+    reuse_ = std::make_unique<SelectionReuse>();
+    model_.set_selection_observer(reuse_.get());
+    return Status::ok();
 }
 
 int64_t LayerStepper::tokens_done(RequestId id) const {
@@ -45,14 +65,28 @@ Status LayerStepper::begin_step(std::vector<StepRequest> requests) {
                                           "= {} of {}",
                                           r.id, r.end(), model_.max_position_embeddings(), model_.model_type());
         r.is_decode = r.n_tokens == 1 && r.start > 0;
+        if (r.reuse_selection) {
+            if (!reuse_)
+                return invalid_argument_error("begin_step: request {} reuses its selections, but this stepper keeps "
+                                              "none (call reuse_selections first)",
+                                              r.id);
+            if (r.n_tokens != 1 || !reuse_->has(r.id))
+                return invalid_argument_error("begin_step: request {} reuses its selections with {} tokens{}; a draft "
+                                              "token reusing them runs alone, after a step that selected anew",
+                                              r.id, r.n_tokens, reuse_->has(r.id) ? "" : " and no step that selected");
+        }
     }
     for (const StepRequest& r : requests) {
+        // The oldest position a rollback may return to: this step's start, or, for a later draft token, the
+        // start of the request's draft steps (its last step that selected anew).
+        const int64_t floor = r.reuse_selection ? last_start_.at(r.id) : r.start;
         if (auto p = prefix_keys_.find(r.id); p != prefix_keys_.end())  // before a window block is let go
-            p->second.cached = pools_->prefix_cache()->publish(r.id, p->second.keys, r.start, p->second.cached);
-        if (!pools_->adopted()) pools_->after_step(r.id, r.start);  // what the step's first token no longer sees
+            p->second.cached = pools_->prefix_cache()->publish(r.id, p->second.keys, floor, p->second.cached);
+        if (!pools_->adopted()) pools_->after_step(r.id, floor);  // what a token at the floor no longer sees
         SIEVE_RETURN_IF_ERROR(pools_->reserve(r));
     }
     StepBatch batch = make_step_batch(std::move(requests), pools_->step_caches());
+    if (reuse_) reuse_->begin_step(batch);
     const size_t bytes = static_cast<size_t>(batch.n_tokens() * model_.hidden_size()) * sizeof(float);
     Backend& backend = model_.backend();
     for (auto* buffer : {&rows_in_, &rows_out_}) {
@@ -83,6 +117,7 @@ Status LayerStepper::forward(int64_t layer_pos, const float* input, float* outpu
     Backend& backend = model_.backend();
     Status s = backend.buffer_upload(*rows_in_, 0, input, bytes);
     if (s.is_ok()) s = model_.forward(layer_pos, *batch_, rows_in_->as<float>(), rows_out_->as<float>(), times);
+    if (s.is_ok() && reuse_) s = reuse_->step_error();
     if (s.is_ok()) s = backend.buffer_download(*rows_out_, 0, output, bytes);
     if (!s.is_ok()) return fail_step(s.with_context(fmt::format("layer {}", model_.layers()[static_cast<size_t>(layer_pos)])));
     ++next_layer_;
@@ -93,7 +128,8 @@ Status LayerStepper::forward_on_backend(int64_t layer_pos, const float* input, f
     SIEVE_RETURN_IF_ERROR(check_next_layer("forward_on_backend", layer_pos));
     if (input == nullptr || output == nullptr)
         return fail_step(invalid_argument_error("forward_on_backend: null {} rows", input == nullptr ? "input" : "output"));
-    const Status s = model_.forward(layer_pos, *batch_, input, output, nullptr);
+    Status s = model_.forward(layer_pos, *batch_, input, output, nullptr);
+    if (s.is_ok() && reuse_) s = reuse_->step_error();
     if (!s.is_ok()) return fail_step(s.with_context(fmt::format("layer {}", model_.layers()[static_cast<size_t>(layer_pos)])));
     ++next_layer_;
     return Status::ok();
@@ -107,9 +143,10 @@ Status LayerStepper::end_step() {
             continue;
         }
         done_[r.id] = r.end();
-        last_start_[r.id] = r.start;
-        pools_->after_step(r.id, r.start);  // a rollback may return to the start; begin_step releases the rest
+        if (!r.reuse_selection) last_start_[r.id] = r.start;
+        pools_->after_step(r.id, last_start_[r.id]);  // a rollback may return there; begin_step releases the rest
     }
+    if (reuse_) reuse_->end_step();
     batch_.reset();
     next_layer_ = 0;
     return Status::ok();
@@ -123,10 +160,12 @@ Status LayerStepper::rollback(RequestId id, int64_t tokens) {
     if (done == done_.end()) return invalid_argument_error("rollback: request {} has run no step", id);
     const int64_t floor = last_start_.at(id);
     if (tokens < floor || tokens > done->second)
-        return invalid_argument_error("rollback: request {} can keep {} … {} of its tokens (its last step started at {}), "
-                                      "not {}",
-                                      id, floor, done->second, floor, tokens);
+        return invalid_argument_error("rollback: request {} can keep {} … {} of its tokens (its last step{} started at "
+                                      "{}), not {}",
+                                      id, floor, done->second, reuse_ ? " that selected anew" : "", floor, tokens);
     done->second = tokens;
+    // Selections made at a position that is no longer kept are not the request's any more.
+    if (reuse_ && reuse_->has(id) && reuse_->position(id) >= tokens) reuse_->drop(id);
     return Status::ok();
 }
 
@@ -153,6 +192,7 @@ void LayerStepper::free_request(RequestId id) {
     }
     pools_->free_request(id);
     model_.release_request(id);
+    if (reuse_) reuse_->drop(id);
     done_.erase(id);
     last_start_.erase(id);
 }

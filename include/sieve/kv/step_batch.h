@@ -19,6 +19,10 @@ struct StepRequest {
     int64_t start = 0;     // tokens the request had already run (its context before the step)
     int64_t n_tokens = 0;  // tokens it runs in this step
     bool is_decode = false;
+    // A later draft step (LayerStepper::reuse_selections, one token): the layers that select with an indexer
+    // attend with the selections they made for the request's last token of its last step that did not reuse
+    // (draft step 0) instead of selecting anew, and still update their side caches (skip_topk, qsa.md §7).
+    bool reuse_selection = false;
     int64_t end() const { return start + n_tokens; }  // seq_len after the step
 };
 

@@ -11,7 +11,8 @@
 //   forward(layer_pos, …)      every layer the caller needs, in the model's order (layers()), once each
 //   end_step()                 ends it; windowed caches keep what a token at the step's start still sees
 //                              until the request's next step begins (a rollback may return there)
-//   rollback(id, tokens)       optionally, after a verification step: the request keeps only the first
+//   rollback(id, tokens)       optionally, after a verification step (or a draft model's draft steps,
+//                              reuse_selections): the request keeps only the first
 //                              `tokens` of its tokens (its rejected draft tokens leave no trace)
 // and, before a request's first step, attach_prefix(id, keys, …) to start it after the longest prefix of
 // its prompt that the prefix cache holds (runtime/prefix_cache.h), caching its own chunks as it runs,
@@ -37,6 +38,8 @@
 #include "sieve/runtime/cache_pools.h"
 
 namespace sieve {
+
+class SelectionReuse;
 
 class LayerStepper {
 public:
@@ -66,7 +69,9 @@ public:
     Status end_step();
     // After end_step, before request `id`'s next step: it keeps only the first `tokens` of the tokens it has
     // run — a verification step (the request's last token and its draft tokens) whose later drafts were
-    // rejected — with `tokens` at least the start of its last step; its next step starts at `tokens`. What
+    // rejected — with `tokens` at least the start of its last step (on a draft model's stepper: of its last step
+    // that did not reuse selections, so that the draft tokens after it are undone too; reuse_selections);
+    // its next step starts at `tokens`. What
     // any kept position or later token reads is then as if the rejected tokens had never been seen: the
     // windowed caches still hold what a token at the last step's start sees, and the rows the rejected tokens
     // wrote (window and state rows, the compressed entries, indexer keys and pooled groups they completed) lie
@@ -84,20 +89,33 @@ public:
     // Ends request `id` (or drops it): caches its final chunks, then frees its blocks.
     void free_request(RequestId id);
 
+    // Makes this the stepper of a draft model (the MTP layers, each with its own caches): from now on a step's
+    // request may be a later draft token (StepRequest::reuse_selection, one token) that attends with the
+    // selections its layers made for the request's last token of its last step that did not reuse (draft step
+    // 0; top-k reuse, skip_topk: qsa.md §7) while the layers still update every side cache; and a rollback
+    // may return to the start of that step, undoing all the draft tokens after it. The stepper becomes the
+    // model's selection observer (AttentionModel::set_selection_observer) for its lifetime, so the layers
+    // read their selections back each step. Not over adopted pools.
+    Status reuse_selections();
+
     bool in_step() const { return batch_.has_value(); }
     const StepBatch& batch() const { return *batch_; }
     // Tokens the request has run (0 for an unknown id).
     int64_t tokens_done(RequestId id) const;
 
+    ~LayerStepper();
+
 private:
-    LayerStepper(AttentionModel& model, std::unique_ptr<CachePools> pools) : model_(model), pools_(std::move(pools)) {}
+    LayerStepper(AttentionModel& model, std::unique_ptr<CachePools> pools);
     Status fail_step(Status why);
     Status check_next_layer(std::string_view call, int64_t layer_pos);
 
     AttentionModel& model_;
     std::unique_ptr<CachePools> pools_;
     std::map<RequestId, int64_t> done_;        // tokens run, per request
-    std::map<RequestId, int64_t> last_start_;  // the start of each request's last step (rollback's floor)
+    // The start of each request's last step that did not reuse selections (rollback's floor).
+    std::map<RequestId, int64_t> last_start_;
+    std::unique_ptr<SelectionReuse> reuse_;  // reuse_selections()'s
     struct PrefixKeys {
         std::vector<uint64_t> keys;  // attach_prefix's
         size_t cached = 0;           // leading chunks cached (PrefixCache::publish)
