@@ -134,14 +134,26 @@ class AttentionModel:
         return self._ids[request_id]
 
     def begin_step(self, request_ids: Sequence[Hashable], query_start_loc: torch.Tensor,
-                   positions: torch.Tensor, block_tables: Optional[dict[str, torch.Tensor]] = None) -> None:
+                   positions: torch.Tensor, block_tables: Optional[dict[str, torch.Tensor]] = None,
+                   reuse_selection: Optional[Sequence[bool]] = None) -> None:
         """Reserves the step's cache entries (or, with the engine's caches, takes its block_tables) and
-        plans the step; see the class docstring."""
+        plans the step; see the class docstring. ``reuse_selection`` (a draft model after
+        ``reuse_selections()``): per request, whether its one token is a later draft token that attends with
+        the selections of its last step that did not reuse."""
         if block_tables is not None:  # the engine's requests live for one step
             ids = list(range(1, len(request_ids) + 1))
         else:
             ids = [self._id(r) for r in request_ids]
-        self._model.begin_step(ids, query_start_loc, positions, block_tables)
+        reuse = None if reuse_selection is None else [bool(r) for r in reuse_selection]
+        self._model.begin_step(ids, query_start_loc, positions, block_tables, reuse)
+
+    def reuse_selections(self) -> None:
+        """Makes this the draft model of speculative decoding (a checkpoint's MTP layers, ``layers=[...]``):
+        from now on a request's later draft tokens may reuse the top-k its indexer layers chose at draft step 0
+        (``begin_step(..., reuse_selection=...)``; skip_topk), while every side cache is still updated, and
+        ``rollback`` may undo a whole draft round (back to the start of its step 0). With sieve's own caches
+        only."""
+        self._model.reuse_selections()
 
     def forward(self, layer_pos: int, hidden_states: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Layer ``layers[layer_pos]``'s attention over the step's tokens: [n_tokens, hidden_size] in,

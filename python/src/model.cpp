@@ -144,7 +144,8 @@ public:
     }
 
     void begin_step(const std::vector<int64_t>& request_ids, const Array& query_start_loc_array,
-                    const Array& positions_array, const std::optional<std::map<std::string, Array>>& block_tables) {
+                    const Array& positions_array, const std::optional<std::map<std::string, Array>>& block_tables,
+                    const std::optional<std::vector<bool>>& reuse_selection) {
         const char* op = "AttentionModel.begin_step";
         if (!stepper_) throw StatusError(invalid_argument_error("sieve.{}: no caches bound (bind_caches)", op));
         const std::vector<int64_t> qsl = int_vector(TensorArg(op, "query_start_loc", query_start_loc_array));
@@ -156,6 +157,9 @@ public:
                 "the {} positions",
                 op, qsl.size(), qsl.empty() ? 0 : qsl.front(), qsl.empty() ? 0 : qsl.back(), n_requests + 1,
                 positions.size()));
+        if (reuse_selection && reuse_selection->size() != n_requests)
+            throw StatusError(invalid_argument_error("sieve.{}: reuse_selection has {} values, one per request ({})", op,
+                                                     reuse_selection->size(), n_requests));
         std::vector<StepRequest> requests;
         for (size_t r = 0; r < n_requests; ++r) {
             const int64_t begin = qsl[r], end = qsl[r + 1];
@@ -170,6 +174,7 @@ public:
                         "positions)",
                         op, request_ids[r], positions[static_cast<size_t>(t)], t, start + (t - begin)));
             requests.push_back({request_ids[r], start, end - begin, false});
+            requests.back().reuse_selection = reuse_selection && (*reuse_selection)[r];
         }
         if (stepper_->caches().adopted() != block_tables.has_value())
             throw StatusError(invalid_argument_error(
@@ -208,6 +213,13 @@ public:
         auto lock = lock_engine();
         if (!stepper_) throw StatusError(invalid_argument_error("sieve.AttentionModel.end_step: no step is open"));
         check(stepper_->end_step());
+    }
+    void reuse_selections() {
+        nb::gil_scoped_release release;
+        auto lock = lock_engine();
+        if (!stepper_)
+            throw StatusError(invalid_argument_error("sieve.AttentionModel.reuse_selections: no caches bound (bind_caches)"));
+        check(stepper_->reuse_selections());
     }
     void rollback(int64_t id, int64_t tokens) {
         nb::gil_scoped_release release;
@@ -263,9 +275,10 @@ void bind_model(nb::module_& m) {
         .def_prop_ro("cache_groups", &AttentionModelBinding::cache_groups)
         .def_prop_ro("in_step", &AttentionModelBinding::in_step)
         .def("begin_step", &AttentionModelBinding::begin_step, nb::arg("request_ids"), nb::arg("query_start_loc"),
-             nb::arg("positions"), nb::arg("block_tables").none())
+             nb::arg("positions"), nb::arg("block_tables").none(), nb::arg("reuse_selection").none())
         .def("forward", &AttentionModelBinding::forward, nb::arg("layer_pos"), nb::arg("hidden_states"), nb::arg("out"))
         .def("end_step", &AttentionModelBinding::end_step)
+        .def("reuse_selections", &AttentionModelBinding::reuse_selections)
         .def("rollback", &AttentionModelBinding::rollback, nb::arg("request_id"), nb::arg("tokens"))
         .def("attach_prefix", &AttentionModelBinding::attach_prefix, nb::arg("request_id"), nb::arg("chunk_keys"),
              nb::arg("max_tokens"))

@@ -114,6 +114,55 @@ def test_rollback_keeps_the_accepted_draft_tokens_and_leaves_no_trace():
         model.rollback("b", 0)
 
 
+@pytest.mark.parametrize("name,mtp_layer", [("deepseek_v32", 2), ("hy_v4", 4), ("qwen4_exp", 4)])
+def test_an_mtp_draft_model_reuses_step_zeros_top_k_and_rolls_back_whole_rounds(name, mtp_layer):
+    # The fixture's MTP layer alone is the draft model. Its longest request: a prefill matching transformers
+    # (draft step 0), then three draft tokens reusing step 0's selections, which differ from the same tokens
+    # selecting anew (those match transformers); a rollback of the whole draft round, and the rest of the
+    # request gives what it gives without any draft round, matching transformers.
+    tensors, n_requests = golden(f"mtp/{name}")
+    r = max(range(n_requests), key=lambda i: tensors[f"req{i}.positions"].numel())
+    rows = tensors[f"req{r}.layer{mtp_layer}.input"]
+    n, p = rows.shape[0], rows.shape[0] // 2
+
+    def run(reuse, drafts=3, rollback=True):
+        model = sieve.AttentionModel(DATA / "mtp" / name / "ckpt", profile="exact", layers=[mtp_layer])
+        assert model.layers == [mtp_layer]
+        model.reuse_selections()
+        model.begin_step(["a"], torch.tensor([0, p], dtype=torch.int32), torch.arange(p))
+        prefill = model.forward(0, rows[:p])
+        model.end_step()
+        out = []
+        for q in range(p, p + drafts):
+            model.begin_step(["a"], torch.tensor([0, 1], dtype=torch.int32), torch.tensor([q]), reuse_selection=[reuse])
+            out.append(model.forward(0, rows[q : q + 1]))
+            model.end_step()
+        if not rollback:
+            return prefill, torch.cat(out), None
+        model.rollback("a", p)  # the whole draft round
+        model.begin_step(["a"], torch.tensor([0, n - p], dtype=torch.int32), torch.arange(p, n))
+        rest = model.forward(0, rows[p:])
+        model.end_step()
+        return prefill, torch.cat(out) if out else None, rest
+
+    prefill, reused, rest = run(True)
+    _, fresh, _ = run(False, rollback=False)  # no rollback past steps that selected anew
+    _, _, plain = run(False, drafts=0)
+    expected = tensors[f"req{r}.layer{mtp_layer}.output"]
+    torch.testing.assert_close(prefill, expected[:p], rtol=1e-4, atol=1e-5)
+    assert not torch.equal(reused, fresh)
+    torch.testing.assert_close(fresh, expected[p : p + 3], rtol=1e-4, atol=1e-5)
+    assert torch.equal(rest, plain)
+    torch.testing.assert_close(rest, expected[p:], rtol=1e-4, atol=1e-5)
+
+    model = sieve.AttentionModel(DATA / "mtp" / name / "ckpt", profile="exact", layers=[mtp_layer])
+    with pytest.raises(sieve.InvalidArgumentError, match=r"call reuse_selections first"):
+        model.begin_step(["a"], torch.tensor([0, 1], dtype=torch.int32), torch.tensor([0]), reuse_selection=[True])
+    model.reuse_selections()
+    with pytest.raises(sieve.InvalidArgumentError, match=r"reuse_selection has 2 values"):
+        model.begin_step(["a"], torch.tensor([0, 1], dtype=torch.int32), torch.tensor([0]), reuse_selection=[True, False])
+
+
 def test_a_cached_prefix_starts_a_request_after_it_with_the_same_outputs():
     # hy_v4's longest request runs twice with the same rows and chunk keys (cache blocks of 4 tokens: chunks
     # of 4): the second starts after the chunks the first cached, below its last prompt token, and gives the

@@ -24,9 +24,20 @@ Expected<std::unique_ptr<Engine>> Engine::create(AttentionModel& model, EngineOp
     pool_options.cache_budget_tokens = options.cache_budget_tokens;
     pool_options.max_requests_per_step = s.max_requests_per_step;
     pool_options.max_cache_bytes = options.max_cache_bytes;
+    if (options.draft_model && s.draft_tokens == 0)
+        return invalid_argument_error("a draft model without draft tokens (SchedulerOptions::draft_tokens is 0)");
+    if (options.draft_model && options.draft_model->hidden_size() != model.hidden_size())
+        return invalid_argument_error("the draft model's hidden size {} is not the model's {}",
+                                      options.draft_model->hidden_size(), model.hidden_size());
     SIEVE_ASSIGN_OR_RETURN(auto pools, CachePools::create(model, pool_options));
+    std::unique_ptr<LayerStepper> drafter;
+    if (options.draft_model) {
+        SIEVE_ASSIGN_OR_RETURN(drafter, LayerStepper::create(*options.draft_model, pool_options));
+        SIEVE_RETURN_IF_ERROR(drafter->reuse_selections());
+    }
     std::unique_ptr<Engine> engine(new Engine(model, std::move(options)));
     engine->pools_ = std::move(pools);
+    engine->drafter_ = std::move(drafter);
     return engine;
 }
 
@@ -84,13 +95,67 @@ std::vector<StepRequest> Engine::plan_step() {
     }
 }
 
+void Engine::release(RequestId id) {
+    pools_->free_request(id);
+    model_.release_request(id);
+    if (drafter_) drafter_->free_request(id);
+}
+
 void Engine::fail(RequestId id, Status why) {
     Entry& e = requests_.at(id);
     e.status = RequestStatus::failed;
     e.error = std::move(why);
     scheduler_.remove(id);
-    pools_->free_request(id);
-    model_.release_request(id);
+    release(id);
+}
+
+// A request verifying k drafts after its token at `start` (a decode of 1 + k tokens): the draft model runs
+// its tokens up to `start` (step 0), then positions start + 1 … start + k − 1 one per step, reusing step 0's
+// selections; the drafts these stand for are what the step verifies.
+Status Engine::run_drafts(const std::vector<StepRequest>& step) {
+    std::vector<StepRequest> step0;
+    int64_t most = 0;
+    for (const StepRequest& r : step) {
+        if (!r.is_decode || r.n_tokens < 2) continue;
+        const int64_t from = drafter_->tokens_done(r.id);
+        step0.push_back({r.id, from, r.start + 1 - from});
+        most = std::max(most, r.n_tokens - 1);
+    }
+    if (step0.empty()) return Status::ok();
+    const auto begin = std::chrono::steady_clock::now();
+    SIEVE_RETURN_IF_ERROR(draft_step(std::move(step0)));
+    for (int64_t j = 1; j < most; ++j) {
+        std::vector<StepRequest> next;
+        for (const StepRequest& r : step)
+            if (r.is_decode && r.n_tokens - 1 > j) {
+                next.push_back({r.id, r.start + j, 1});
+                next.back().reuse_selection = true;
+            }
+        stats_.draft_reused_tokens += static_cast<int64_t>(next.size());
+        SIEVE_RETURN_IF_ERROR(draft_step(std::move(next)));
+    }
+    // Whatever the target keeps runs again in the next round's step 0, as the verified tokens it now is.
+    for (const StepRequest& r : step)
+        if (r.is_decode && r.n_tokens > 1) SIEVE_RETURN_IF_ERROR(drafter_->rollback(r.id, r.start + 1));
+    stats_.draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    return Status::ok();
+}
+
+Status Engine::draft_step(std::vector<StepRequest> requests) {
+    SIEVE_RETURN_IF_ERROR(drafter_->begin_step(std::move(requests)));
+    const StepBatch& batch = drafter_->batch();
+    AttentionModel& draft = drafter_->model();
+    const int64_t hidden = draft.hidden_size(), n = batch.n_tokens();
+    std::vector<float> in(static_cast<size_t>(n * hidden)), out(in.size());
+    for (int64_t l = 0; l < static_cast<int64_t>(draft.layers().size()); ++l) {
+        for (int64_t t = 0; t < n; ++t)
+            requests_.at(batch.request_of_token(t)).io->draft_input(l, batch.positions[static_cast<size_t>(t)],
+                                                                    in.data() + t * hidden);
+        SIEVE_RETURN_IF_ERROR(drafter_->forward(l, in.data(), out.data()));
+    }
+    ++stats_.draft_steps;
+    stats_.draft_model_tokens += n;
+    return drafter_->end_step();
 }
 
 Expected<bool> Engine::step() {
@@ -117,6 +182,14 @@ Expected<bool> Engine::step() {
                                         ? 1 + std::clamp<int64_t>(options_.accepted_drafts(r.id, r.start, r.n_tokens - 1), 0,
                                                                   r.n_tokens - 1)
                                         : r.n_tokens);
+
+    const auto start = std::chrono::steady_clock::now();  // the step's time includes its drafts'
+    if (drafter_)
+        if (Status s = run_drafts(admitted); !s.is_ok()) {
+            s = s.with_context("the draft model");
+            for (const StepRequest& r : admitted) fail(r.id, s);
+            return s;
+        }
 
     const StepBatch batch = make_step_batch(admitted, pools_->step_caches());
     // RequestIo is per token; the runner moves the step's rows in one piece.
@@ -146,7 +219,6 @@ Expected<bool> Engine::step() {
             }
         }
     } io(*this, batch, kept_end, model_.hidden_size());
-    const auto start = std::chrono::steady_clock::now();
     if (Status s = runner_.run(batch, io, options_.chain_layers, &stats_.stages); !s.is_ok()) {
         for (const StepRequest& r : admitted) fail(r.id, s);
         return s;
@@ -176,8 +248,7 @@ Expected<bool> Engine::step() {
             e.cached_chunks = pools_->prefix_cache()->publish(r.id, e.prefix_keys, e.done, e.cached_chunks);
         if (e.done >= e.n_tokens) {
             e.status = RequestStatus::finished;
-            pools_->free_request(r.id);
-            model_.release_request(r.id);
+            release(r.id);
             continue;
         }
         pools_->after_step(r.id, e.done);  // windowed caches keep only what the next token can still see
@@ -189,6 +260,8 @@ void RequestIo::rejected_draft_input(int64_t layer_pos, int64_t position, std::s
     input(layer_pos, position, row.data());
     for (float& v : row) v += 1.0f;
 }
+
+void RequestIo::draft_input(int64_t, int64_t position, float* row) { input(0, position, row); }
 
 Status Engine::run(const std::function<void(const Engine&)>& on_step) {
     for (;;) {

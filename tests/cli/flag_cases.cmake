@@ -66,6 +66,25 @@ sieve_cli_expect(cli.flag.run_cache_past_memory SANITIZE EXIT 2
 sieve_cli_expect(cli.flag.run_drafts_all_accepted SANITIZE EXIT 0
                  OUTPUT "3 per decode step, accept rate 1.00: 9 drafted, 9 accepted \\(9 decode steps saved\\)"
                  COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --accept-rate 1)
+# With the MTP layer as the draft model: per verification, draft step 0 over the tokens it has not run
+# (6, then 4, 4) and two steps that reuse step 0's top-k.
+sieve_cli_expect(cli.flag.run_drafts_mtp_model SANITIZE EXIT 0
+                 OUTPUT "draft      MTP layer\\(s\\) 4: 9 steps over 20 tokens, 6 of them reusing draft step 0's top-k"
+                 COMMAND run ${fixtures}/mtp/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --accept-rate 1)
+sieve_cli_expect(cli.flag.run_drafts_mtp_json SANITIZE EXIT 0
+                 OUTPUT "\"draft_layers\": \\[\n *4\n *\\],\n *\"draft_model\": \"mtp\",\n *\"draft_model_tokens\": 20,\n *\"draft_reused_topk_tokens\": 6"
+                 COMMAND run ${fixtures}/mtp/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --accept-rate 1 --json)
+sieve_cli_expect(cli.flag.run_drafts_no_model SANITIZE EXIT 0
+                 OUTPUT "draft      no draft model \\(the config has no MTP layers, or --draft-model none\\)"
+                 COMMAND run ${fixtures}/mtp/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --draft-model none)
+sieve_cli_expect(cli.flag.run_draft_model_without_mtp_layers SANITIZE EXIT 2
+                 OUTPUT "sieve: invalid argument: --draft-model mtp: .*hy_v4/ckpt has no MTP layers"
+                 COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --draft-model mtp)
+sieve_cli_expect(cli.flag.run_draft_model_without_drafts SANITIZE EXIT 2
+                 OUTPUT "sieve: invalid argument: --draft-model mtp needs --draft-tokens"
+                 COMMAND run ${fixtures}/mtp/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 2 --draft-model mtp)
+sieve_cli_expect(cli.flag.run--draft-model=garbage SANITIZE EXIT 2 OUTPUT "sieve: --draft-model: garbage not in \\{auto,mtp,none\\}"
+                 COMMAND run --draft-model garbage)
 sieve_cli_expect(cli.flag.run_drafts_all_rejected SANITIZE EXIT 0
                  OUTPUT "3 per decode step, accept rate 0.00: 30 drafted, 0 accepted \\(0 decode steps saved\\)"
                  COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --accept-rate 0)

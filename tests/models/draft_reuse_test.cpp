@@ -2,12 +2,14 @@
 // its own stepper (LayerStepper::reuse_selections): a later draft token attends with the selections its
 // layer made at draft step 0 while every side cache is updated as if it had selected anew; rollback undoes
 // whole draft rounds. DeepSeek-V4's MTP layer is sliding-window only (nothing to reuse): its CSA layer
-// is run as the draft layer too, so that V4's compressor and indexer state are covered.
+// is run as the draft layer too, so that V4's compressor and indexer state are covered. The backend is cpu,
+// or the spec in SIEVE_TEST_BACKEND (e.g. cuda, on a machine with a GPU).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
@@ -17,12 +19,18 @@
 #include "model_test_util.h"
 #include "models/deepseek_v4/model.h"
 #include "sieve/models/model_factory.h"
+#include "sieve/runtime/engine.h"
 #include "sieve/runtime/layer_stepper.h"
 
 namespace sieve {
 namespace {
 
 using model_test::Golden;
+
+std::unique_ptr<Backend> backend() {
+    const char* spec = std::getenv("SIEVE_TEST_BACKEND");
+    return model_test::test_backend(spec != nullptr && *spec != '\0' ? spec : "cpu");
+}
 
 struct Case {
     std::string fixture;  // under tests/data
@@ -83,7 +91,7 @@ class DraftReuse : public ::testing::TestWithParam<std::tuple<Case, NumericsProf
 protected:
     void SetUp() override {
         golden_ = model_test::load_golden(c().fixture);
-        backend_ = model_test::test_backend("cpu");
+        backend_ = backend();
         for (size_t i = 0; i < golden_.fixture.layers.size(); ++i)
             if (golden_.fixture.layers[i] == c().layer) layer_pos_ = static_cast<int64_t>(i);
         ASSERT_GE(layer_pos_, 0);
@@ -261,11 +269,89 @@ INSTANTIATE_TEST_SUITE_P(MtpFixtures, DraftReuse,
                                             ::testing::Values(NumericsProfile::exact, NumericsProfile::deployed)),
                          case_name);
 
+// The Engine's speculative decoding with the MTP layer as its draft model (EngineOptions::draft_model): the
+// main layers give, bit for bit, the outputs of the same steps without a draft model (which match the
+// reference); the draft model ran step 0 and reusing steps for the drafts, and freed every request.
+TEST(DraftModelEngine, DraftsRunOnTheMtpLayerAndLeaveTheTargetAsItWas) {
+    const Golden g = model_test::load_golden("mtp/hy_v4");
+    auto backend = sieve::backend();
+    ModelOptions target_options, draft_options;
+    target_options.backend = draft_options.backend = backend.get();
+    target_options.layers = {0, 1, 2, 3};
+    draft_options.layers = {4};
+    auto target = load_attention_model(g.config, *g.checkpoint, target_options);
+    auto draft = load_attention_model(g.config, *g.checkpoint, draft_options);
+    ASSERT_TRUE(target.has_value() && draft.has_value());
+    struct GoldenIo final : RequestIo {
+        const Golden& g;
+        int64_t request, hidden;
+        std::vector<std::vector<float>> out;  // [layer_pos] rows
+        GoldenIo(const Golden& golden, int64_t r, int64_t h, size_t layers, int64_t n)
+            : g(golden), request(r), hidden(h), out(layers, std::vector<float>(static_cast<size_t>(n * h), NAN)) {}
+        void input(int64_t layer_pos, int64_t position, float* row) override {
+            const auto in = g.input(request, layer_pos);
+            std::copy(in.begin() + position * hidden, in.begin() + (position + 1) * hidden, row);
+        }
+        void output(int64_t layer_pos, int64_t position, const float* row) override {
+            std::copy(row, row + hidden, out[static_cast<size_t>(layer_pos)].begin() + position * hidden);
+        }
+    };
+    auto run = [&](AttentionModel* draft_model, EngineStats* stats) {
+        EngineOptions o;
+        o.scheduler.max_tokens_per_step = 32;
+        o.scheduler.draft_tokens = 3;
+        std::mt19937_64 rng(3);
+        o.accepted_drafts = [rng](RequestId, int64_t, int64_t drafts) mutable {
+            return std::uniform_int_distribution<int64_t>(0, drafts)(rng);
+        };
+        o.draft_model = draft_model;
+        auto engine = Engine::create(**target, o);
+        EXPECT_TRUE(engine.has_value()) << engine.status().to_string();
+        std::vector<std::unique_ptr<GoldenIo>> ios;
+        for (int64_t r = 0; r < g.n_requests(); ++r) {
+            const int64_t n = g.n_tokens()[static_cast<size_t>(r)];
+            ios.push_back(std::make_unique<GoldenIo>(g, r, (*target)->hidden_size(), 4, n));
+            EXPECT_TRUE((*engine)->add_request(r, n, std::min<int64_t>(n, 5), ios.back().get()).is_ok());
+        }
+        const Status s = (*engine)->run();
+        EXPECT_TRUE(s.is_ok()) << s.to_string();
+        *stats = (*engine)->stats();
+        std::vector<std::vector<std::vector<float>>> out;
+        for (const auto& io : ios) out.push_back(io->out);
+        return out;
+    };
+    EngineStats with, without;
+    const auto a = run(draft->get(), &with), b = run(nullptr, &without);
+    EXPECT_EQ(a, b);
+    for (int64_t r = 0; r < g.n_requests(); ++r)
+        for (int64_t l = 0; l < 4; ++l) {
+            const auto ref = g.output(r, l);
+            const std::vector<float>& got = a[static_cast<size_t>(r)][static_cast<size_t>(l)];
+            double diff = 0, norm = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+                diff += (got[i] - ref[i]) * (got[i] - ref[i]);
+                norm += ref[i] * ref[i];
+            }
+            EXPECT_LE(std::sqrt(diff / norm), 1e-4) << "request " << r << " layer " << l;
+        }
+    EXPECT_EQ(with.drafted_tokens, without.drafted_tokens);
+    EXPECT_GT(with.draft_steps, 0);
+    EXPECT_GT(with.draft_reused_tokens, 0);
+    EXPECT_GT(with.draft_model_tokens, with.draft_reused_tokens);
+    EXPECT_EQ(without.draft_steps, 0);
+    EXPECT_GT(with.draft_seconds, 0.0);
+
+    EngineOptions no_drafts;
+    no_drafts.draft_model = draft->get();
+    EXPECT_NE(Engine::create(**target, no_drafts).status().message().find("a draft model without draft tokens"),
+              std::string::npos);
+}
+
 // Misuse is an error naming it: reuse on a stepper that keeps no selections, with two tokens, before any step
 // selected, and after a rollback past the token whose selections it would reuse.
 TEST(DraftReuseMisuse, ErrorsNameTheRule) {
     const Golden g = model_test::load_golden("mtp/deepseek_v32");
-    auto backend = model_test::test_backend("cpu");
+    auto backend = sieve::backend();
     ModelOptions o;
     o.backend = backend.get();
     o.layers = {2};

@@ -185,6 +185,12 @@ int main(int argc, char** argv) {
                  "speculative decoding: draft tokens each decode step verifies (0: plain decode)");
     add_real_flag(run_cmd, "--accept-rate", run.accept_rate, sieve::cli::kRunAcceptRate,
                   "speculative decoding: the chance that a draft is accepted once the drafts before it were");
+    run_cmd->add_option("--draft-model", run.draft_model,
+                        "speculative decoding: where the drafts come from: mtp (the checkpoint's MTP layers run as the "
+                        "draft model, reusing draft step 0's top-k), none (only the verification runs), or auto (mtp "
+                        "when the config has MTP layers)")
+        ->check(CLI::IsMember({"auto", "mtp", "none"}))
+        ->capture_default_str();
     add_int_flag(run_cmd, "--shared-prefix", run.shared_prefix, sieve::cli::kRunSharedPrefix,
                  "prefix caching: the first N prompt tokens of every request are its prompt family's, and cached "
                  "prefixes are reused (0: no prefix caching)");

@@ -231,6 +231,14 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
     SIEVE_ASSIGN_OR_RETURN(AttentionLayout layout, attention_layout(config, o.profile));
     SIEVE_ASSIGN_OR_RETURN(std::vector<int64_t> layers, workload_layers(o, config, layout));
     SIEVE_ASSIGN_OR_RETURN(const int64_t cache_budget_tokens, check_workload(o, config, layout, layers));
+    // The draft model: the MTP layers, with drafts.
+    std::vector<int64_t> draft_layers;
+    for (const AttentionLayerLayout& l : layout.layers)
+        if (l.mtp && o.draft_tokens > 0 && o.draft_model != "none") draft_layers.push_back(l.layer);
+    if (o.draft_model == "mtp" && o.draft_tokens > 0 && draft_layers.empty())
+        return invalid_argument_error("--draft-model mtp: {} has no MTP layers (its config announces none)", source);
+    if (o.draft_model == "mtp" && o.draft_tokens == 0)
+        return invalid_argument_error("--draft-model mtp needs --draft-tokens");
 
     std::unique_ptr<Checkpoint> checkpoint;
     if (!o.checkpoint.empty()) {
@@ -239,7 +247,12 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
         if (o.progress && isatty(STDERR_FILENO))
             fmt::print(stderr, "generating random weights for preset {} (layers {})...\n", o.preset,
                        fmt::join(layers, ","));
-        SIEVE_ASSIGN_OR_RETURN(checkpoint, preset_checkpoint(o.preset, config, layers, o.seed));
+        std::vector<int64_t> weights_of = layers;
+        if (weights_of.empty())
+            for (const AttentionLayerLayout& l : layout.layers)
+                if (l.sieve_runs && !l.mtp) weights_of.push_back(l.layer);
+        weights_of.insert(weights_of.end(), draft_layers.begin(), draft_layers.end());
+        SIEVE_ASSIGN_OR_RETURN(checkpoint, preset_checkpoint(o.preset, config, weights_of, o.seed));
     }
     SIEVE_ASSIGN_OR_RETURN(auto backend, make_backend(o.backend));
     ModelOptions model_options;
@@ -247,6 +260,12 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
     model_options.backend = backend.get();
     model_options.layers = layers;
     SIEVE_ASSIGN_OR_RETURN(auto model, load_attention_model(config, *checkpoint, model_options));
+    std::unique_ptr<AttentionModel> draft_model;
+    if (!draft_layers.empty()) {
+        ModelOptions draft_options = model_options;
+        draft_options.layers = draft_layers;
+        SIEVE_ASSIGN_OR_RETURN(draft_model, load_attention_model(config, *checkpoint, draft_options));
+    }
     // The model holds its own packed copies of every weight: the checkpoint (mapped files, or a
     // preset's bytes) is not needed past loading.
     int64_t checkpoint_bytes = 0;
@@ -278,6 +297,7 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
         while (accepted < drafts && accept(acceptance)) ++accepted;
         return accepted;
     };
+    engine_options.draft_model = draft_model.get();
     SIEVE_ASSIGN_OR_RETURN(auto engine, Engine::create(*model, engine_options));
     std::vector<std::unique_ptr<SyntheticIo>> ios;
     for (int64_t r = 0; r < o.requests; ++r) {
@@ -356,7 +376,13 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
                            {"accept_rate", o.accept_rate},
                            {"drafted", s.drafted_tokens},
                            {"accepted", s.accepted_draft_tokens},
-                           {"decode_steps_saved", s.accepted_draft_tokens}}},
+                           {"decode_steps_saved", s.accepted_draft_tokens},
+                           {"draft_model", draft_layers.empty() ? "none" : "mtp"},
+                           {"draft_layers", draft_layers},
+                           {"draft_steps", s.draft_steps},
+                           {"draft_model_tokens", s.draft_model_tokens},
+                           {"draft_reused_topk_tokens", s.draft_reused_tokens},
+                           {"draft_seconds", s.draft_seconds}}},
                          {"prefix_cache",
                           {{"shared_prefix", o.shared_prefix},
                            {"prompt_families", o.prompt_families},
@@ -391,6 +417,15 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
         if (o.draft_tokens > 0)
             fmt::print(out, "drafts     {} per decode step, accept rate {:.2f}: {} drafted, {} accepted ({} decode steps saved)\n",
                        o.draft_tokens, o.accept_rate, s.drafted_tokens, s.accepted_draft_tokens, s.accepted_draft_tokens);
+        if (!draft_layers.empty())
+            fmt::print(out,
+                       "draft      MTP layer(s) {}: {} steps over {} tokens, {} of them reusing draft step 0's top-k, "
+                       "{:.2f} s\n",
+                       fmt::join(draft_layers, ","), s.draft_steps, s.draft_model_tokens, s.draft_reused_tokens,
+                       s.draft_seconds);
+        else if (o.draft_tokens > 0)
+            fmt::print(out, "draft      no draft model (the config has no MTP layers, or --draft-model none): only the "
+                            "verification runs\n");
         if (o.shared_prefix > 0)
             fmt::print(out,
                        "prefix     {} of {} prompt tokens from cached prefixes ({:.0f}%, {} of {} requests hit, chunks of "

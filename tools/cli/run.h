@@ -41,6 +41,10 @@ struct RunOptions {
     // probability accept_rate while the ones before it were (the target keeps a prefix of the drafts).
     int64_t draft_tokens = 0;
     double accept_rate = 0.7;
+    // Where the drafts come from: "auto" (the checkpoint's MTP layers when its config has them, else none),
+    // "mtp" (its MTP layers, an error without them: they run as the draft model, EngineOptions::draft_model)
+    // or "none" (no draft model: only the verification is run).
+    std::string draft_model = "auto";
     // Prefix caching: the first shared_prefix tokens of every prompt are its family's (requests take the
     // prompt_families prompts in turn), and the requests run with their prompts' chunk keys (0: no keys).
     int64_t shared_prefix = 0;

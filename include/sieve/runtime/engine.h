@@ -21,6 +21,7 @@
 #include "sieve/kv/paged_cache.h"
 #include "sieve/models/attention_model.h"
 #include "sieve/runtime/cache_pools.h"
+#include "sieve/runtime/layer_stepper.h"
 #include "sieve/runtime/scheduler.h"
 #include "sieve/runtime/step_runner.h"
 
@@ -39,6 +40,9 @@ public:
     // guess brings; its outputs are dropped and it leaves no trace). By default the token's own input
     // with 1 added to every value.
     virtual void rejected_draft_input(int64_t layer_pos, int64_t position, std::span<float> row);
+    // Speculative decoding with a draft model (EngineOptions::draft_model): the input row of its layer at
+    // `layer_pos` (of the draft model's layers()) for a token. By default the target's first layer's input.
+    virtual void draft_input(int64_t layer_pos, int64_t position, float* row);
 };
 
 struct EngineOptions {
@@ -55,6 +59,14 @@ struct EngineOptions {
     // Speculative decoding (scheduler.draft_tokens > 0): how many of the `drafts` draft tokens that follow
     // a request's token at `position` the target accepts (a prefix, 0 … drafts). Required with drafts.
     std::function<int64_t(RequestId, int64_t position, int64_t drafts)> accepted_drafts;
+    // Speculative decoding with a draft model (optional, with drafts): the checkpoint's MTP layers loaded as a
+    // model of their own (ModelOptions::layers), with its own caches. Before each step that verifies drafts, the
+    // engine runs it for them: draft step 0 over each verifying request's tokens it has not run, up to the
+    // request's token before the drafts, then one step per further draft token, each reusing step 0's top-k
+    // (LayerStepper::reuse_selections, skip_topk); after the step the draft model rolls back to that token, so
+    // that the kept tokens run again in the next round's step 0. Its outputs stand for the drafts, which the
+    // acceptance above judges. Must outlive the engine.
+    AttentionModel* draft_model = nullptr;
 };
 
 enum class RequestStatus { queued, running, finished, failed };
@@ -70,6 +82,10 @@ struct EngineStats {
     int64_t prefix_hit_requests = 0;   // requests that started after a cached prefix
     double prefill_seconds = 0;  // steps with any prefill token count here
     double decode_seconds = 0;   // steps of decodes only
+    int64_t draft_steps = 0;      // steps of the draft model (EngineOptions::draft_model)
+    int64_t draft_model_tokens = 0;  // tokens they ran
+    int64_t draft_reused_tokens = 0; // of them, draft tokens that reused step 0's top-k
+    double draft_seconds = 0;     // their time (also in the decode or prefill time of the step they served)
     StageTimes stages;
 };
 
@@ -103,7 +119,12 @@ private:
     Engine(AttentionModel& model, EngineOptions options)
         : model_(model), options_(std::move(options)), scheduler_(options_.scheduler), runner_(model) {}
     void fail(RequestId id, Status why);
+    // Ends request `id` in the caches, the model and the draft model.
+    void release(RequestId id);
     std::vector<StepRequest> plan_step();
+    // The draft model's steps for the step's verifications (EngineOptions::draft_model).
+    Status run_drafts(const std::vector<StepRequest>& step);
+    Status draft_step(std::vector<StepRequest> requests);
 
     struct Entry {
         RequestIo* io = nullptr;
@@ -120,6 +141,7 @@ private:
     EngineOptions options_;
     Scheduler scheduler_;
     std::unique_ptr<CachePools> pools_;
+    std::unique_ptr<LayerStepper> drafter_;  // over EngineOptions::draft_model, reusing selections
     std::map<RequestId, Entry> requests_;
     EngineStats stats_;
     StepRunner runner_;
