@@ -59,9 +59,11 @@ struct Recorder : SelectionObserver {
     }
 };
 
-// Every cache row request 1 holds for its first `tokens` positions: (group, layer slot, entry) → bytes.
+// Every cache row request 1 holds for its first `tokens` positions: (group, layer slot, entry) → bytes,
+// copied from the device where the host cannot read the caches.
 using CacheRows = std::map<std::tuple<std::string, int64_t, int64_t>, std::vector<uint8_t>>;
 CacheRows cache_rows(const LayerStepper& stepper, int64_t tokens) {
+    Backend& backend = stepper.model().backend();
     CacheRows out;
     for (const auto& group : stepper.caches().groups())
         for (int64_t layer = 0; layer < group->n_layers(); ++layer) {
@@ -69,7 +71,11 @@ CacheRows cache_rows(const LayerStepper& stepper, int64_t tokens) {
             for (int64_t e = 0; e < group->entries_for_tokens(tokens); ++e) {
                 const int64_t slot = group->slot(1, e);
                 if (slot < 0) continue;  // released: no later token sees it
-                out[{group->name(), layer, e}].assign(view.row(slot), view.row(slot) + view.entry_bytes);
+                std::vector<uint8_t>& row = out[{group->name(), layer, e}];
+                row.resize(static_cast<size_t>(view.entry_bytes));
+                const Status s = backend.transfer_bytes(Backend::Transfer::device_to_host, row.data(), view.row(slot),
+                                                        row.size());
+                EXPECT_TRUE(s.is_ok()) << s.to_string();
             }
         }
     return out;
