@@ -59,8 +59,8 @@ struct Recorder : SelectionObserver {
     }
 };
 
-// Every cache row request 1 holds for its first `tokens` positions: (group, layer slot, entry) → bytes,
-// copied from the device where the host cannot read the caches.
+// Every cache row request 1 holds for its first `tokens` positions: (group, layer slot, entry) → bytes, read
+// from a host copy of each layer's storage (the caches may live where the host cannot read them).
 using CacheRows = std::map<std::tuple<std::string, int64_t, int64_t>, std::vector<uint8_t>>;
 CacheRows cache_rows(const LayerStepper& stepper, int64_t tokens) {
     Backend& backend = stepper.model().backend();
@@ -68,14 +68,19 @@ CacheRows cache_rows(const LayerStepper& stepper, int64_t tokens) {
     for (const auto& group : stepper.caches().groups())
         for (int64_t layer = 0; layer < group->n_layers(); ++layer) {
             const CacheView view = group->view(layer);
+            const size_t bytes = static_cast<size_t>(group->allocator().total_blocks() * view.block_bytes);
+            auto storage = backend.buffer_wrap(view.base, bytes, BufferUsage::cache, "a cache layer's storage");
+            EXPECT_TRUE(storage.has_value()) << storage.status().to_string();
+            if (!storage.has_value()) return out;
+            std::vector<uint8_t> host(bytes);
+            const Status s = backend.buffer_download(**storage, 0, host.data(), bytes);
+            EXPECT_TRUE(s.is_ok()) << s.to_string();
             for (int64_t e = 0; e < group->entries_for_tokens(tokens); ++e) {
                 const int64_t slot = group->slot(1, e);
                 if (slot < 0) continue;  // released: no later token sees it
-                std::vector<uint8_t>& row = out[{group->name(), layer, e}];
-                row.resize(static_cast<size_t>(view.entry_bytes));
-                const Status s = backend.transfer_bytes(Backend::Transfer::device_to_host, row.data(), view.row(slot),
-                                                        row.size());
-                EXPECT_TRUE(s.is_ok()) << s.to_string();
+                const size_t at = static_cast<size_t>(view.row(slot) - view.base);
+                out[{group->name(), layer, e}].assign(host.begin() + static_cast<std::ptrdiff_t>(at),
+                                                      host.begin() + static_cast<std::ptrdiff_t>(at + view.entry_bytes));
             }
         }
     return out;
