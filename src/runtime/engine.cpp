@@ -109,17 +109,19 @@ void Engine::fail(RequestId id, Status why) {
     release(id);
 }
 
-// A request verifying k drafts after its token at `start` (a decode of 1 + k tokens): the draft model runs
-// its tokens up to `start` (step 0), then positions start + 1 … start + k − 1 one per step, reusing step 0's
-// selections; the drafts these stand for are what the step verifies.
+// The draft model follows the target: in each step it runs every request's tokens it has not run, up to the
+// end of the request's chunk (prefill: the target's own tokens), or, for a request verifying k drafts after
+// its token at `start` (a decode of 1 + k tokens), up to `start` (draft step 0) and then positions
+// start + 1 … start + k − 1 one per step, reusing step 0's selections: the drafts these stand for are what the
+// step verifies.
 Status Engine::run_drafts(const std::vector<StepRequest>& step) {
     std::vector<StepRequest> step0;
     int64_t most = 0;
     for (const StepRequest& r : step) {
-        if (!r.is_decode || r.n_tokens < 2) continue;
-        const int64_t from = drafter_->tokens_done(r.id);
-        step0.push_back({r.id, from, r.start + 1 - from});
-        most = std::max(most, r.n_tokens - 1);
+        const bool verifies = r.is_decode && r.n_tokens > 1;
+        const int64_t from = drafter_->tokens_done(r.id), to = verifies ? r.start + 1 : r.end();
+        if (to > from) step0.push_back({r.id, from, to - from});
+        if (verifies) most = std::max(most, r.n_tokens - 1);
     }
     if (step0.empty()) return Status::ok();
     const auto begin = std::chrono::steady_clock::now();

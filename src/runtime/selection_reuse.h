@@ -36,6 +36,7 @@ public:
 
     void on_selection(int64_t layer, RequestId request, int64_t position, std::span<int32_t> selected,
                       std::span<const float> scores, int64_t tokens_per_score) override;
+    bool wants_scores() const override { return false; }  // rows only: no score readback
 
 private:
     struct Kept {

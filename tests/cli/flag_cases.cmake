@@ -66,10 +66,11 @@ sieve_cli_expect(cli.flag.run_cache_past_memory SANITIZE EXIT 2
 sieve_cli_expect(cli.flag.run_drafts_all_accepted SANITIZE EXIT 0
                  OUTPUT "3 per decode step, accept rate 1.00: 9 drafted, 9 accepted \\(9 decode steps saved\\)"
                  COMMAND run ${fixtures}/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --accept-rate 1)
-# With the MTP layer as the draft model: per verification, draft step 0 over the tokens it has not run
-# (6, then 4, 4) and two steps that reuse step 0's top-k.
+# With the MTP layer as the draft model: the prompt's 5 tokens with the target's prefill, then per
+# verification draft step 0 over the tokens it has not run (1, then 4, 4) and two steps that reuse step 0's
+# top-k.
 sieve_cli_expect(cli.flag.run_drafts_mtp_model SANITIZE EXIT 0
-                 OUTPUT "draft      MTP layer\\(s\\) 4: 9 steps over 20 tokens, 6 of them reusing draft step 0's top-k"
+                 OUTPUT "draft      MTP layer\\(s\\) 4: 10 steps over 20 tokens, 6 of them reusing draft step 0's top-k"
                  COMMAND run ${fixtures}/mtp/hy_v4/ckpt --requests 1 --prompt-tokens 5 --decode-tokens 12 --draft-tokens 3 --accept-rate 1)
 sieve_cli_expect(cli.flag.run_drafts_mtp_json SANITIZE EXIT 0
                  OUTPUT "\"draft_layers\": \\[\n *4\n *\\],\n *\"draft_model\": \"mtp\",\n *\"draft_model_tokens\": 20,\n *\"draft_reused_topk_tokens\": 6"

@@ -43,6 +43,8 @@ public:
     // past the scored range (QSA's open tail) has no score.
     virtual void on_selection(int64_t layer, RequestId request, int64_t position, std::span<int32_t> selected,
                               std::span<const float> scores, int64_t tokens_per_score) = 0;
+    // Whether the observer reads the scores: when not, a model reads none back and passes empty `scores`.
+    virtual bool wants_scores() const { return true; }
 };
 
 class AttentionModel {

@@ -60,12 +60,12 @@ struct EngineOptions {
     // a request's token at `position` the target accepts (a prefix, 0 … drafts). Required with drafts.
     std::function<int64_t(RequestId, int64_t position, int64_t drafts)> accepted_drafts;
     // Speculative decoding with a draft model (optional, with drafts): the checkpoint's MTP layers loaded as a
-    // model of their own (ModelOptions::layers), with its own caches. Before each step that verifies drafts, the
-    // engine runs it for them: draft step 0 over each verifying request's tokens it has not run, up to the
-    // request's token before the drafts, then one step per further draft token, each reusing step 0's top-k
-    // (LayerStepper::reuse_selections, skip_topk); after the step the draft model rolls back to that token, so
-    // that the kept tokens run again in the next round's step 0. Its outputs stand for the drafts, which the
-    // acceptance above judges. Must outlive the engine.
+    // model of their own (ModelOptions::layers), with its own caches. Before each step the engine runs it over
+    // the step's requests: their prefill chunks, and for a request that verifies drafts, draft step 0 over its
+    // tokens up to its token before the drafts, then one step per further draft token, each reusing step 0's
+    // top-k (LayerStepper::reuse_selections, skip_topk); after the step the draft model rolls back to that
+    // token, so that the kept tokens run again in the next round's step 0. Its outputs stand for the drafts,
+    // which the acceptance above judges. Must outlive the engine.
     AttentionModel* draft_model = nullptr;
 };
 

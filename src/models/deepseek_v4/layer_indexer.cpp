@@ -101,10 +101,11 @@ Status AttentionLayer::observe_selection(const StepBatch& batch, const PlannedIn
     const size_t row_bytes = static_cast<size_t>(N * W) * sizeof(int32_t);
     SIEVE_RETURN_IF_ERROR(scratch_resize(s.observed_rows, N * W, "observed selection rows"));
     int32_t* rows = s.observed_rows.data();
+    const bool with_scores = ix.scored && observer.wants_scores();
     if (ix.scored) {
-        SIEVE_RETURN_IF_ERROR(scratch_resize(s.observed_scores, N * K, "observed indexer scores"));
+        SIEVE_RETURN_IF_ERROR(scratch_resize(s.observed_scores, with_scores ? N * K : 0, "observed indexer scores"));
         if (row_bytes > 0) SIEVE_RETURN_IF_ERROR(s.arena.download(backend_, b.selected, rows, row_bytes));
-        if (N * K > 0)
+        if (N * K > 0 && with_scores)
             SIEVE_RETURN_IF_ERROR(s.arena.download(backend_, b.scores, s.observed_scores.data(),
                                                    static_cast<size_t>(N * K) * sizeof(float)));
     } else {
@@ -115,7 +116,7 @@ Status AttentionLayer::observe_selection(const StepBatch& batch, const PlannedIn
     }
     for (int64_t t = 0; t < N; ++t) {
         std::span<const float> scores;
-        if (ix.scored)
+        if (with_scores)
             scores = std::span<const float>(s.observed_scores.data() + t * K,
                                             static_cast<size_t>(ix.candidates[static_cast<size_t>(t)]));
         observer.on_selection(layer_, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)],

@@ -329,12 +329,15 @@ Status Model::run_indexer(const LayerWeights& w, const StepBatch& batch, const S
             int32_t* chunk_rows = selection.rows + r0 * W;  // [rows, W]
             const size_t row_bytes = bytes(rows * W, DType::i32);
             SIEVE_RETURN_IF_ERROR(scratch_resize(observed_rows_, rows * W, "the observed top-k rows"));
-            SIEVE_RETURN_IF_ERROR(scratch_resize(observed_scores_, rows * n_cols, "the observed scores"));
+            SIEVE_RETURN_IF_ERROR(
+                scratch_resize(observed_scores_, observer_->wants_scores() ? rows * n_cols : 0, "the observed scores"));
             SIEVE_RETURN_IF_ERROR(selection.buffer.download(backend_, chunk_rows, observed_rows_.data(), row_bytes));
-            if (n_cols > 0)
+            const bool with_scores = observer_->wants_scores();
+            if (n_cols > 0 && with_scores)
                 SIEVE_RETURN_IF_ERROR(scores_.download(backend_, scores, observed_scores_.data(),
                                                        bytes(rows * n_cols, DType::f32)));
             observe_rows(*observer_, w.layer, batch, plan, r0, r1, observed_rows_, true, [&](int64_t t) {
+                if (!with_scores) return std::span<const float>();
                 const int32_t n = n_keys[static_cast<size_t>(t)];
                 const std::span<const float> row_scores(observed_scores_.data() + (t - r0) * n_cols,
                                                         static_cast<size_t>(n));

@@ -411,14 +411,15 @@ Status AttentionLayer::forward(const StepBatch& batch, const StepPlan& plan, con
             // The one readback of a step: the rows and scores to the host, the observer's rows back.
             const int64_t rows = t1 - t0;
             std::vector<int32_t> idx(static_cast<size_t>(rows * W));
-            std::vector<float> scores(fused ? 0 : static_cast<size_t>(rows * max_cols));
+            std::vector<float> scores(fused || !observer->wants_scores() ? 0 : static_cast<size_t>(rows * max_cols));
             SIEVE_RETURN_IF_ERROR(arena.download(backend_, buf.idx + t0 * W, idx.data(), idx.size() * 4));
             if (!scores.empty())
                 SIEVE_RETURN_IF_ERROR(arena.download(backend_, buf.scores, scores.data(), scores.size() * 4));
             for (int64_t t = t0; t < t1; ++t) {
                 const int32_t n = n_groups[static_cast<size_t>(t)];
                 std::span<const float> row_scores;
-                if (n > 0) row_scores = std::span<const float>(scores.data() + (t - t0) * max_cols, static_cast<size_t>(n));
+                if (n > 0 && !scores.empty())
+                    row_scores = std::span<const float>(scores.data() + (t - t0) * max_cols, static_cast<size_t>(n));
                 observer->on_selection(layer_, batch.request_of_token(t), batch.positions[static_cast<size_t>(t)],
                                        std::span<int32_t>(idx.data() + (t - t0) * W, static_cast<size_t>(W)), row_scores,
                                        r);
