@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <fmt/format.h>
-
 namespace sieve {
 
 void SelectionReuse::begin_step(const StepBatch& batch) {
