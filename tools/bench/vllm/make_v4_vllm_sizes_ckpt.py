@@ -10,10 +10,10 @@ project's golden checkpoint (tools/golden, head_dim 32) is too small for it, so 
 with those sizes and everything else as small as the golden one.
 
 The model is built by the golden generator itself (tools/golden/make_golden.py): its deepseek_v4
-family's config (``_build_deepseek_v4``: RoPE/YaRN parameters, eps, mHC, layer schedule sliding / CSA /
+family's config (``_config_deepseek_v4``: RoPE/YaRN parameters, eps, mHC, layer schedule sliding / CSA /
 HCA), its weight initialisation (``build_model``: seeded ``init_weights``) and transformers'
 ``save_pretrained``; only the fields in ``VLLM_SIZES`` (and ``--set``) replace the family's values, by
-wrapping transformers' ``DeepseekV4Config`` while ``_build_deepseek_v4`` runs, so make_golden.py needs no
+wrapping transformers' ``DeepseekV4Config`` while ``_config_deepseek_v4`` runs, so make_golden.py needs no
 hook. No golden tensors are written (the reference is the transformers model of this checkpoint).
 
     python make_v4_vllm_sizes_ckpt.py --out DIR [--seed 19] [--set num_attention_heads=64 ...]
@@ -57,7 +57,7 @@ STAMP = "ckpt_stamp.json"
 
 @contextlib.contextmanager
 def _config_overrides(overrides: dict):
-    """transformers' DeepseekV4Config, as ``_build_deepseek_v4`` imports it, with ``overrides`` applied."""
+    """transformers' DeepseekV4Config, as ``_config_deepseek_v4`` imports it, with ``overrides`` applied."""
     import transformers
 
     original = transformers.DeepseekV4Config
@@ -73,11 +73,11 @@ def family(overrides: dict | None = None) -> make_golden.Family:
     """make_golden's deepseek_v4 family whose model has ``VLLM_SIZES`` (and ``overrides``)."""
     sizes = {**VLLM_SIZES, **(overrides or {})}
 
-    def build():
+    def config():
         with _config_overrides(sizes):
-            return make_golden._build_deepseek_v4()
+            return make_golden._config_deepseek_v4()
 
-    return dataclasses.replace(make_golden.DEEPSEEK_V4, build=build)
+    return dataclasses.replace(make_golden.DEEPSEEK_V4, config=config)
 
 
 def make_checkpoint(out_dir: str | os.PathLike, seed: int = make_golden.DEFAULT_SEED,
