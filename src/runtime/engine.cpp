@@ -284,6 +284,11 @@ Status Engine::error(RequestId id) const {
     return it->second.error;
 }
 
+const std::vector<std::unique_ptr<CacheGroup>>& Engine::draft_cache_groups() const {
+    static const std::vector<std::unique_ptr<CacheGroup>> none;
+    return drafter_ ? drafter_->caches().groups() : none;
+}
+
 int64_t Engine::pending_requests() const {
     int64_t n = 0;
     for (const auto& [id, e] : requests_) n += e.status == RequestStatus::queued || e.status == RequestStatus::running;

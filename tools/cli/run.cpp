@@ -347,9 +347,11 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
     const EngineStats& s = engine->stats();
     const int64_t run_peak_rss = proc_status_bytes("VmHWM");
     const int64_t weight_bytes = static_cast<int64_t>(backend->prepared_weight_bytes());
-    const int64_t workspace_bytes = model->workspace_bytes();
+    // The draft model's caches and workspaces count too (its weights are in the backend's).
+    const int64_t workspace_bytes = model->workspace_bytes() + (draft_model ? draft_model->workspace_bytes() : 0);
     int64_t cache_bytes = 0;
     for (const auto& g : engine->cache_groups()) cache_bytes += g->storage_bytes();
+    for (const auto& g : engine->draft_cache_groups()) cache_bytes += g->storage_bytes();
     const int64_t stated_bytes = weight_bytes + cache_bytes + workspace_bytes;
     const double prefill_tps = s.prefill_seconds > 0 ? static_cast<double>(s.prefill_tokens) / s.prefill_seconds : 0;
     const double decode_tps = s.decode_seconds > 0 ? static_cast<double>(s.decode_tokens) / s.decode_seconds : 0;

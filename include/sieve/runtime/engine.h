@@ -112,6 +112,8 @@ public:
     Status error(RequestId id) const;
     const EngineStats& stats() const { return stats_; }
     const std::vector<std::unique_ptr<CacheGroup>>& cache_groups() const { return pools_->groups(); }
+    // The draft model's (EngineOptions::draft_model; none without one).
+    const std::vector<std::unique_ptr<CacheGroup>>& draft_cache_groups() const;
     int64_t pending_requests() const;
     int64_t tokens_done(RequestId id) const;
 
