@@ -14,7 +14,8 @@
 //   qsa_pool      one block per group; each thread sums its dims over the members in member order.
 //   qsa_expand    one block per token; a block-wide compaction of the sel row, then the open tail and −1.
 //   dsa_output_gate  one block per (token, head) row.
-//   mla_head_proj a tiled fp32 GEMM per head (32 tokens × 64 outputs per block).
+//   mla_head_proj a tiled fp32 GEMM per head (32 tokens × 64 outputs per block), for the exact profile and
+//                 fp32 inputs; bf16 ones take a batched cuBLAS GEMM (cuda_linear.h).
 //
 // Index arrays live on the device and are not range-checked by the backend (check_indices cannot run on
 // device memory): every kernel keeps its reads and writes in bounds whatever the indices hold, and the

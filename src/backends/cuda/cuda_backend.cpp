@@ -268,8 +268,11 @@ public:
         return cuda::mla_head_proj_workspace_size(p);
     }
     Status mla_head_proj(const MlaHeadProjParams& p, Workspace ws) override {
-        return run(p, [&] { return checked_workspace("mla_head_proj", ws, cuda::mla_head_proj_workspace_size(p),
-                                                      [&] { return cuda::mla_head_proj(p, ws, stream_); }); });
+        return run(p, [&] {
+            if (cuda::mla_head_proj_takes_gemm(p)) return cuda::mla_head_proj_gemm(cublas_, p);
+            return checked_workspace("mla_head_proj", ws, cuda::mla_head_proj_workspace_size(p),
+                                     [&] { return cuda::mla_head_proj(p, ws, stream_); });
+        });
     }
     Status qsa_pool(const QsaPoolParams& p) override { return run(p, [&] { return cuda::qsa_pool(p, stream_); }); }
     Status qsa_expand(const QsaExpandParams& p) override { return run(p, [&] { return cuda::qsa_expand(p, stream_); }); }

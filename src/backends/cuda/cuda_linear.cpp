@@ -116,4 +116,31 @@ Status linear_run(cublasHandle_t cublas, cudaStream_t stream, const CudaPrepared
     return linear_finish(acc, w.bias(), m, n, p.y, p.y_type, p.y_row_stride, stream);
 }
 
+bool mla_head_proj_takes_gemm(const MlaHeadProjParams& p) {
+    return p.math == LinearMath::bf16 && p.x_type == DType::bf16 && p.w_type == DType::bf16 &&
+           p.x_token_stride >= p.in_features && p.y_token_stride >= p.out_features && p.n_tokens <= INT32_MAX &&
+           p.n_heads <= INT32_MAX && p.in_features <= INT32_MAX && p.out_features <= INT32_MAX &&
+           p.x_token_stride <= INT32_MAX && p.y_token_stride <= INT32_MAX;
+}
+
+Status mla_head_proj_gemm(cublasHandle_t cublas, const MlaHeadProjParams& p) {
+    SIEVE_RETURN_IF_ERROR(validate(p));
+    if (!mla_head_proj_takes_gemm(p)) return internal_error("cuda mla_head_proj: shape or types not for the GEMM path");
+    if (p.n_tokens == 0 || p.n_heads == 0) return Status::ok();
+    // Row-major y_h[t, o] = x_h[t, i] · W_h[i, o] is column-major y_hᵀ[o, t] = W_hᵀ[o, i] · x_hᵀ[i, t]: W_h's
+    // row-major bytes are the column-major out × in matrix W_hᵀ (leading dimension out), x_h's rows of
+    // x_token_stride elements the column-major in × T matrix x_hᵀ, y_h's likewise; head h of each starts
+    // h·(in·out), h·x_head_stride and h·y_head_stride elements in.
+    const float alpha = 1.0f, beta = 0.0f;
+    const int m = static_cast<int>(p.out_features), n = static_cast<int>(p.n_tokens), k = static_cast<int>(p.in_features);
+    return cublas_status(
+        cublasGemmStridedBatchedEx(cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, p.w, CUDA_R_16BF, m,
+                                   static_cast<long long>(p.in_features * p.out_features), p.x, CUDA_R_16BF,
+                                   static_cast<int>(p.x_token_stride), static_cast<long long>(p.x_head_stride), &beta,
+                                   p.y, p.y_type == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                                   static_cast<int>(p.y_token_stride), static_cast<long long>(p.y_head_stride),
+                                   static_cast<int>(p.n_heads), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        fmt::format("mla_head_proj {} heads × {}×{}×{} GEMM", p.n_heads, p.n_tokens, p.out_features, p.in_features));
+}
+
 }  // namespace sieve::cuda

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "sieve/backends/backend.h"
+#include "sieve/ops/mla_head_proj.h"
 
 namespace sieve::cuda {
 
@@ -36,5 +37,12 @@ Expected<std::unique_ptr<PreparedLinear>> linear_prepare(Backend& backend, const
 Expected<LinearPlan> linear_plan(const CudaPreparedLinear& w, const LinearParams& shape);
 Status linear_run(cublasHandle_t cublas, cudaStream_t stream, const CudaPreparedLinear& w, const LinearPlan& plan,
                   const LinearParams& p, Workspace ws);
+
+// mla_head_proj (ops/mla_head_proj.h) of the deployed profile as one strided-batched cuBLAS GEMM, the heads
+// its batch: bf16 x and w with fp32 accumulation (every product exact, fp32 sums in an order the contract
+// leaves open), cast once into y. Taken when math, x and w are bf16 and the token strides are at least a
+// row (what cuBLAS's leading dimensions need); the fp32 kernel (attention_kernels.h) runs the rest.
+bool mla_head_proj_takes_gemm(const MlaHeadProjParams& p);
+Status mla_head_proj_gemm(cublasHandle_t cublas, const MlaHeadProjParams& p);
 
 }  // namespace sieve::cuda
