@@ -1,6 +1,8 @@
 #include "backends/cuda/cuda_linear.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include <fmt/format.h>
@@ -100,20 +102,34 @@ Status linear_run(cublasHandle_t cublas, cudaStream_t stream, const CudaPrepared
     const bool bf16 = w.math() == LinearMath::bf16;
     const LinearScratch s = linear_scratch(m, n, k, w.math());
     auto* base = static_cast<uint8_t*>(ws.data);
-    void* xs = base;
-    auto* acc = reinterpret_cast<float*>(base + s.acc_offset);
-    SIEVE_RETURN_IF_ERROR(linear_stage_x(p.x, p.x_type, p.x_row_stride, m, k, bf16, xs, stream));
+    // x is read in place when it already is the GEMM's dtype with rows cuBLAS can step over (a leading
+    // dimension of at least k); otherwise it is staged (converted, and rounded to bf16 for bf16 math).
+    const DType gemm_type = bf16 ? DType::bf16 : DType::f32;
+    const bool x_in_place = p.x_type == gemm_type && (m == 1 || p.x_row_stride >= k) && p.x_row_stride <= INT32_MAX;
+    const void* xs = x_in_place ? p.x : base;
+    const int64_t ldx = x_in_place ? std::max(p.x_row_stride, k) : k;
+    if (!x_in_place) SIEVE_RETURN_IF_ERROR(linear_stage_x(p.x, p.x_type, p.x_row_stride, m, k, bf16, base, stream));
+    // Without a bias the GEMM writes y itself (its fp32 sums cast once, as the finish would), where cuBLAS
+    // has that output type (bf16 or fp32 for bf16 math, fp32 for fp32 math); otherwise into the fp32
+    // accumulator, which the finish adds the bias to and casts.
+    const bool y_direct = w.bias() == nullptr && (bf16 || p.y_type == DType::f32) &&
+                          (m == 1 || p.y_row_stride >= n) && p.y_row_stride <= INT32_MAX;
+    void* out = y_direct ? p.y : base + s.acc_offset;
+    const int64_t ldy = y_direct ? std::max(p.y_row_stride, n) : n;
+    const cudaDataType_t out_type = y_direct && p.y_type == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
     // Row-major y[m, n] = x[m, k] · W[n, k]ᵀ is column-major yᵀ[n, m] = W[n, k] · xᵀ: W's row-major bytes
-    // are the column-major k×n matrix Wᵀ, taken transposed; x's are the column-major k×m matrix xᵀ.
+    // are the column-major k×n matrix Wᵀ, taken transposed; x's rows (ldx apart) the column-major k×m matrix
+    // xᵀ, and y's rows (ldy apart) the column-major n×m matrix yᵀ.
     const float alpha = 1.0f, beta = 0.0f;
     const cudaDataType_t in_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasComputeType_t compute = bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
     SIEVE_RETURN_IF_ERROR(cublas_status(
         cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                     &alpha, w.weight(), in_type, static_cast<int>(k), xs, in_type, static_cast<int>(k), &beta, acc,
-                     CUDA_R_32F, static_cast<int>(n), compute, CUBLAS_GEMM_DEFAULT),
+                     &alpha, w.weight(), in_type, static_cast<int>(k), xs, in_type, static_cast<int>(ldx), &beta, out,
+                     out_type, static_cast<int>(ldy), compute, CUBLAS_GEMM_DEFAULT),
         fmt::format("linear {}×{}×{} GEMM", m, n, k)));
-    return linear_finish(acc, w.bias(), m, n, p.y, p.y_type, p.y_row_stride, stream);
+    if (y_direct) return Status::ok();
+    return linear_finish(static_cast<const float*>(out), w.bias(), m, n, p.y, p.y_type, p.y_row_stride, stream);
 }
 
 bool mla_head_proj_takes_gemm(const MlaHeadProjParams& p) {

@@ -1,8 +1,9 @@
 // The cuda backend's linear (ops/linear.h): weights converted once to the GEMM's dtype and uploaded at
 // prepare time (fp32 for LinearMath::f32; bf16 for LinearMath::bf16, exact for bf16 weights and for FP8
-// weights with power-of-two block scales), then per call: x staged as a dense matrix of that dtype, one
-// cuBLAS GEMM with fp32 accumulation into the workspace, and the bias add + cast + strided store
-// (linear_kernels.h). Tensor-core FP8 GEMMs with block scales come later.
+// weights with power-of-two block scales), then per call one cuBLAS GEMM with fp32 accumulation: x read in
+// place when it already has the GEMM's dtype (else staged as a dense matrix of it), y written by the GEMM
+// when there is no bias (else the fp32 sums go to the workspace and the bias add + cast + strided store
+// follow, linear_kernels.h). Tensor-core FP8 GEMMs with block scales come later.
 #pragma once
 
 #include <memory>
