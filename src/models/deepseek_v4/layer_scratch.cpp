@@ -9,8 +9,11 @@ namespace sieve::dsv4 {
 
 namespace {
 
-// Tokens whose queries are normalized and rotated in one fp32 buffer (§2.2, §2.3).
-constexpr int64_t kQueryNormTokens = 16;
+// Tokens whose queries are normalized and rotated in one fp32 buffer (§2.2, §2.3): on the host few, so that the
+// buffer stays in cache (16 tokens of 64 heads × 512: 2 MiB); on a device more, as each chunk costs two launches
+// (a decode step of up to 128 tokens is one chunk: 16 MiB).
+constexpr int64_t kHostQueryNormTokens = 16;
+constexpr int64_t kDeviceQueryNormTokens = 128;
 
 }  // namespace
 
@@ -24,7 +27,8 @@ Expected<ScratchShape> AttentionLayer::scratch_shape(const StepBatch& batch, con
     sh.q_rank = Rq;
     sh.heads = H;
     sh.head_dim = d;
-    sh.norm_tokens = std::min<int64_t>(N, kQueryNormTokens);
+    sh.norm_tokens = std::min<int64_t>(
+        N, backend_.device().host_accessible ? kHostQueryNormTokens : kDeviceQueryNormTokens);
     sh.out_rank = G * Ro;
 
     size_t ws = 0;  // the largest op workspace
