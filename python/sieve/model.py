@@ -174,7 +174,8 @@ class AttentionModel:
     def rollback(self, request_id: Hashable, tokens: int) -> None:
         """After end_step, before the request's next step: it keeps only its first ``tokens`` tokens (a
         verification step whose later draft tokens were rejected; ``tokens`` at least the start of its last
-        step). Its next step starts there, and the rejected tokens leave no trace. With sieve's own caches
+        step, or on a draft model of its last step that did not reuse selections, ``reuse_selections``). Its
+        next step starts there, and the rejected tokens leave no trace. With sieve's own caches
         only (with the engine's, every step's positions say where it starts)."""
         if request_id not in self._ids:
             raise _sieve.InvalidArgumentError(f"rollback: request {request_id!r} has run no step")
