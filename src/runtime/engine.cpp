@@ -109,6 +109,13 @@ void Engine::fail(RequestId id, Status why) {
     release(id);
 }
 
+namespace {
+
+// The drafts a step's request verifies: a decode of 1 + k tokens is the request's token and k drafts.
+int64_t drafts_verified(const StepRequest& r) { return r.is_decode ? r.n_tokens - 1 : 0; }
+
+}  // namespace
+
 // The draft model follows the target: in each step it runs every request's tokens it has not run, up to the
 // end of the request's chunk (prefill: the target's own tokens), or, for a request verifying k drafts after
 // its token at `start` (a decode of 1 + k tokens), up to `start` (draft step 0) and then positions
@@ -118,10 +125,10 @@ Status Engine::run_drafts(const std::vector<StepRequest>& step) {
     std::vector<StepRequest> step0;
     int64_t most = 0;
     for (const StepRequest& r : step) {
-        const bool verifies = r.is_decode && r.n_tokens > 1;
+        const bool verifies = drafts_verified(r) > 0;
         const int64_t from = drafter_->tokens_done(r.id), to = verifies ? r.start + 1 : r.end();
         if (to > from) step0.push_back({r.id, from, to - from});
-        if (verifies) most = std::max(most, r.n_tokens - 1);
+        most = std::max(most, drafts_verified(r));
     }
     if (step0.empty()) return Status::ok();
     const auto begin = std::chrono::steady_clock::now();
@@ -129,7 +136,7 @@ Status Engine::run_drafts(const std::vector<StepRequest>& step) {
     for (int64_t j = 1; j < most; ++j) {
         std::vector<StepRequest> next;
         for (const StepRequest& r : step)
-            if (r.is_decode && r.n_tokens - 1 > j) {
+            if (drafts_verified(r) > j) {
                 next.push_back({r.id, r.start + j, 1});
                 next.back().reuse_selection = true;
             }
@@ -138,7 +145,7 @@ Status Engine::run_drafts(const std::vector<StepRequest>& step) {
     }
     // Whatever the target keeps runs again in the next round's step 0, as the verified tokens it now is.
     for (const StepRequest& r : step)
-        if (r.is_decode && r.n_tokens > 1) SIEVE_RETURN_IF_ERROR(drafter_->rollback(r.id, r.start + 1));
+        if (drafts_verified(r) > 0) SIEVE_RETURN_IF_ERROR(drafter_->rollback(r.id, r.start + 1));
     stats_.draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     return Status::ok();
 }
@@ -179,11 +186,11 @@ Expected<bool> Engine::step() {
     // Where each request's kept tokens end: a verification step keeps the request's token and the drafts
     // the target accepts.
     std::map<RequestId, int64_t> kept_end;
-    for (const StepRequest& r : admitted)
-        kept_end[r.id] = r.start + (r.is_decode && r.n_tokens > 1
-                                        ? 1 + std::clamp<int64_t>(options_.accepted_drafts(r.id, r.start, r.n_tokens - 1), 0,
-                                                                  r.n_tokens - 1)
-                                        : r.n_tokens);
+    for (const StepRequest& r : admitted) {
+        const int64_t drafts = drafts_verified(r);
+        kept_end[r.id] = r.start + (drafts > 0 ? 1 + std::clamp<int64_t>(options_.accepted_drafts(r.id, r.start, drafts), 0, drafts)
+                                               : r.n_tokens);
+    }
 
     const auto start = std::chrono::steady_clock::now();  // the step's time includes its drafts'
     if (drafter_)

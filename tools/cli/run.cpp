@@ -256,10 +256,7 @@ Status run_checked_workload(const RunOptions& o, std::ostream& out) {
         if (o.progress && isatty(STDERR_FILENO))
             fmt::print(stderr, "generating random weights for preset {} (layers {})...\n", o.preset,
                        fmt::join(layers, ","));
-        std::vector<int64_t> weights_of = layers;
-        if (weights_of.empty())
-            for (const AttentionLayerLayout& l : layout.layers)
-                if (l.sieve_runs && !l.mtp) weights_of.push_back(l.layer);
+        std::vector<int64_t> weights_of = layers;  // a preset's layers: --layers or its default ones, never none
         weights_of.insert(weights_of.end(), draft_layers.begin(), draft_layers.end());
         SIEVE_ASSIGN_OR_RETURN(checkpoint, preset_checkpoint(o.preset, config, weights_of, o.seed));
     }
