@@ -17,4 +17,11 @@ Expected<AttentionLayout> attention_layout(const ModelConfig& config, NumericsPr
     return family->layout(config, profile);
 }
 
+std::vector<int64_t> layers_sieve_runs(const AttentionLayout& layout) {
+    std::vector<int64_t> ids;
+    for (const AttentionLayerLayout& l : layout.layers)
+        if (l.sieve_runs) ids.push_back(l.layer);
+    return ids;
+}
+
 }  // namespace sieve

@@ -31,11 +31,8 @@ namespace {
 // validates a fixture against (the model's layers() with every layer loaded).
 Expected<GoldenFixture> read_fixture(const std::filesystem::path& golden_path, const ModelConfig& config) {
     SIEVE_ASSIGN_OR_RETURN(const AttentionLayout layout, attention_layout(config, NumericsProfile::exact));
-    std::vector<int64_t> layers;
-    for (const AttentionLayerLayout& l : layout.layers)
-        if (l.sieve_runs) layers.push_back(l.layer);
     const int64_t hidden = std::visit([](const auto& c) { return c.hidden_size; }, config.family);
-    return read_golden_fixture(golden_path, config, layers, hidden);
+    return read_golden_fixture(golden_path, config, layers_sieve_runs(layout), hidden);
 }
 
 std::vector<SafetensorsWriteEntry> write_entries(const std::vector<HostTensor>& tensors) {

@@ -190,8 +190,7 @@ Expected<CheckReport> run_golden_check(const std::filesystem::path& fixture_dir,
     // Every layer sieve runs, the MTP layers the config announces included: the fixture must capture
     // exactly these (golden_format.md).
     SIEVE_ASSIGN_OR_RETURN(const AttentionLayout layout, attention_layout(config, options.profile));
-    for (const AttentionLayerLayout& l : layout.layers)
-        if (l.sieve_runs) model_options.layers.push_back(l.layer);
+    model_options.layers = layers_sieve_runs(layout);
     SIEVE_ASSIGN_OR_RETURN(auto model, load_attention_model(config, *checkpoint, model_options));
     SIEVE_ASSIGN_OR_RETURN(const GoldenFixture fixture, read_golden_fixture(fixture_dir / "golden.safetensors", config,
                                                                             model->layers(), model->hidden_size()));

@@ -44,6 +44,10 @@ struct AttentionLayout {
 
 Expected<AttentionLayout> attention_layout(const ModelConfig& config, NumericsProfile profile);
 
+// The ids of the layers sieve runs, MTP layers included, in order: what a model loaded with all of them runs,
+// and what a golden fixture of the config captures (golden_format.md).
+std::vector<int64_t> layers_sieve_runs(const AttentionLayout& layout);
+
 // Each family declares its own layout and cache entry layouts in models/<family>/layout.h.
 
 // CacheSpec::format of an entry layout: its format name and values, e.g. "f32 [512]", "fp8_row_scale [128]",
