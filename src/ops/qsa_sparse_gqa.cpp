@@ -8,22 +8,14 @@
 
 namespace sieve {
 
-std::string_view qsa_attention_math_name(QsaAttentionMath m) {
-    switch (m) {
-        case QsaAttentionMath::f32: return "f32";
-        case QsaAttentionMath::bf16: return "bf16";
-    }
-    return "?";
-}
-
 Status validate(const QsaSparseGqaParams& p) {
     constexpr const char* op = "qsa_sparse_gqa";
     using namespace op_check;
     for (auto [name, t] : {std::pair{"q_type", p.q_type}, std::pair{"kv_type", p.kv_type},
                            std::pair{"gate_type", p.gate_type}, std::pair{"out_type", p.out_type}})
         SIEVE_RETURN_IF_ERROR(require_dtype(op, name, t, {DType::f32, DType::bf16}));
-    if (p.math != QsaAttentionMath::f32 && p.math != QsaAttentionMath::bf16)
-        return invalid_argument_error("{}: math = {} is not a QsaAttentionMath", op, static_cast<int>(p.math));
+    if (p.math != AttentionMath::f32 && p.math != AttentionMath::bf16)
+        return invalid_argument_error("{}: math = {} is not an AttentionMath", op, static_cast<int>(p.math));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_tokens", p.n_tokens, 0));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_kv_heads", p.n_kv_heads, 1));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "n_heads", p.n_heads, 1));

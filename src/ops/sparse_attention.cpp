@@ -59,6 +59,8 @@ Status validate(const SparseAttentionParams& p) {
             p.v_dim, p.rope_dim);
     SIEVE_RETURN_IF_ERROR(require_dtype(kOp, "q_type", p.q_type, {DType::f32, DType::bf16}));
     SIEVE_RETURN_IF_ERROR(require_dtype(kOp, "out_type", p.out_type, {DType::f32, DType::bf16}));
+    if (p.math != AttentionMath::f32 && p.math != AttentionMath::bf16)
+        return invalid_argument_error("{}: math = {} is not an AttentionMath", kOp, static_cast<int>(p.math));
     SIEVE_RETURN_IF_ERROR(require_at_least(kOp, "n_tokens", p.n_tokens, 0));
     SIEVE_RETURN_IF_ERROR(require_at_least(kOp, "n_heads", p.n_heads, 1));
     // A softmax scale is positive (head_dim^-0.5, Dqk^-0.5 · m²: deepseek_v4.md §1.2, dsa_mla.md §2.3).

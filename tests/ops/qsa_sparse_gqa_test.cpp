@@ -10,7 +10,7 @@ namespace {
 struct GqaCase {
     int64_t n_tokens, n_heads, n_kv_heads, head_dim, n_indices, block_size;
     DType q_type, kv_type, out_type;
-    QsaAttentionMath math;
+    AttentionMath math;
     bool gate, padded;
 };
 
@@ -107,14 +107,14 @@ struct GqaSetup {
         }
         double tol = (2.0 * dl + gamma_n(2.0 * static_cast<double>(n) + 2.0) + 8.0 * kU) * max_v;
         tol += 8.0 * kU * max_v;  // gate: σ and the product
-        if (c.math == QsaAttentionMath::bf16) tol += 3.0 * bf16_ulp(max_v) + std::ldexp(max_v, -8);
+        if (c.math == AttentionMath::bf16) tol += 3.0 * bf16_ulp(max_v) + std::ldexp(max_v, -8);
         if (c.out_type == DType::bf16) tol += bf16_ulp(max_v + tol);
         return tol + 1e-30;
     }
 };
 
 std::vector<GqaCase> gqa_cases() {
-    using M = QsaAttentionMath;
+    using M = AttentionMath;
     const DType f = DType::f32, b = DType::bf16;
     return {
         {1, 24, 2, 256, 2051, 64, b, b, b, M::bf16, true, false},  // the real model's decode shape (deployed)
@@ -146,7 +146,7 @@ TEST(QsaSparseGqaConformance, EveryBackendMatchesRef) {
         SCOPED_TRACE(fmt::format("T {} heads {}/{} D {} n {} block {} q {} kv {} out {} math {} gate {} padded {}",
                                  gc.n_tokens, gc.n_heads, gc.n_kv_heads, gc.head_dim, gc.n_indices, gc.block_size,
                                  dtype_name(gc.q_type), dtype_name(gc.kv_type), dtype_name(gc.out_type),
-                                 qsa_attention_math_name(gc.math), gc.gate, gc.padded));
+                                 attention_math_name(gc.math), gc.gate, gc.padded));
         GqaSetup s(rng, gc);
         const RowsLayout& ol = s.out_layout;
         RowsTensor want(ol, gc.out_type);
@@ -237,8 +237,8 @@ TEST(QsaSparseGqaConformance, NonFiniteInputsGiveNonFiniteOutputsAndEmptyRowsZer
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     const int64_t T = 6, H = 24, HKV = 2, D = 64, L = 300, N = 150;
     for (const DType type : {DType::f32, DType::bf16})
-        for (const QsaAttentionMath math : {QsaAttentionMath::f32, QsaAttentionMath::bf16}) {
-            SCOPED_TRACE(fmt::format("q/kv {} math {}", dtype_name(type), qsa_attention_math_name(math)));
+        for (const AttentionMath math : {AttentionMath::f32, AttentionMath::bf16}) {
+            SCOPED_TRACE(fmt::format("q/kv {} math {}", dtype_name(type), attention_math_name(math)));
             PagedTestCache kv(rng, {L}, 16, 2 * HKV * D * static_cast<int64_t>(dtype_size(type)));
             kv.fill(type, 2 * HKV * D, [&] { return rng.normal(1.5f); });
             auto poison = [&](int64_t pos, int64_t i, float v) {  // element i of the entry [HKV, 2, D]

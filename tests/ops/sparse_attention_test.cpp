@@ -168,8 +168,9 @@ void check_mqa_cases(const std::vector<MqaCase>& cases, Rng& rng) {
                                                          : 1e30f;
         const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
-        auto run = [&](Backend& b, RowsTensor& out) {
+        auto run = [&](Backend& b, RowsTensor& out, AttentionMath math) {
             SparseAttentionParams p;
+            p.math = math;
             p.q = q.data();
             p.q_type = c.q_type;
             p.q_token_stride = ql.token_stride;
@@ -201,15 +202,15 @@ void check_mqa_cases(const std::vector<MqaCase>& cases, Rng& rng) {
             EXPECT_TRUE(w.guards_intact("sparse_attention workspace"));
             return st;
         };
-        RowsTensor want(ol, c.out_type);
-        ASSERT_TRUE(run(*ref, want).is_ok());
-
         // Tolerance (the harness's rules): a logit l_j = scale·<q, v_j> is off by at most
         // ε_l = |scale|·γ_{d+1}·Σ_i|q_i v_ji| (+ one rounding), so each softmax weight by a relative
         // 2ε_l + a few u (exp, max shift); o is a convex combination of rows (and 0 for the sink), so a
         // relative weight error δ moves it by ≤ 2δ·max|v|, and its own accumulation adds γ_{n+2}·max|v|
         // (doubled: the normalisation by the reciprocal rounds once more; factor 2 of margin on δ).
+        // Math bf16 (below) adds the weights' own rounding: ref rounds exp(l_j − M), a backend exp(l_j − M_chunk),
+        // each within 2^-9 relative, so o moves by ≤ 2^-8·max|v|.
         std::vector<double> tol;
+        std::vector<double> vmax_of;  // per output element, max|v| of its token's rows
         for (int64_t t = 0; t < c.n_tokens; ++t) {
             std::vector<int32_t> wl_t(wlist.begin() + t * ws, wlist.begin() + t * ws + c.n_window);
             std::vector<int32_t> cl_t;
@@ -236,22 +237,33 @@ void check_mqa_cases(const std::vector<MqaCase>& cases, Rng& rng) {
                 const double n = static_cast<double>(rows.size());
                 const double bound = vmax * (4.0 * (2.0 * eps_l + 8.0 * kU) + 2.0 * gamma_n(n + 2)) + 1e-30;
                 for (int64_t i = 0; i < c.head_dim; ++i) {
-                    const double w = want.get(t, h, i);
-                    tol.push_back(bound + (c.out_type == DType::bf16 ? bf16_ulp(std::fabs(w) + bound) : 0.0));
+                    tol.push_back(bound);
+                    vmax_of.push_back(vmax);
                 }
             }
         }
-        for (auto& nb : backends) {
-            SCOPED_TRACE(nb.spec);
-            RowsTensor got(ol, c.out_type);
-            const Status st = run(*nb.backend, got);
-            ASSERT_TRUE(st.is_ok()) << st.to_string();
-            EXPECT_TRUE(all_close(want.values(), got.values(), tol, "sparse_attention out"));
-            EXPECT_TRUE(got.intact("sparse_attention out"));
-            for (int64_t t = 0; t < c.n_tokens; ++t) {  // tokens without valid rows: exactly 0 (§3.8)
-                if (!c.all_holes && (t < c.n_tokens - 1 || c.n_tokens == 1)) continue;
-                for (int64_t h = 0; h < c.n_heads; ++h)
-                    for (int64_t i = 0; i < c.head_dim; ++i) ASSERT_EQ(got.get(t, h, i), 0.0f);
+        for (const AttentionMath math : {AttentionMath::f32, AttentionMath::bf16}) {
+            SCOPED_TRACE(fmt::format("math {}", attention_math_name(math)));
+            RowsTensor want(ol, c.out_type);
+            ASSERT_TRUE(run(*ref, want, math).is_ok());
+            const std::vector<double> want_values = want.values();
+            std::vector<double> tol_m(tol.size());
+            for (size_t e = 0; e < tol.size(); ++e) {
+                const double bound = tol[e] + (math == AttentionMath::bf16 ? std::ldexp(vmax_of[e], -8) : 0.0);
+                tol_m[e] = bound + (c.out_type == DType::bf16 ? bf16_ulp(std::fabs(want_values[e]) + bound) : 0.0);
+            }
+            for (auto& nb : backends) {
+                SCOPED_TRACE(nb.spec);
+                RowsTensor got(ol, c.out_type);
+                const Status st = run(*nb.backend, got, math);
+                ASSERT_TRUE(st.is_ok()) << st.to_string();
+                EXPECT_TRUE(all_close(want_values, got.values(), tol_m, "sparse_attention out"));
+                EXPECT_TRUE(got.intact("sparse_attention out"));
+                for (int64_t t = 0; t < c.n_tokens; ++t) {  // tokens without valid rows: exactly 0 (§3.8)
+                    if (!c.all_holes && (t < c.n_tokens - 1 || c.n_tokens == 1)) continue;
+                    for (int64_t h = 0; h < c.n_heads; ++h)
+                        for (int64_t i = 0; i < c.head_dim; ++i) ASSERT_EQ(got.get(t, h, i), 0.0f);
+                }
             }
         }
     }
@@ -321,6 +333,53 @@ TEST(SparseAttentionKnownValues, MqaSinkDuplicatesAndEmptyLists) {
         const double e025 = std::exp(0.25);
         for (int i = 0; i < 4; ++i) EXPECT_EQ(o[static_cast<size_t>(i)], 0.0f);
         for (int i = 0; i < 4; ++i) EXPECT_NEAR(o[static_cast<size_t>(4 + i)], r0[i] * e025 / (e025 + 1.0), 1e-6);
+    }
+}
+
+// Math bf16 by hand: rows v0 (logit 0.5) and v3 (logit −2), sink 0. The weights relative to the max 0.5 are
+// p0 = 1 and p3 = e^-2.5 = 0.0820850, whose bf16 is 0.08203125; the denominator takes p unrounded:
+//   o = (v0 + bf16(e^-2.5)·v3) / (1 + e^-2.5 + e^-0.5).
+// Dim 0 then differs from math f32's by 4·5.4e-5 / 1.69 = 1.3e-4, far beyond the 1e-6 checked here.
+TEST(SparseAttentionKnownValues, MqaBf16MathRoundsTheWeightsNotTheirSum) {
+    auto ref = ref_backend();
+    auto backends = host_backends_under_test();
+    std::vector<Backend*> all = {ref.get()};
+    for (auto& nb : backends) all.push_back(nb.backend.get());
+    const CacheRecordLayout l{CacheRecordFormat::f32, 4, 0};
+    PagedTestCache cache(2, 2, l.entry_bytes(), 64);
+    const float r0[4] = {1, 2, 3, 4}, r3[4] = {-4, 0, 0, 0};
+    std::memcpy(cache.view().row(0), r0, 16);
+    std::memcpy(cache.view().row(3), r3, 16);
+    const float q[4] = {0.5f, 0, 0, 0};
+    const float sink[1] = {0.0f};
+    std::vector<int32_t> window = {0, 3};
+    const double p3 = std::exp(-2.5), den = 1.0 + p3 + std::exp(-0.5);
+    const double p3_bf16 = static_cast<double>(round_to_bf16(static_cast<float>(p3)));
+    ASSERT_EQ(p3_bf16, 0.08203125);
+    for (Backend* b : all) {
+        SCOPED_TRACE(b->name());
+        for (const AttentionMath math : {AttentionMath::f32, AttentionMath::bf16}) {
+            SCOPED_TRACE(attention_math_name(math));
+            std::vector<float> out(4, 99.0f);
+            SparseAttentionParams p;
+            p.math = math;
+            p.q = q;
+            p.q_token_stride = p.q_head_stride = 4;
+            p.main.cache = cache.view();
+            p.main.n_slots = cache.n_slots();
+            p.main.slots = window.data();
+            p.main.width = p.main.slots_stride = 2;
+            p.sink = sink;
+            p.scale = 1.0f;
+            p.out = out.data();
+            p.out_token_stride = p.out_head_stride = 4;
+            p.n_tokens = p.n_heads = 1;
+            p.qk_dim = p.v_dim = 4;
+            GuardedBuffer w(std::max<size_t>(b->sparse_attention_workspace_size(p), 1));
+            ASSERT_TRUE(b->sparse_attention(p, Workspace{w.data(), b->sparse_attention_workspace_size(p)}).is_ok());
+            const double w3 = math == AttentionMath::bf16 ? p3_bf16 : p3;
+            for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[static_cast<size_t>(i)], (r0[i] + w3 * r3[i]) / den, 1e-6) << "dim " << i;
+        }
     }
 }
 
@@ -436,6 +495,9 @@ TEST(SparseAttentionValidate, MqaLayoutRejectsBadInputs) {
     SparseAttentionParams b = p;
     b.main.format = CacheRecordFormat::f32;  // entry bytes 128 ≠ 48
     EXPECT_NE(validate(b).message().find("entry_bytes"), std::string::npos);
+    b = p;
+    b.math = static_cast<AttentionMath>(7);
+    EXPECT_NE(validate(b).message().find("math = 7 is not an AttentionMath"), std::string::npos) << validate(b).message();
     b = p;
     b.extra.width = 3;  // no list
     EXPECT_NE(validate(b).message().find("extra.slots is null"), std::string::npos) << validate(b).message();
@@ -631,8 +693,9 @@ TEST(SparseAttentionConformance, MlaEveryBackendAgreesWithRef) {
             if (k.heads > 1) sink[1] = -kInf;
         }
         const float scale = rng.uniform(0.05f, 0.4f);
-        auto params = [&](void* out) {
+        auto params = [&](void* out, AttentionMath math) {
             SparseAttentionParams p;
+            p.math = math;
             p.q = q.data();
             p.main.cache = cache.view();
             p.main.format = k.format;
@@ -657,13 +720,13 @@ TEST(SparseAttentionConformance, MlaEveryBackendAgreesWithRef) {
             return p;
         };
         const RowsLayout ol{k.tokens, k.heads, k.r, o_token, o_head};
-        RowsTensor want(ol, k.out_type);
-        ASSERT_TRUE(ref->sparse_attention(params(want.data()), {}).is_ok());
         // Tolerance per element (see the derivation in the file comment of harness.h and below): the logits
         // carry |δl| ≤ γ(dqk+2)·scale·Σ|q·K| + u|l|; a perturbation ε of the logits moves the output by at most
         // 2ε·Σ_j p_j|c_j| (numerator and denominator); exp, the online-softmax rescales (one per chunk of 64)
-        // and the sums add a few u each.
-        std::vector<double> tol;
+        // and the sums add a few u each. Math bf16 adds the weights' rounding: 2^-9 relative on each side (ref:
+        // exp(l_j − M), a backend exp(l_j − M_chunk)), and one more where a backend rounds bf16(p_j)·s_jg
+        // (ops/sparse_attention.h): ≤ 3·2^-9 of Σ_j p_j|c_j| / den.
+        std::vector<double> tol, mass_of;
         for (int64_t t = 0; t < k.tokens; ++t)
             for (int64_t h = 0; h < k.heads; ++h) {
                 std::vector<std::vector<double>> ent;
@@ -695,21 +758,31 @@ TEST(SparseAttentionConformance, MlaEveryBackendAgreesWithRef) {
                     double mass = 0;
                     for (size_t j = 0; j < l.size(); ++j) mass += std::exp(l[j] - m) / den * std::fabs(ent[j][static_cast<size_t>(i)]);
                     if (!std::isfinite(mass)) mass = 0;  // σ = +inf or a lonely row: exact 0 on both sides
-                    const double w = want.get(t, h, i);
-                    double e = (2 * eps + gamma_n(static_cast<double>(l.size()) + 4)) * mass + 2 * kU * std::fabs(w) + 1e-30;
-                    if (k.out_type == DType::bf16) e += bf16_ulp(std::fabs(w) + e);
-                    tol.push_back(e);
+                    tol.push_back((2 * eps + gamma_n(static_cast<double>(l.size()) + 4)) * mass + 1e-30);
+                    mass_of.push_back(mass);
                 }
             }
-        for (auto& nb : backends) {
-            RowsTensor got(ol, k.out_type);
-            auto p = params(got.data());
-            GuardedBuffer ws(std::max<size_t>(1, nb.backend->sparse_attention_workspace_size(p)));
-            const Status st = nb.backend->sparse_attention(p, {ws.data(), nb.backend->sparse_attention_workspace_size(p)});
-            ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
-            EXPECT_TRUE(all_close(want.values(), got.values(), tol, nb.spec));
-            EXPECT_TRUE(got.intact(nb.spec));
-            EXPECT_TRUE(ws.guards_intact(nb.spec + " workspace"));
+        for (const AttentionMath math : {AttentionMath::f32, AttentionMath::bf16}) {
+            SCOPED_TRACE(fmt::format("math {}", attention_math_name(math)));
+            RowsTensor want(ol, k.out_type);
+            ASSERT_TRUE(ref->sparse_attention(params(want.data(), math), {}).is_ok());
+            const std::vector<double> want_values = want.values();
+            std::vector<double> tol_m(tol.size());
+            for (size_t e = 0; e < tol.size(); ++e) {
+                const double w = want_values[e];
+                tol_m[e] = tol[e] + (math == AttentionMath::bf16 ? 3 * std::ldexp(mass_of[e], -9) : 0.0) + 2 * kU * std::fabs(w);
+                if (k.out_type == DType::bf16) tol_m[e] += bf16_ulp(std::fabs(w) + tol_m[e]);
+            }
+            for (auto& nb : backends) {
+                RowsTensor got(ol, k.out_type);
+                auto p = params(got.data(), math);
+                GuardedBuffer ws(std::max<size_t>(1, nb.backend->sparse_attention_workspace_size(p)));
+                const Status st = nb.backend->sparse_attention(p, {ws.data(), nb.backend->sparse_attention_workspace_size(p)});
+                ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
+                EXPECT_TRUE(all_close(want_values, got.values(), tol_m, nb.spec));
+                EXPECT_TRUE(got.intact(nb.spec));
+                EXPECT_TRUE(ws.guards_intact(nb.spec + " workspace"));
+            }
         }
     }
 }

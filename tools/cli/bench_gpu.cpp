@@ -218,6 +218,7 @@ Expected<Point> sparse_decode_point(Gpu& g, DeviceBuffer& flush, int reps, const
     SIEVE_ASSIGN_OR_RETURN(Buffer out, g.zeros(static_cast<size_t>(T * m.heads * m.v_dim * 2), "out"));
     p.q = q->data();
     p.q_type = DType::bf16;
+    p.math = AttentionMath::bf16;  // the deployed profile's weights, as FlashMLA's bf16 P·V
     p.sink = m.sink ? sink->as<float>() : nullptr;
     p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m.qk_dim)));
     p.out = out->data();
@@ -378,7 +379,7 @@ Expected<Point> qsa_point(Gpu& g, DeviceBuffer& flush, int reps, int64_t batch, 
     p.q_token_stride = p.gate_token_stride = p.out_token_stride = Hq * D;
     p.q_head_stride = p.gate_head_stride = p.out_head_stride = D;
     p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-    p.math = QsaAttentionMath::bf16;
+    p.math = AttentionMath::bf16;
     p.q_type = p.kv_type = p.gate_type = p.out_type = DType::bf16;
     const size_t ws_bytes = b.qsa_sparse_gqa_workspace_size(p);
     SIEVE_ASSIGN_OR_RETURN(Buffer ws, g.zeros(ws_bytes, "workspace"));

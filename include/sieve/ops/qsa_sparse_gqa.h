@@ -43,13 +43,11 @@
 
 #include "sieve/core/dtype.h"
 #include "sieve/core/status.h"
+#include "sieve/ops/attention_math.h"
 #include "sieve/ops/cache_view.h"
 #include "sieve/ops/block_tables.h"
 
 namespace sieve {
-
-enum class QsaAttentionMath : uint8_t { f32, bf16 };
-std::string_view qsa_attention_math_name(QsaAttentionMath m);  // "f32" / "bf16"
 
 struct QsaSparseGqaParams {
     const void* q = nullptr;          // [n_tokens, n_heads, head_dim] q_type; (t, h, i) at t·q_token_stride + h·q_head_stride + i
@@ -65,7 +63,7 @@ struct QsaSparseGqaParams {
     int64_t gate_token_stride = 0, gate_head_stride = 0;
     int64_t out_token_stride = 0, out_head_stride = 0;
     float scale = 1.0f;               // head_dim^-0.5 (§4.7)
-    QsaAttentionMath math = QsaAttentionMath::f32;
+    AttentionMath math = AttentionMath::f32;
     DType q_type = DType::f32;        // f32 | bf16
     DType kv_type = DType::f32;       // f32 | bf16
     DType gate_type = DType::f32;     // f32 | bf16

@@ -24,8 +24,20 @@
 // Attention, for token t and head h, over the listed entries j (of both lists):
 //   l_j      = scale · ⟨q[t, h], K_j⟩                 fp32 products and sums, order unspecified
 //   M        = max(max_j l_j, σ_h)                    σ_h = sink[h], −inf when sink is nullptr
-//   den      = Σ_j exp(l_j − M) + exp(σ_h − M)
-//   out[t,h] = Σ_j exp(l_j − M) · V_j / den            cast to out_type once
+//   p_j      = exp(l_j − M)
+//   den      = Σ_j p_j + exp(σ_h − M)
+//   out[t,h] = Σ_j P_j · V_j / den                      fp32 accumulation, cast to out_type once; P_j by math
+//              (ops/attention_math.h):
+//                math f32:  P_j = p_j                           (`exact` profile)
+//                math bf16: P_j = bf16(p_j), den unrounded      (`deployed`: the authors' kernel, FlashMLA and
+//                           vLLM cast the weights to bf16 for P·V, deepseek_v4.md §3.8)
+//              fp8_v32 entries carry fp32 group scales s (V_j = s·e_j): with math bf16 their product may be
+//              taken as bf16(bf16(p_j)·s)·e_j, which is P_j·V_j whenever s is a power of two (the UE8M0 scales
+//              every cache store writes, dsa_mla.md §3.4).
+// A backend may run the softmax online, over chunks of the listed entries (split-K included): M is then the
+// running max up to an entry's chunk, and the sums gathered so far are rescaled by exp(M_old − M_new) in fp32
+// when it grows. In exact arithmetic this is the formula above; with math bf16 it rounds exp(l_j − M_chunk)
+// instead of exp(l_j − M), a difference within P's own rounding (ref: one chunk, the global max).
 // i.e. the sink is a virtual key of logit σ_h with a zero value (deepseek_v4.md §3.8 "sink in softmax
 // denominator", dsa_mla.md §2.8), a natural-log logit NOT multiplied by `scale`; M only guards the exponentials.
 // Rows set to 0, and only these: a token with no listed entry (FlashMLA's "lonely q", §3.8 and §2.8), and a
@@ -46,6 +58,7 @@
 
 #include "sieve/core/dtype.h"
 #include "sieve/core/status.h"
+#include "sieve/ops/attention_math.h"
 #include "sieve/ops/cache_record.h"
 #include "sieve/ops/cache_view.h"
 
@@ -76,6 +89,7 @@ struct SparseAttentionParams {
     int64_t out_token_stride = 0, out_head_stride = 0;
     DType q_type = DType::f32;      // f32 | bf16
     DType out_type = DType::f32;    // f32 | bf16
+    AttentionMath math = AttentionMath::f32;  // the P·V weights (above)
 
     // The entries of a list's cache: qk_dim values, the last rope_dim the bf16 tail of the fp8 formats.
     CacheRecordLayout layout(const SparseKvList& l) const { return {l.format, qk_dim, rope_dim}; }

@@ -46,7 +46,12 @@ ENGINES = {
 # by vLLM's AVX2 bf16 kernels and not by its AVX-512 ones). So, teacher-forced on the engine's own tokens:
 # each is the reference's argmax or within MARGIN logits of it, and the tokens equal the reference's greedy
 # ones up to the first step whose top-2 margin is under MARGIN.
-MARGIN = 0.1  # logits; the deployed profile's |Δ logprob| over the top 5 measured 0.01-0.12 (deepseek_v4)
+# logits (of magnitude up to ~3.3 here). The deployed profile's layer outputs differ from the fp32 reference
+# by 2-3 % (10 % on deepseek_v4's CSA layer over the 150-token prompt: `sieve check --profile deployed`);
+# teacher-forced on the engine's tokens, deepseek_v4's deficit reaches 0.168 (150-token prompt, 6th token,
+# where the reference's top 3 lie within 0.17) since its attention casts the softmax weights to bf16 as
+# vLLM, FlashMLA and the authors' kernel do; 0.01-0.12 before.
+MARGIN = 0.2
 BF16_ENGINES = {"qwen4_exp"}
 
 

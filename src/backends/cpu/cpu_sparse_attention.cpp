@@ -89,6 +89,7 @@ SparseMqaKernelArgs mqa_args(const SparseAttentionParams& p, const AttnPlan& m) 
     SparseMqaKernelArgs a;
     a.q = p.q;
     a.q_bf16 = p.q_type == DType::bf16;
+    a.p_bf16 = p.math == AttentionMath::bf16;
     a.q_token_stride = p.q_token_stride;
     a.q_head_stride = p.q_head_stride;
     if (p.main.width > 0) a.main = record_cache(p.main.cache, p.layout(p.main));

@@ -100,7 +100,7 @@ void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int
     float* acc = lg + pad16(nh * C);       // [nh, R]
     float* mx = acc + pad16(nh * r);       // [nh] running max
     float* den = mx + pad16(nh);           // [nh] running denominator
-    const bool qb = p.q_type == DType::bf16, ob = p.out_type == DType::bf16;
+    const bool qb = p.q_type == DType::bf16, ob = p.out_type == DType::bf16, p_bf16 = p.math == AttentionMath::bf16;
     const float inf = f_inf();
     for (int64_t h = 0; h < nh; ++h) {
         const char* q = static_cast<const char*>(p.q) + (t * p.q_token_stride + (h0 + h) * p.q_head_stride) * (qb ? 2 : 4);
@@ -148,15 +148,16 @@ void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int
                 VF vsum = vf_zero();
                 const VF vm = vf_set1(m);
                 int64_t c = 0;
-                for (; c + kLanes <= nc; c += kLanes) {
+                for (; c + kLanes <= nc; c += kLanes) {  // the weights P (bf16 math: rounded), den unrounded
                     const VF e = vf_exp_nonpositive(vf_sub(vf_load(lh + c), vm));
-                    vf_store(lh + c, e);
+                    vf_store(lh + c, p_bf16 ? vf_round_bf16(e) : e);
                     vsum = vf_add(vsum, e);
                 }
                 float sum = vf_sum(vsum);
                 for (; c < nc; ++c) {
-                    lh[c] = __builtin_expf(lh[c] - m);
-                    sum += lh[c];
+                    const float e = __builtin_expf(lh[c] - m);
+                    lh[c] = p_bf16 ? s_bf16_to_f32(s_f32_to_bf16(e)) : e;
+                    sum += e;
                 }
                 factor[b] = mx[h] == -inf ? 0.0f : __builtin_expf(mx[h] - m);
                 den[h] = den[h] * factor[b] + sum;

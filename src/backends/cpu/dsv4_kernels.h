@@ -32,6 +32,7 @@ struct RecordCache {
 struct SparseMqaKernelArgs {
     const void* q = nullptr;       // [n_tokens, n_heads, head_dim]
     bool q_bf16 = false;
+    bool p_bf16 = false;           // AttentionMath::bf16: the P·V weights rounded to bf16 (ops/sparse_attention.h)
     int64_t q_token_stride = 0, q_head_stride = 0;
     RecordCache main, extra;
     const int32_t* main_slots = nullptr;   // [n_tokens, n_main], row stride main_stride

@@ -135,6 +135,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
     float* mx = reinterpret_cast<float*>(w + a.ws_mx);    // [nh]
     float* den = reinterpret_cast<float*>(w + a.ws_den);  // [nh]
     const float ninf = -__builtin_inff();
+    const bool p_bf16 = a.p_bf16;
     const int64_t q_elem = a.q_bf16 ? 2 : 4, o_elem = a.out_bf16 ? 2 : 4;
     for (int64_t h = 0; h < nh; ++h) {
         d4_widen(static_cast<const char*>(a.q) + (t * a.q_token_stride + (h0 + h) * a.q_head_stride) * q_elem, a.q_bf16,
@@ -166,15 +167,16 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
                 VF vsum = vf_zero();
                 const VF vm = vf_set1(m);
                 int64_t c = 0;
-                for (; c + kLanes <= nc; c += kLanes) {
+                for (; c + kLanes <= nc; c += kLanes) {  // the weights P (bf16 math: rounded), den unrounded
                     const VF e = vf_exp_nonpositive(vf_sub(vf_load(lh + c), vm));
-                    vf_store(lh + c, e);
+                    vf_store(lh + c, p_bf16 ? vf_round_bf16(e) : e);
                     vsum = vf_add(vsum, e);
                 }
                 float sum = vf_sum(vsum);
                 for (; c < nc; ++c) {
-                    lh[c] = __builtin_expf(lh[c] - m);
-                    sum += lh[c];
+                    const float e = __builtin_expf(lh[c] - m);
+                    lh[c] = p_bf16 ? s_bf16_to_f32(s_f32_to_bf16(e)) : e;
+                    sum += e;
                 }
                 factor[b] = mx[h] == ninf ? 0.0f : __builtin_expf(mx[h] - m);
                 den[h] = den[h] * factor[b] + sum;  // a NaN weight makes sum, and so den, NaN for good

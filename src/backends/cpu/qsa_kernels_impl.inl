@@ -375,12 +375,6 @@ inline void pv_rows_dp(const uint8_t* base, const int64_t* rows, int64_t v_off, 
 #endif
 
 inline float qsa_sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
-// bf16(x) widened back to f32, per lane (round to nearest even, as s_f32_to_bf16).
-inline VF qsa_vf_round_bf16(VF x) {
-    uint16_t b[kLanes];
-    vf_store_bf16(b, x);
-    return vf_load_bf16(b);
-}
 
 // The chunk's logits lg [G, kGqaChunk] in fp32: K transposed into kt as f32 (gqa_gather_kt), then register
 // tiles of heads × 2·kLanes rows over d (broadcast q[h, d], FMA with kt[d]), no horizontal reduction.
@@ -493,7 +487,7 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
             for (; j + kLanes <= nc; j += kLanes) {
                 VF e = qsa_vf_exp_nonpos(vf_sub(vf_load(l + j), vm));
                 vsum = vf_add(vsum, e);
-                if constexpr (BM) e = qsa_vf_round_bf16(e);
+                if constexpr (BM) e = vf_round_bf16(e);
                 vf_store(l + j, e);
             }
             float sum = vf_sum(vsum);
@@ -537,8 +531,8 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
             if (gate)
                 for (int64_t l = 0; l < kLanes; ++l) sg[l] = qsa_sigmoid(s_load(gate, gb, i + l));
             if constexpr (BM) {
-                y = qsa_vf_round_bf16(y);
-                if (gate) y = qsa_vf_round_bf16(vf_mul(y, qsa_vf_round_bf16(vf_load(sg))));
+                y = vf_round_bf16(y);
+                if (gate) y = vf_round_bf16(vf_mul(y, vf_round_bf16(vf_load(sg))));
             } else if (gate) {
                 y = vf_mul(y, vf_load(sg));
             }
@@ -562,7 +556,7 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
 }
 
 void sparse_gqa_items(const QsaSparseGqaParams& p, int64_t i0, int64_t i1, const QsaGqaScratch& s) {
-    const bool kb = p.kv_type == DType::bf16, bm = p.math == QsaAttentionMath::bf16;
+    const bool kb = p.kv_type == DType::bf16, bm = p.math == AttentionMath::bf16;
     for (int64_t it = i0; it < i1; ++it) {
         const int64_t t = it / p.n_kv_heads, g = it % p.n_kv_heads;
         if (kb && bm) sparse_gqa_item<true, true>(p, t, g, s);

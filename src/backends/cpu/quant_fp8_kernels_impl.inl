@@ -14,15 +14,6 @@ inline VI vi_e4m3_encode(VF v) {
     return vi_or(vi_select(is_sub, sub, normal), sign);
 }
 
-// f32 lanes rounded to bf16 and widened back (RNE, NaN kept quiet with its sign: core f32_to_bf16).
-inline VF vf_round_bf16(VF v) {
-    const VI u = vi_bits(v);
-    const VI nan = vi_or(u, vi_set1(0x00400000));
-    const VI rounded = vi_add(u, vi_add(vi_set1(0x7fff), vi_and(vi_shr<16>(u), vi_set1(1))));
-    const uint32_t is_nan = vi_lt_mask(vi_set1(0x7f800000), vi_and(u, vi_set1(0x7fffffff)));
-    return vf_from_bits(vi_and(vi_select(is_nan, nan, rounded), vi_set1(static_cast<int32_t>(0xffff0000u))));
-}
-
 // Element i (lanes i.. i + kLanes) of the values a group quantizes: x widened, and an f32 x rounded to bf16
 // first when RB (ops/cache_store.h round_bf16).
 template <bool XB, bool RB>

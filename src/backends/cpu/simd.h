@@ -421,6 +421,15 @@ inline VF vf_e4m3_values(const uint8_t* p) {
         vi_select(nan, vi_or(vi_and(code, vi_set1(static_cast<int32_t>(0x80000000u))), vi_set1(0x7fc00000)), vi_bits(v)));
 }
 
+// f32 lanes rounded to bf16 and widened back (RNE, NaN kept quiet with its sign: core f32_to_bf16).
+inline VF vf_round_bf16(VF v) {
+    const VI u = vi_bits(v);
+    const VI nan = vi_or(u, vi_set1(0x00400000));
+    const VI rounded = vi_add(u, vi_add(vi_set1(0x7fff), vi_and(vi_shr<16>(u), vi_set1(1))));
+    const uint32_t is_nan = vi_lt_mask(vi_set1(0x7f800000), vi_and(u, vi_set1(0x7fffffff)));
+    return vf_from_bits(vi_and(vi_select(is_nan, nan, rounded), vi_set1(static_cast<int32_t>(0xffff0000u))));
+}
+
 inline VF vf_load_row(const void* base, bool bf16, int64_t i) {
     return bf16 ? vf_load_bf16(static_cast<const uint16_t*>(base) + i) : vf_load(static_cast<const float*>(base) + i);
 }

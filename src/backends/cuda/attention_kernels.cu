@@ -402,6 +402,7 @@ struct SparseAttentionArgs {
     int64_t head_blocks = 1;
     int qk_dim = 0, v_dim = 0, heads_per_block = 1, chunk = kMaxChunk;
     bool q_bf16 = false, out_bf16 = false;
+    bool p_bf16 = false;  // AttentionMath::bf16
 };
 
 // Warp 0 gathers the next up to `chunk` listed entries of token t in list positions [cursor, end) (main,
@@ -572,7 +573,7 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAt
         __syncthreads();
         attention_step_logits(sQ, sK, Dk, Dk, nh, n, C, a.scale, sP);
         __syncthreads();
-        attention_step_softmax(sP, sM, sL, sAlpha, nh, n, C, false);
+        attention_step_softmax(sP, sM, sL, sAlpha, nh, n, C, a.p_bf16);
         __syncthreads();
         attention_step_accumulate(sAcc, sP, sAlpha, sK, Dk, Dv, nh, n, C);  // V_j = the first v_dim values of K_j
     }
@@ -593,6 +594,8 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(SparseAt
 //               scales are applied in fp32: l_j = scale · Σ_groups s_jg · ⟨q_g, e_jg⟩ (one mma chain per
 //               group, scaled as it is added), and for output dims of group g the weight p_j · s_jg is split
 //               into two bf16 terms that multiply e_j
+// With math bf16 (kBf16P) the weights are one bf16 term: bf16(p_j), or bf16(bf16(p_j) · s_jg) for fp8_v32
+// (mma::bf16_weights_x2, ops/sparse_attention.h), half the P·V products.
 // The bf16 rope tail is exact in both. Warp w computes the logits of head m-tile w / 4 and entry n-tile w % 4
 // over all dims, and owns output dims [w·v_dim/8, (w + 1)·v_dim/8) of every head of the block (an fp32
 // accumulator in registers), which lie in one fp8_v32 group or in the tail (mma_attention_supported). The
@@ -802,8 +805,8 @@ __device__ __forceinline__ float mma_entry_scale(const uint8_t* staged, const Mm
     return isfinite(__fmul_rn(s, 448.0f)) ? s : __uint_as_float(0x7fc00000u);
 }
 
-// One block per (token, block of kMmaHeads heads, split). Semantics: ops/sparse_attention.h.
-template <bool kModel1>
+// One block per (token, block of kMmaHeads heads, split). Semantics: ops/sparse_attention.h; kBf16P: math bf16.
+template <bool kModel1, bool kBf16P>
 __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(MmaAttentionArgs ma) {
     wait_for_previous_kernel();
     const SparseAttentionArgs& a = ma.base;
@@ -939,13 +942,17 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
         __syncthreads();
         mma_step_softmax(sP, sM, sL, sAlpha, n);
         __syncthreads();
-        if constexpr (kModel1) {  // the weights' two bf16 terms, once for every warp
+        if constexpr (kModel1) {  // the weights as bf16 (kBf16P) or their two bf16 terms, once for every warp
             for (int idx = tid; idx < kMmaHeads * kMmaChunk / 2; idx += kMmaThreads) {
                 const int h = idx / (kMmaChunk / 2), key = 2 * (idx % (kMmaChunk / 2));
                 const float2 p = *reinterpret_cast<const float2*>(sP + h * kMmaChunk + key);
-                const mma::Bf16Split s0 = mma::split_bf16(p.x), s1 = mma::split_bf16(p.y);
-                *reinterpret_cast<uint32_t*>(sPh + h * kMmaPRow + key) = mma::pack_bf16x2(s0.head, s1.head);
-                *reinterpret_cast<uint32_t*>(sPt + h * kMmaPRow + key) = mma::pack_bf16x2(s0.tail, s1.tail);
+                if constexpr (kBf16P) {
+                    *reinterpret_cast<uint32_t*>(sPh + h * kMmaPRow + key) = mma::pack_bf16x2(p.x, p.y);
+                } else {
+                    const mma::Bf16Split s0 = mma::split_bf16(p.x), s1 = mma::split_bf16(p.y);
+                    *reinterpret_cast<uint32_t*>(sPh + h * kMmaPRow + key) = mma::pack_bf16x2(s0.head, s1.head);
+                    *reinterpret_cast<uint32_t*>(sPt + h * kMmaPRow + key) = mma::pack_bf16x2(s0.tail, s1.tail);
+                }
             }
             __syncthreads();
         }
@@ -970,22 +977,20 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
                 if constexpr (kModel1) {
                     const int off = (16 * mt + (lane & 15)) * kMmaPRow + 16 * ks + (lane >> 4) * 8;
                     mma::ldmatrix_x4(a_head[mt], sPh + off);
-                    mma::ldmatrix_x4(a_tail[mt], sPt + off);
+                    if constexpr (!kBf16P) mma::ldmatrix_x4(a_tail[mt], sPt + off);
                 } else {
 #pragma unroll
                     for (int q = 0; q < 4; ++q) {
                         const int h = 16 * mt + g + 8 * (q & 1), key = 16 * ks + 2 * tq + 8 * (q >> 1);
-                        float2 w = *reinterpret_cast<const float2*>(sP + h * kMmaChunk + key);
-                        if (own_group >= 0) {
-                            const float2 sc = *reinterpret_cast<const float2*>(sScale + own_group * kMmaChunk + key);
-                            w.x *= sc.x;
-                            w.y *= sc.y;
+                        const float2 w = *reinterpret_cast<const float2*>(sP + h * kMmaChunk + key);
+                        const float2 sc = own_group >= 0 ? *reinterpret_cast<const float2*>(sScale + own_group * kMmaChunk + key)
+                                                         : make_float2(1.0f, 1.0f);
+                        if constexpr (kBf16P) {
+                            a_head[mt][q] = mma::bf16_weights_x2(w.x, w.y, sc.x, sc.y);
+                        } else {
+                            // |w·s| ≤ 448⁻¹ · FLT_MAX (mma_entry_scale): the head term stays finite, no tail check needed.
+                            mma::split_bf16x2(w.x * sc.x, w.y * sc.y, a_head[mt][q], a_tail[mt][q]);
                         }
-                        // |w| ≤ 448⁻¹ · FLT_MAX (mma_entry_scale): the head term stays finite, no tail check needed.
-                        const __nv_bfloat162 head = __floats2bfloat162_rn(w.x, w.y);
-                        const float2 hf = __bfloat1622float2(head);
-                        a_head[mt][q] = *reinterpret_cast<const uint32_t*>(&head);
-                        a_tail[mt][q] = mma::pack_bf16x2(w.x - hf.x, w.y - hf.y);
                     }
                 }
             }
@@ -998,10 +1003,10 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
                     mma::mma_16816<false>(acc[mt][2 * np], a_head[mt], b[0], b[1]);
-                    mma::mma_16816<false>(acc[mt][2 * np], a_tail[mt], b[0], b[1]);
+                    if constexpr (!kBf16P) mma::mma_16816<false>(acc[mt][2 * np], a_tail[mt], b[0], b[1]);
                     if (2 * np + 1 < tiles) {
                         mma::mma_16816<false>(acc[mt][2 * np + 1], a_head[mt], b[2], b[3]);
-                        mma::mma_16816<false>(acc[mt][2 * np + 1], a_tail[mt], b[2], b[3]);
+                        if constexpr (!kBf16P) mma::mma_16816<false>(acc[mt][2 * np + 1], a_tail[mt], b[2], b[3]);
                     }
                 }
             }
@@ -1044,8 +1049,9 @@ __global__ void __launch_bounds__(kMmaThreads, 2) sparse_attention_mma_kernel(Mm
 //        through shared memory, so that both hold the same fp32 logits (a + b in both: fp32 addition
 //        commutes) and take the same online-softmax steps (mma_step_softmax's arithmetic, per row in registers);
 //     2. P·V (m64n128, P from registers, V = the converted entries read MN-major): warpgroup w owns output
-//        dims [256w, 256w + 256) in two n128 halves. The weights enter exactly as in the mma.sync kernel: p_j
-//        (fp8_model1) or p_j · s_jg (fp8_v32, g the half's scale group) split into two bf16 terms;
+//        dims [256w, 256w + 256) in two n128 halves. The weights enter as in the mma.sync kernel: p_j
+//        (fp8_model1) or p_j · s_jg (fp8_v32, g the half's scale group) split into two bf16 terms, or with
+//        math bf16 (kBf16P) one term;
 //     and hand the buffer back on its "empty" mbarrier. The running state stays in registers until the
 //     epilogue, which passes it through shared memory to sparse_attention_write_block.
 constexpr int kWgHeads = 64;                           // the m of every wgmma
@@ -1379,8 +1385,8 @@ __device__ __forceinline__ void wg_producer_sync() {
     asm volatile("bar.sync %0, %1;\n" ::"n"(kWgProducerBarrier), "n"(kWgProducerThreads) : "memory");
 }
 
-// One block per (token, block of kWgHeads heads, split). Semantics: ops/sparse_attention.h.
-template <bool kModel1>
+// One block per (token, block of kWgHeads heads, split). Semantics: ops/sparse_attention.h; kBf16P: math bf16.
+template <bool kModel1, bool kBf16P>
 __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(MmaAttentionArgs ma, int64_t split_positions) {
     wait_for_previous_kernel();
     using F = WgFormat<kModel1>;
@@ -1558,27 +1564,33 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
                 }
         }
 
-        // acc += P·V over the warpgroup's dims, 16 entries a k-step. The weights' two bf16 terms per k-step ks
-        // and half h (fp8_model1: one pair serves both halves): the A fragment of k-step ks is the logit
-        // registers of n-tiles 2ks, 2ks + 1. All are built before the first P·V instruction, so that the
-        // instructions issue back to back.
-        constexpr int kPairs = kModel1 ? 1 : 2;
-        uint32_t a_head[kWgEntries / 16][kPairs][4], a_tail[kWgEntries / 16][kPairs][4];
+        // acc += P·V over the warpgroup's dims, 16 entries a k-step. The weights per k-step ks and half h
+        // (fp8_model1: one set serves both halves) as bf16 (kBf16P) or as their two bf16 terms: the A fragment of
+        // k-step ks is the logit registers of n-tiles 2ks, 2ks + 1. All are built before the first P·V
+        // instruction, so that the instructions issue back to back.
+        constexpr int kPairs = kModel1 ? 1 : 2, kTerms = kBf16P ? 1 : 2;
+        uint32_t a_w[kTerms][kWgEntries / 16][kPairs][4];
 #pragma unroll
         for (int ks = 0; ks < kWgEntries / 16; ++ks)
 #pragma unroll
             for (int h = 0; h < kPairs; ++h) {
-                float w[8];
+                float w[8], s[8];
 #pragma unroll
-                for (int i = 0; i < 8; ++i) w[i] = l[8 * ks + i];
-                if constexpr (!kModel1) {  // the weights of the half's group: p_j · s_jg
+                for (int i = 0; i < 8; ++i) w[i] = l[8 * ks + i], s[i] = 1.0f;
+                if constexpr (!kModel1) {  // the scales of the half's group s_jg, for the weights p_j · s_jg
                     const float* sc = scales + (2 * wg + h) * kWgEntries + 16 * ks + 2 * tq;
                     const float2 s_lo = *reinterpret_cast<const float2*>(sc), s_hi = *reinterpret_cast<const float2*>(sc + 8);
-                    w[0] *= s_lo.x, w[1] *= s_lo.y, w[2] *= s_lo.x, w[3] *= s_lo.y;
-                    w[4] *= s_hi.x, w[5] *= s_hi.y, w[6] *= s_hi.x, w[7] *= s_hi.y;
+                    s[0] = s_lo.x, s[1] = s_lo.y, s[2] = s_lo.x, s[3] = s_lo.y;
+                    s[4] = s_hi.x, s[5] = s_hi.y, s[6] = s_hi.x, s[7] = s_hi.y;
                 }
 #pragma unroll
-                for (int q = 0; q < 4; ++q) mma::split_bf16x2(w[2 * q], w[2 * q + 1], a_head[ks][h][q], a_tail[ks][h][q]);
+                for (int q = 0; q < 4; ++q) {
+                    if constexpr (kBf16P)
+                        a_w[0][ks][h][q] = mma::bf16_weights_x2(w[2 * q], w[2 * q + 1], s[2 * q], s[2 * q + 1]);
+                    else
+                        mma::split_bf16x2(w[2 * q] * s[2 * q], w[2 * q + 1] * s[2 * q + 1], a_w[0][ks][h][q],
+                                          a_w[kTerms - 1][ks][h][q]);
+                }
             }
         // V of the warpgroup's dims: half h at 2h slabs on, k-step ks 16 entries (two swizzle atoms) on.
         const uint64_t v_desc = wgmma::sw128_descriptor(mma::smem_address(k_rows + 4 * wg * kWgKSlabBytes), kWgKSlabBytes,
@@ -1586,20 +1598,20 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
         wgmma::pin(o[0]);
         wgmma::pin(o[1]);
 #pragma unroll
-        for (int ks = 0; ks < kWgEntries / 16; ++ks)
+        for (int term = 0; term < kTerms; ++term)
 #pragma unroll
-            for (int h = 0; h < kPairs; ++h) {
-                wgmma::pin(a_head[ks][h]);
-                wgmma::pin(a_tail[ks][h]);
-            }
+            for (int ks = 0; ks < kWgEntries / 16; ++ks)
+#pragma unroll
+                for (int h = 0; h < kPairs; ++h) wgmma::pin(a_w[term][ks][h]);
         wgmma::fence();
         wgmma::for_each_index<kWgEntries / 16>([&](auto ks_c) {
             constexpr int ks = decltype(ks_c)::value;
             wgmma::for_each_index<2>([&](auto h_c) {
                 constexpr int h = decltype(h_c)::value, f = kModel1 ? 0 : h;
                 constexpr uint32_t off = 2 * h * kWgKSlabBytes + ks * 16 * 128;
-                wgmma::mma_rs_m64n128k16_bt<off>(o[h], a_head[ks][f], v_desc, 1);
-                wgmma::mma_rs_m64n128k16_bt<off>(o[h], a_tail[ks][f], v_desc, 1);
+                wgmma::for_each_index<kTerms>([&](auto term_c) {
+                    wgmma::mma_rs_m64n128k16_bt<off>(o[h], a_w[decltype(term_c)::value][ks][f], v_desc, 1);
+                });
             });
         });
         wgmma::commit();
@@ -1923,7 +1935,7 @@ __host__ __device__ constexpr size_t gqa_mma_smem_bytes(int head_dim) {
 // The shapes and numerics the tensor-core kernel takes (its splits follow from them alone).
 bool qsa_gqa_mma_shapes(const QsaSparseGqaParams& p) {
     const bool dim = p.head_dim == 32 || p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256;
-    return p.q_type == DType::bf16 && p.kv_type == DType::bf16 && p.math == QsaAttentionMath::bf16 && dim &&
+    return p.q_type == DType::bf16 && p.kv_type == DType::bf16 && p.math == AttentionMath::bf16 && dim &&
            p.n_kv_heads >= 1 && p.n_heads % p.n_kv_heads == 0;
 }
 // And the operands it reads as it does: every kv entry 16-byte aligned for the bulk copies (K of KV head g
@@ -2418,6 +2430,30 @@ Status launch_rows(int64_t rows, const char* op) {
     return Status::ok();
 }
 
+// A kernel's dynamic shared memory allowance, set once per kernel (every launch stays under it).
+template <auto kKernel>
+cudaError_t shared_memory_allowance(int bytes) {
+    static const cudaError_t set = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return set;
+}
+
+// Launches the tensor-core sparse attention of the format (kModel1) and the weights' math (kBf16P): the
+// wgmma kernel (wg) or the mma.sync kernel, with the device's whole per-block allowance of shared memory.
+template <bool kModel1, bool kBf16P>
+Status launch_tensor_core_attention(bool wg, const MmaAttentionArgs& ma, unsigned blocks, size_t smem_bytes, int allowance,
+                                    int64_t split_positions, cudaStream_t stream) {
+    constexpr auto wgmma_kernel = sparse_attention_wgmma_kernel<kModel1, kBf16P>;
+    constexpr auto mma_kernel = sparse_attention_mma_kernel<kModel1, kBf16P>;
+    const cudaError_t allowed =
+        wg ? shared_memory_allowance<wgmma_kernel>(allowance) : shared_memory_allowance<mma_kernel>(allowance);
+    SIEVE_RETURN_IF_ERROR(launch_check(allowed, "sparse_attention", "shared memory of the tensor-core kernel"));
+    if (wg)
+        launch_after_previous(wgmma_kernel, blocks, kWgThreads, smem_bytes, stream, ma, split_positions);
+    else
+        launch_after_previous(mma_kernel, blocks, kMmaThreads, smem_bytes, stream, ma);
+    return Status::ok();
+}
+
 }  // namespace
 
 // ---- sparse_attention ----
@@ -2469,6 +2505,7 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
     a.chunk = shape.chunk;
     a.q_bf16 = p.q_type == DType::bf16;
     a.out_bf16 = p.out_type == DType::bf16;
+    a.p_bf16 = p.math == AttentionMath::bf16;
     const int64_t rows = p.n_tokens * p.n_heads;
     a.split.splits = splits;
     if (splits > 1) {  // the backend checked ws against sparse_attention_workspace_size
@@ -2504,25 +2541,14 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
         if (smem_bytes + 2048 > static_cast<size_t>(optin))
             return unsupported_error("cuda: sparse_attention: the tensor-core kernel's {} bytes of shared memory exceed the {} a block may use",
                                      smem_bytes, optin);
-        // The device's whole per-block allowance, once per kernel: every launch stays under it.
-        static const cudaError_t attribute_model1 =
-            cudaFuncSetAttribute(sparse_attention_mma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 2048);
-        static const cudaError_t attribute_v32 =
-            cudaFuncSetAttribute(sparse_attention_mma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 2048);
-        static const cudaError_t attribute_wg_model1 =
-            cudaFuncSetAttribute(sparse_attention_wgmma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 2048);
-        static const cudaError_t attribute_wg_v32 =
-            cudaFuncSetAttribute(sparse_attention_wgmma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 2048);
-        const cudaError_t attribute = wg ? (model1 ? attribute_wg_model1 : attribute_wg_v32) : (model1 ? attribute_model1 : attribute_v32);
-        SIEVE_RETURN_IF_ERROR(launch_check(attribute, "sparse_attention", "shared memory of the tensor-core kernel"));
-        if (wg) {
-            auto kernel = model1 ? sparse_attention_wgmma_kernel<true> : sparse_attention_wgmma_kernel<false>;
-            launch_after_previous(kernel, static_cast<unsigned>(blocks), kWgThreads, smem_bytes, stream, ma,
-                                  wgmma_split_positions(p, splits));
-        } else {
-            auto kernel = model1 ? sparse_attention_mma_kernel<true> : sparse_attention_mma_kernel<false>;
-            launch_after_previous(kernel, static_cast<unsigned>(blocks), kMmaThreads, smem_bytes, stream, ma);
-        }
+        const unsigned grid = static_cast<unsigned>(blocks);
+        const int64_t positions = wg ? wgmma_split_positions(p, splits) : 0;
+        const int allowance = optin - 2048;
+        SIEVE_RETURN_IF_ERROR(
+            model1 ? (a.p_bf16 ? launch_tensor_core_attention<true, true>(wg, ma, grid, smem_bytes, allowance, positions, stream)
+                               : launch_tensor_core_attention<true, false>(wg, ma, grid, smem_bytes, allowance, positions, stream))
+                   : (a.p_bf16 ? launch_tensor_core_attention<false, true>(wg, ma, grid, smem_bytes, allowance, positions, stream)
+                               : launch_tensor_core_attention<false, false>(wg, ma, grid, smem_bytes, allowance, positions, stream)));
     } else {
         launch_after_previous(sparse_attention_kernel, static_cast<unsigned>(blocks), kAttnThreads, shape.smem_bytes,
                               stream, a);
@@ -2642,7 +2668,7 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
     a.kv_bf16 = p.kv_type == DType::bf16;
     a.gate_bf16 = p.gate_type == DType::bf16;
     a.out_bf16 = p.out_type == DType::bf16;
-    a.p_bf16 = p.math == QsaAttentionMath::bf16;
+    a.p_bf16 = p.math == AttentionMath::bf16;
     auto rows_aligned = [](const void* x, int64_t token_stride, int64_t head_stride) {
         return reinterpret_cast<uintptr_t>(x) % 16 == 0 && token_stride % 8 == 0 && head_stride % 8 == 0;
     };

@@ -101,4 +101,12 @@ __device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& head,
     tail = *reinterpret_cast<const uint32_t*>(&t);
 }
 
+// The P·V weights of AttentionMath::bf16 for two entries whose values carry fp32 scales s0, s1 (1 where they
+// carry none): bf16(bf16(p)·s) each (ops/sparse_attention.h), packed as a bf16 pair; bf16(p) itself where the
+// scale is a power of two.
+__device__ __forceinline__ uint32_t bf16_weights_x2(float p0, float p1, float s0, float s1) {
+    const float2 rounded = __bfloat1622float2(__floats2bfloat162_rn(p0, p1));
+    return pack_bf16x2(rounded.x * s0, rounded.y * s1);
+}
+
 }  // namespace sieve::cuda::mma

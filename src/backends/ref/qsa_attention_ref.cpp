@@ -13,7 +13,7 @@ namespace sieve::ref {
 Status qsa_sparse_gqa(const QsaSparseGqaParams& p) {
     SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t group = p.n_heads / p.n_kv_heads, D = p.head_dim;
-    const bool bf16_math = p.math == QsaAttentionMath::bf16;
+    const bool bf16_math = p.math == AttentionMath::bf16;
     std::vector<const uint8_t*> rows;
     std::vector<double> logits, acc(static_cast<size_t>(D));
     for (int64_t t = 0; t < p.n_tokens; ++t) {

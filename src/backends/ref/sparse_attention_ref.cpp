@@ -1,5 +1,6 @@
 // ref sparse attention: the formulas of ops/sparse_attention.h, one entry at a time (read by load_record),
-// the sink as an extra logit with a zero value, sums in double.
+// the sink as an extra logit with a zero value, sums in double; math bf16 rounds each weight p_j (one chunk,
+// the global max).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,6 +14,7 @@ namespace sieve::ref {
 Status sparse_attention(const SparseAttentionParams& p) {
     SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
     const int64_t dqk = p.qk_dim, dv = p.v_dim;
+    const bool bf16_math = p.math == AttentionMath::bf16;  // P_j = bf16(p_j), den unrounded
     std::vector<float> entries;  // [n_listed, dqk] the token's listed entries (main, then extra), dequantized
     std::vector<double> logits, acc(static_cast<size_t>(dv));
     std::vector<float> q(static_cast<size_t>(dqk));
@@ -50,8 +52,9 @@ Status sparse_attention(const SparseAttentionParams& p) {
                     m = std::max(m, logits[j]);
                 }
                 for (int64_t j = 0; j < n; ++j) {
-                    const double w = std::exp(logits[j] - m);
-                    den += w;
+                    const double e = std::exp(logits[j] - m);
+                    den += e;
+                    const double w = bf16_math ? static_cast<double>(round_to_bf16(static_cast<float>(e))) : e;
                     for (int64_t i = 0; i < dv; ++i) acc[i] += w * static_cast<double>(entries[j * dqk + i]);
                 }
                 den += std::exp(sink - m);  // exp(−inf) = 0: no sink

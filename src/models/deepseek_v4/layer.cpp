@@ -123,6 +123,8 @@ SparseAttentionParams AttentionLayer::attention_params(const StepPlan& plan, con
     p.n_heads = H;
     p.qk_dim = p.v_dim = d;  // MQA: one shared K = V row (§3.8)
     p.rope_dim = config_.rope_head_dim;
+    // deployed: the weights cast to bf16 for P·V, as the authors' kernel, FlashMLA and vLLM do (§3.8)
+    p.math = profile_ == NumericsProfile::exact ? AttentionMath::f32 : AttentionMath::bf16;
     return p;
 }
 

@@ -18,7 +18,8 @@
 //             once), W8A16 / bf16 linears, fp8_model1 records for the window and compressed caches
 //             (§4.1), FP8 indexer keys with an fp32 scale (§4.3), fp32 compressor state (§4.4); the
 //             compressor projections, pooling, norm and RoPE stay fp32 (vLLM GPU, §3.4), the indexer
-//             q stays bf16 (its FP8 quantization in vLLM is not simulated), indexer scores fp32.
+//             q stays bf16 (its FP8 quantization in vLLM is not simulated), indexer scores fp32; the
+//             attention weights are cast to bf16 for P·V (§3.8, ops/attention_math.h).
 #pragma once
 
 #include <cstdint>

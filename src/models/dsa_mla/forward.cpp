@@ -432,6 +432,7 @@ Status Model::attend(const LayerWeights& w, const StepPlan& plan, int64_t T, int
     p.v_dim = R;
     p.rope_dim = Dr;
     p.q_type = p.out_type = a;
+    p.math = a == DType::bf16 ? AttentionMath::bf16 : AttentionMath::f32;  // deployed: bf16 P·V, as FlashMLA (§3.4)
     SIEVE_ASSIGN_OR_RETURN(const Workspace ws,
                            op_workspace_.workspace(backend_, backend_.sparse_attention_workspace_size(p),
                                                    "the attention workspace"));

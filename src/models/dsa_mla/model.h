@@ -8,7 +8,7 @@
 //   deployed  bf16 activations (bf16 GEMM math), the 656-byte-style fp8_v32 latent record (§3.4), FP8
 //             indexer keys in the 132-byte-style per-block layout (§3.3), FP8 indexer queries with UE8M0
 //             scales (§2.6), the Hadamard rotation of q and k for deepseek_v32 only (specs/README.md
-//             "Open points settled").
+//             "Open points settled"), the attention weights cast to bf16 for P·V (FlashMLA's bf16 MMAs, §3.4).
 // Caches: group "latent_kv" (every loaded layer) and "indexer_keys" (loaded full layers), block size 64
 // (§4.1), agreeing with models/dsa_mla/layout.cpp.
 // Not implemented (unsupported errors): MTP layers (layers() lists the main layers only).

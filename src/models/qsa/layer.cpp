@@ -161,7 +161,7 @@ Expected<AttentionLayer::StepOps> AttentionLayer::step_ops(const StepBatch& batc
     gp.out_token_stride = Hq * D;
     gp.out_head_stride = D;
     gp.scale = static_cast<float>(c_.softmax_scale);  // D^-0.5 (§4.7)
-    gp.math = exact ? QsaAttentionMath::f32 : QsaAttentionMath::bf16;
+    gp.math = exact ? AttentionMath::f32 : AttentionMath::bf16;
     gp.q_type = gp.kv_type = gp.gate_type = gp.out_type = act;
     o.gqa_ws = backend_.qsa_sparse_gqa_workspace_size(gp);
 
