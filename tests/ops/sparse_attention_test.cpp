@@ -269,20 +269,31 @@ void check_mqa_cases(const std::vector<MqaCase>& cases, Rng& rng) {
     }
 }
 
+// The known-value tests' setting: ref and every host backend, and a cache of f32 rows of 4 values with
+// slot 0 = r0 and slot 3 = r3.
+struct KnownRows {
+    static constexpr float r0[4] = {1, 2, 3, 4}, r3[4] = {-4, 0, 0, 0};
+    std::unique_ptr<Backend> ref = ref_backend();
+    std::vector<NamedBackend> host = host_backends_under_test();
+    PagedTestCache cache{2, 2, CacheRecordLayout{CacheRecordFormat::f32, 4, 0}.entry_bytes(), 64};
+    KnownRows() {
+        std::memcpy(cache.view().row(0), r0, 16);
+        std::memcpy(cache.view().row(3), r3, 16);
+    }
+    std::vector<Backend*> all() const {
+        std::vector<Backend*> b = {ref.get()};
+        for (const NamedBackend& nb : host) b.push_back(nb.backend.get());
+        return b;
+    }
+};
+
 // The sink semantics by hand: one row v with logit l, sink s: o = v·e^l / (e^l + e^s).
 TEST(SparseAttentionKnownValues, MqaSinkDuplicatesAndEmptyLists) {
-    auto ref = ref_backend();
-    auto backends = host_backends_under_test();
-    std::vector<Backend*> all = {ref.get()};
-    for (auto& nb : backends) all.push_back(nb.backend.get());
-    const CacheRecordLayout l{CacheRecordFormat::f32, 4, 0};
-    PagedTestCache cache(2, 2, l.entry_bytes(), 64);
-    // rows: slot 0 = (1, 2, 3, 4), slot 3 = (−4, 0, 0, 0)
-    float* base0 = reinterpret_cast<float*>(cache.view().row(0));
-    float* base3 = reinterpret_cast<float*>(cache.view().row(3));
-    const float r0[4] = {1, 2, 3, 4}, r3[4] = {-4, 0, 0, 0};
-    std::memcpy(base0, r0, 16);
-    std::memcpy(base3, r3, 16);
+    KnownRows k;
+    PagedTestCache& cache = k.cache;
+    const float(&r0)[4] = KnownRows::r0;
+    const float(&r3)[4] = KnownRows::r3;
+    const std::vector<Backend*> all = k.all();
     const float q[2][4] = {{0.5f, 0, 0, 0}, {0.25f, 0, 0, 0}};  // head 0: l0 = 0.5, l3 = −2 (scale 1)
     const float sink[2] = {0.0f, -1e30f};
     for (Backend* b : all) {
@@ -341,22 +352,16 @@ TEST(SparseAttentionKnownValues, MqaSinkDuplicatesAndEmptyLists) {
 //   o = (v0 + bf16(e^-2.5)·v3) / (1 + e^-2.5 + e^-0.5).
 // Dim 0 then differs from math f32's by 4·5.4e-5 / 1.69 = 1.3e-4, far beyond the 1e-6 checked here.
 TEST(SparseAttentionKnownValues, MqaBf16MathRoundsTheWeightsNotTheirSum) {
-    auto ref = ref_backend();
-    auto backends = host_backends_under_test();
-    std::vector<Backend*> all = {ref.get()};
-    for (auto& nb : backends) all.push_back(nb.backend.get());
-    const CacheRecordLayout l{CacheRecordFormat::f32, 4, 0};
-    PagedTestCache cache(2, 2, l.entry_bytes(), 64);
-    const float r0[4] = {1, 2, 3, 4}, r3[4] = {-4, 0, 0, 0};
-    std::memcpy(cache.view().row(0), r0, 16);
-    std::memcpy(cache.view().row(3), r3, 16);
+    KnownRows k;
+    const float(&r0)[4] = KnownRows::r0;
+    const float(&r3)[4] = KnownRows::r3;
     const float q[4] = {0.5f, 0, 0, 0};
     const float sink[1] = {0.0f};
     std::vector<int32_t> window = {0, 3};
     const double p3 = std::exp(-2.5), den = 1.0 + p3 + std::exp(-0.5);
     const double p3_bf16 = static_cast<double>(round_to_bf16(static_cast<float>(p3)));
     ASSERT_EQ(p3_bf16, 0.08203125);
-    for (Backend* b : all) {
+    for (Backend* b : k.all()) {
         SCOPED_TRACE(b->name());
         for (const AttentionMath math : {AttentionMath::f32, AttentionMath::bf16}) {
             SCOPED_TRACE(attention_math_name(math));
@@ -365,8 +370,8 @@ TEST(SparseAttentionKnownValues, MqaBf16MathRoundsTheWeightsNotTheirSum) {
             p.math = math;
             p.q = q;
             p.q_token_stride = p.q_head_stride = 4;
-            p.main.cache = cache.view();
-            p.main.n_slots = cache.n_slots();
+            p.main.cache = k.cache.view();
+            p.main.n_slots = k.cache.n_slots();
             p.main.slots = window.data();
             p.main.width = p.main.slots_stride = 2;
             p.sink = sink;
