@@ -34,12 +34,13 @@
 //              fp8_v32 entries carry fp32 group scales s (V_j = s·e_j): with math bf16 their product may be
 //              taken as bf16(bf16(p_j)·s)·e_j, which is P_j·V_j whenever s is a power of two (the UE8M0 scales
 //              every cache store writes, dsa_mla.md §3.4).
-// A backend may run the softmax online, over chunks of the listed entries (split-K included): M is then the
-// running max up to an entry's chunk, and the sums gathered so far are rescaled by exp(M_old − M_new) in fp32
-// when it grows. In exact arithmetic this is the formula above; with math bf16 it rounds exp(l_j − M_chunk)
-// instead of exp(l_j − M), a difference within P's own rounding (ref: one chunk, the global max).
 // i.e. the sink is a virtual key of logit σ_h with a zero value (deepseek_v4.md §3.8 "sink in softmax
 // denominator", dsa_mla.md §2.8), a natural-log logit NOT multiplied by `scale`; M only guards the exponentials.
+// A backend may run the softmax online, over chunks of the listed entries (split-K included): M is then a
+// reference of the entry's chunk, the running max up to it or below that by a bounded slack (the cuda wgmma
+// kernel: 8), and the sums gathered so far are rescaled by exp(M_old − M_new) in fp32 when it moves. In exact
+// arithmetic this is the formula above; with math bf16 it rounds exp(l_j − M_chunk) instead of exp(l_j − M),
+// a difference within P's own rounding (ref: one chunk, the global max).
 // Rows set to 0, and only these: a token with no listed entry (FlashMLA's "lonely q", §3.8 and §2.8), and a
 // head with σ_h = +inf (the virtual key takes all the weight: FlashMLA "+inf will cause the result to become
 // 0", §2.8). σ_h = −inf has no effect. Every other row is the quotient above in IEEE arithmetic, never masked:

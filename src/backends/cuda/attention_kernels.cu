@@ -1067,6 +1067,11 @@ constexpr int kWgKSlabBytes = kWgEntries * 128;        // a slab of a step's 32 
 constexpr int kWgLogits = kWgEntries / 2;              // fp32 logits a math thread holds (the m64n32 D fragment)
 constexpr int kWgExchangeFloats = kWgLogits * 128;     // a warpgroup's partial logits, [value][thread]
 constexpr int kWgMathBarrier = 1, kWgProducerBarrier = 2;  // named barriers (0 is __syncthreads')
+// How far a step's row max may exceed the row's running reference max before the accumulators are rescaled to
+// it (natural-log units): an online softmax over a max that lags by less than this is the same quotient in exact
+// arithmetic (ops/sparse_attention.h: a chunk's weights exp(l_j − M_chunk)), with weights of at most e^8 ≈ 2981
+// instead of 1, so that accumulated values overflow fp32 from |V| ≈ 10^32 on instead of 10^35.
+constexpr float kWgMaxSlack = 8.0f;
 static_assert(kWgMathThreads == kAttnThreads, "the block epilogue strides by kAttnWarps");
 static_assert(kWgMathRegisters % 8 == 0 && kWgProducerRegisters % 8 == 0 &&
                   kWgMathThreads * kWgMathRegisters + kWgProducerThreads * kWgProducerRegisters <= 65536,
@@ -1537,7 +1542,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
                 }
             mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-            const float m_new = fmaxf(m_run[r], mx);
+            // The weights' reference moves to the new max only when that exceeds it by more than
+            // kWgMaxSlack (or it is still −inf); otherwise the weights exp(x − m_run) stay ≤ e^slack and
+            // the accumulators keep their scale, so most steps skip the rescale below.
+            const float m_new = mx > m_run[r] + kWgMaxSlack || m_run[r] == -INFINITY ? fmaxf(m_run[r], mx) : m_run[r];
             float sum = 0.0f;
 #pragma unroll
             for (int jj = 0; jj < kWgLogits / 4; ++jj)
@@ -1552,7 +1560,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
             l_run[r] = l_run[r] * alpha[r] + sum;
             m_run[r] = m_new;
         }
-        if (__any_sync(kFullMask, alpha[0] != 1.0f || alpha[1] != 1.0f)) {  // once the maxima settle, rarely
+        if (__any_sync(kFullMask, alpha[0] != 1.0f || alpha[1] != 1.0f)) {  // rarely past the first step
 #pragma unroll
             for (int h = 0; h < 2; ++h)
 #pragma unroll
