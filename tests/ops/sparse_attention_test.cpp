@@ -389,8 +389,8 @@ TEST(SparseAttentionKnownValues, MqaBf16MathRoundsTheWeightsNotTheirSum) {
 }
 
 // Non-finite inputs give non-finite outputs and only a token without valid rows gives 0 (ops/sparse_attention.h),
-// on ref and every backend, q f32 and bf16, with and without a sink, over a window list and a compressed
-// list of four chunks in all. f32 rows; slots 0 and 1 hold a NaN, slot 2 an inf. Tokens:
+// on ref and every backend, q f32 and bf16, both maths, with and without a sink, over a window list and a
+// compressed list of four chunks in all. f32 rows; slots 0 and 1 hold a NaN, slot 2 an inf. Tokens:
 //   0 clean rows: finite      1 no valid row: exactly 0      2 NaN in head 3 of q: head 3 NaN
 //   3 slot 0 first in the window list: NaN      4 slot 1 last in the compressed list: NaN
 //   5 slot 2 listed: non-finite      and a NaN sink of head 2: head 2 NaN in every non-empty token.
@@ -440,39 +440,42 @@ TEST(SparseAttentionConformance, MqaNonFiniteInputsGiveNonFiniteOutputsAndEmptyR
                 if ((tk == 2 && h == 3) || (sink_kind == 2 && h == 2)) return RowExpect::nan;
                 return RowExpect::finite;
             };
-            for (auto& nb : backends) {
-                RowsTensor out(RowsLayout{T, H, d, H * d, d}, DType::f32);
-                SparseAttentionParams p;
-                p.q = q.data();
-                p.q_type = q_type;
-                p.q_token_stride = H * d;
-                p.q_head_stride = d;
-                p.main.cache = window.view();
-                p.main.n_slots = window.n_slots();
-                p.main.slots = wslots.data();
-                p.main.width = NW;
-                p.main.slots_stride = NW;
-                p.extra.cache = compressed.view();
-                p.extra.n_slots = compressed.n_slots();
-                p.extra.slots = cslots.data();
-                p.extra.width = NC;
-                p.extra.slots_stride = NC;
-                p.sink = sink_kind ? sink.data() : nullptr;
-                p.scale = 0.05f;
-                p.out = out.data();
-                p.out_token_stride = H * d;
-                p.out_head_stride = d;
-                p.n_tokens = T;
-                p.n_heads = H;
-                p.qk_dim = p.v_dim = d;
-                const size_t ws_bytes = nb.backend->sparse_attention_workspace_size(p);
-                GuardedBuffer ws(std::max<size_t>(ws_bytes, 1));
-                const Status st = nb.backend->sparse_attention(p, Workspace{ws.data(), ws_bytes});
-                ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
-                for (int64_t tk = 0; tk < T; ++tk)
-                    for (int64_t h = 0; h < H; ++h) EXPECT_TRUE(row_is(out, tk, h, expect(tk, h), nb.spec));
-                EXPECT_TRUE(out.intact(nb.spec));
-            }
+            for (auto& nb : backends)
+                for (const AttentionMath math : {AttentionMath::f32, AttentionMath::bf16}) {
+                    RowsTensor out(RowsLayout{T, H, d, H * d, d}, DType::f32);
+                    SparseAttentionParams p;
+                    p.math = math;
+                    p.q = q.data();
+                    p.q_type = q_type;
+                    p.q_token_stride = H * d;
+                    p.q_head_stride = d;
+                    p.main.cache = window.view();
+                    p.main.n_slots = window.n_slots();
+                    p.main.slots = wslots.data();
+                    p.main.width = NW;
+                    p.main.slots_stride = NW;
+                    p.extra.cache = compressed.view();
+                    p.extra.n_slots = compressed.n_slots();
+                    p.extra.slots = cslots.data();
+                    p.extra.width = NC;
+                    p.extra.slots_stride = NC;
+                    p.sink = sink_kind ? sink.data() : nullptr;
+                    p.scale = 0.05f;
+                    p.out = out.data();
+                    p.out_token_stride = H * d;
+                    p.out_head_stride = d;
+                    p.n_tokens = T;
+                    p.n_heads = H;
+                    p.qk_dim = p.v_dim = d;
+                    const size_t ws_bytes = nb.backend->sparse_attention_workspace_size(p);
+                    GuardedBuffer ws(std::max<size_t>(ws_bytes, 1));
+                    const Status st = nb.backend->sparse_attention(p, Workspace{ws.data(), ws_bytes});
+                    ASSERT_TRUE(st.is_ok()) << nb.spec << ": " << st.to_string();
+                    const std::string what = nb.spec + " math " + std::string(attention_math_name(math));
+                    for (int64_t tk = 0; tk < T; ++tk)
+                        for (int64_t h = 0; h < H; ++h) EXPECT_TRUE(row_is(out, tk, h, expect(tk, h), what));
+                    EXPECT_TRUE(out.intact(what));
+                }
         }
 }
 
