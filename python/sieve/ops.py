@@ -137,6 +137,7 @@ def sparse_attention(
     extra_slots: Optional[torch.Tensor] = None,
     extra_block_size: int = 0,
     sink: Optional[torch.Tensor] = None,
+    math: str = "f32",
     out: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Attention of each token over the cache entries its slot rows list, with an optional sink.
@@ -146,8 +147,9 @@ def sparse_attention(
     converted); an optional second list ``extra_slots`` into ``extra_kv_cache`` (DeepSeek-V4: the window
     first, then the compressed entries); ``sink`` [n_heads] float32 natural-log logits (a virtual key with
     a zero value). V is the first ``v_dim`` values of K (default qk_dim: DeepSeek-V4's K = V; DSA's MLA
-    passes kv_lora_rank). Returns out [n_tokens, n_heads, v_dim] in q's dtype. See
-    include/sieve/ops/sparse_attention.h.
+    passes kv_lora_rank). ``math`` (ops/attention_math.h): 'f32' (the exact profile) | 'bf16' (the
+    deployed one: the softmax weights are rounded to bf16 before P·V, their sum is not, as vLLM's kernel
+    does). Returns out [n_tokens, n_heads, v_dim] in q's dtype. See include/sieve/ops/sparse_attention.h.
     """
     v_dim = q.shape[-1] if v_dim is None else v_dim
     if out is None:
@@ -155,7 +157,7 @@ def sparse_attention(
     _ops.sparse_attention(
         out, q, kv_cache, _int32(slots, "slots"), block_size, extra_kv_cache,
         None if extra_slots is None else _int32(extra_slots, "extra_slots"), extra_block_size, sink, scale,
-        format, rope_dim, v_dim)
+        format, rope_dim, v_dim, math)
     return out
 
 

@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "op_backend.h"
 #include "ops_bindings.h"
+#include "sieve/ops/attention_math.h"
 #include "sieve/ops/cache_store.h"
 #include "sieve/ops/indexer_scores.h"
 #include "sieve/ops/sparse_attention.h"
@@ -40,6 +41,13 @@ void cache_store(const Array& x_array, const Array& cache_array, const Array& sl
     run_op([&](Backend& b, const auto&) { return b.cache_store(p); });
 }
 
+AttentionMath parse_attention_math(const std::string& s) {
+    if (s == "f32") return AttentionMath::f32;
+    if (s == "bf16") return AttentionMath::bf16;
+    throw StatusError(invalid_argument_error(
+        "sieve.ops.sparse_attention: math '{}', expected 'f32' (exact) or 'bf16' (deployed)", s));
+}
+
 SparseKvList kv_list(const char* op, const char* cache_name, const Array& cache_array, const char* slots_name,
                      const Array& slots_array, int64_t block_size, CacheRecordFormat format, int64_t qk_dim,
                      int64_t rope_dim, int64_t n_tokens) {
@@ -60,7 +68,7 @@ SparseKvList kv_list(const char* op, const char* cache_name, const Array& cache_
 void sparse_attention(const Array& out_array, const Array& q_array, const Array& cache_array, const Array& slots_array,
                       int64_t block_size, std::optional<Array> extra_cache_array, std::optional<Array> extra_slots_array,
                       int64_t extra_block_size, std::optional<Array> sink_array, float scale, const std::string& format,
-                      int64_t rope_dim, int64_t v_dim) {
+                      int64_t rope_dim, int64_t v_dim, const std::string& math) {
     const char* op = "sparse_attention";
     const TensorArg q(op, "q", q_array), out(op, "out", out_array);
     q.expect_host();
@@ -83,6 +91,7 @@ void sparse_attention(const Array& out_array, const Array& q_array, const Array&
     p.q_type = q.dtype();
     p.out_type = out.dtype();
     p.scale = scale;
+    p.math = parse_attention_math(math);
     p.main = kv_list(op, "kv_cache", cache_array, "slots", slots_array, block_size, f, p.qk_dim, rope_dim, p.n_tokens);
     if (extra_cache_array.has_value() != extra_slots_array.has_value())
         throw StatusError(invalid_argument_error("sieve.ops.sparse_attention: extra_kv_cache and extra_slots come together"));
@@ -170,7 +179,7 @@ void bind_attention_ops(nb::module_& ops) {
     ops.def("sparse_attention", &sparse_attention, nb::arg("out"), nb::arg("q"), nb::arg("kv_cache"), nb::arg("slots"),
             nb::arg("block_size"), nb::arg("extra_kv_cache").none(), nb::arg("extra_slots").none(),
             nb::arg("extra_block_size"), nb::arg("sink").none(), nb::arg("scale"), nb::arg("format"),
-            nb::arg("rope_dim"), nb::arg("v_dim"));
+            nb::arg("rope_dim"), nb::arg("v_dim"), nb::arg("math"));
     ops.def("indexer_scores", &indexer_scores, nb::arg("q"), nb::arg("k_cache"), nb::arg("block_table"),
             nb::arg("token_request"), nb::arg("n_keys"), nb::arg("block_size"), nb::arg("key_format"),
             nb::arg("q_scale").none(), nb::arg("weights").none(), nb::arg("weight_scale"), nb::arg("scores").none(),

@@ -119,6 +119,49 @@ def test_sparse_attention_f32_cache_mla_value_prefix():
         torch.testing.assert_close(out[t].double(), p @ k[:, :v_dim], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("fmt", ["f32", "fp8_model1"])
+def test_sparse_attention_bf16_math_rounds_the_weights(fmt):
+    """math='bf16' (vLLM's kernel) rounds the softmax weights to bf16 before P·V: its output stays within
+    bf16 rounding of math='f32' (≤ 2⁻⁸·max|v|, the sum of the weights being unrounded), yet differs, since
+    these weights are not bf16 values."""
+    g = torch.Generator().manual_seed(5)
+    n_heads, d, bs = 4, 512, 4
+    rows = torch.randn(16, d, generator=g)
+    if fmt == "f32":
+        cache, rope_dim = rows.reshape(4, bs, d).clone(), 0
+        keys = rows.double()
+    else:
+        cache, rope_dim = blocked_cache(4, bs * 584), 64
+        ops.cache_store(rows.bfloat16(), cache, torch.arange(16), bs, format=fmt, rope_dim=64, round_bf16=True)
+        keys = decode_model1(cache, torch.arange(16), bs).double()
+    q = torch.randn(2, n_heads, d, generator=g)
+    slots = torch.tensor([[0, 3, 5, 6, 9, 10, 12, 15], [1, 2, 4, -1, 7, 8, 11, 14]], dtype=torch.int32)
+    sink = torch.randn(n_heads, generator=g)
+    scale = d ** -0.5
+
+    def run(math_):
+        return ops.sparse_attention(q, cache, slots, bs, scale=scale, format=fmt, rope_dim=rope_dim, sink=sink,
+                                    math=math_)
+
+    exact, deployed = run("f32"), run("bf16")
+    for t in range(2):
+        k = keys[[s for s in slots[t].tolist() if s >= 0]]
+        logits = scale * (q[t].double() @ k.T)
+        p = torch.exp(logits - torch.maximum(logits.max(-1).values, sink.double())[:, None])
+        assert not torch.equal(p.float().bfloat16().double(), p)  # the weights are not bf16 values
+    assert torch.all(torch.isfinite(deployed))
+    assert (deployed.double() - exact.double()).abs().max() <= 2**-8 * keys.abs().max()
+    assert not torch.equal(deployed, exact)
+
+
+def test_sparse_attention_unknown_math():
+    q = torch.zeros(1, 1, 16)
+    cache = torch.zeros(1, 4, 16)
+    with pytest.raises(ValueError, match=r"math 'fp16', expected 'f32' \(exact\) or 'bf16' \(deployed\)"):
+        ops.sparse_attention(q, cache, torch.zeros(1, 2, dtype=torch.int32), 4, scale=1.0, format="f32",
+                             rope_dim=0, math="fp16")
+
+
 def indexer_setup(seed=4, n_tokens=3, n_heads=8, bs=4, n_keys_max=12):
     g = torch.Generator().manual_seed(seed)
     n_blocks = 8
