@@ -27,9 +27,11 @@ to report a row whose processes did not all see the same one. sieve gets the slo
 index type: same values, converted once before timing, as vLLM's slot mapping is not timed either).
 
 Agreement first. Before any timing, one process runs both sides on the row's inputs and fails the row
-loudly unless they agree: attention outputs within a relative Frobenius error of --tolerance (2e-2) of
+loudly unless they agree: attention outputs within a relative Frobenius error of --tolerance (5e-3) of
 each other (sieve's f32 math is shown beside, for reference); indexer selections equal as sets, except for
-keys whose scores lie within the two sides' score disagreement of the 512th score (ties).
+keys whose scores lie within the two sides' score disagreement of the 512th score (ties). The two sides
+differ by 1.1-1.4e-3 at the default seed (bf16 outputs and weights, rounded on each side); a wrong logit
+scale gives 0.33, but a sink dropped on one side only 3.5e-3, below the tolerance.
 
 Timing. Each measurement is a fresh process (this script re-invoked with --child), alternating sieve and
 vLLM for --rounds rounds (default 3). A process builds the inputs, warms up (--warmup calls), then times
@@ -497,8 +499,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", type=lambda s: [x for x in s.split(",") if x], default=None, metavar="NAME,...",
                     help="rows whose name contains one of these (rows: " + ", ".join(r.name for r in ROWS) + ")")
     ap.add_argument("--seed", type=int, default=0, help="seed of every input (0)")
-    ap.add_argument("--tolerance", type=float, default=2e-2,
-                    help="largest relative Frobenius error allowed between the attention outputs (2e-2)")
+    ap.add_argument("--tolerance", type=float, default=5e-3,
+                    help="largest relative Frobenius error allowed between the attention outputs (5e-3)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per process (600)")
     ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--child", choices=("check", "time"), help=argparse.SUPPRESS)
