@@ -1,7 +1,7 @@
 // The machine's ceilings, measured in the same run as the benchmarks they judge (DESIGN.md: "a
 // benchmark reports ratios against measured ceilings"): memory bandwidth (a STREAM-like triad over
-// arrays far larger than the caches), fp32 FMA peak and bf16 dot-product (vdpbf16ps) peak, on one
-// core and on all cores.
+// arrays far larger than the caches), fp32 FMA peak, bf16 dot-product (vdpbf16ps) peak and, where the
+// processor has AMX, the bf16 tile (tdpbf16ps) peak, on one core and on all cores.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 namespace sieve::bench {
 
 struct Ceiling {
-    std::string name;     // "triad bandwidth", "fp32 fma", "bf16 dot"
+    std::string name;     // "triad bandwidth", "fp32 fma", "bf16 dot", "bf16 amx"
     std::string unit;     // "GB/s", "GFLOP/s"
     std::string isa;      // the kernel's ISA
     int threads = 1;
@@ -34,5 +34,8 @@ void keep_best(std::vector<Ceiling>& into, const std::vector<Ceiling>& again);
 double fma_f32_loop_avx512(int64_t iterations);
 double fma_f32_loop_avx2(int64_t iterations);
 double dot_bf16_loop_avx512_bf16(int64_t iterations);
+double dot_bf16_loop_amx(int64_t iterations);  // only where amx_tiles_permitted()
+// Whether this process may use AMX tiles (the processor has them and Linux granted them; asked once).
+bool amx_tiles_permitted();
 
 }  // namespace sieve::bench

@@ -1,11 +1,11 @@
-// `sieve bench`: measures this machine's ceilings (memory bandwidth, fp32 FMA and bf16 dot peaks,
-// one core and all cores), then times every stage of each family's attention layers at the real
-// models' shapes (bench_layers.h) and reports each stage against its roofline, the whole step
-// against the sum of its stages' rooflines, thread scaling, AVX2 against the best ISA and sparse
-// against dense attention, with the performance targets checked. Points that look timed under load
-// (tools/bench/noise.h) are timed again and, if still noisy, flagged in the report, as is a target
-// whose worst point is one of them. Writes a table, or JSON, and an SVG plot of decode step time
-// against context (bench_plot.h).
+// `sieve bench`: measures this machine's ceilings (memory bandwidth, fp32 FMA and bf16 dot peaks, the
+// AMX bf16 tile peak where there is one, one core and all cores), then times every stage of each
+// family's attention layers at the real models' shapes (bench_layers.h) and reports each stage
+// against its roofline, the whole step against the sum of its stages' rooflines, thread scaling,
+// AVX2 against the best ISA and sparse against dense attention, with the performance targets checked.
+// Points that look timed under load (tools/bench/noise.h) are timed again and, if still noisy, flagged
+// in the report, as is a target whose worst point is one of them. Writes a table, or JSON, and an SVG
+// plot of decode step time against context (bench_plot.h).
 #pragma once
 
 #include <iosfwd>
