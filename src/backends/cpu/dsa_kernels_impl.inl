@@ -129,8 +129,8 @@ void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int
         for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: the padded logit columns stay finite (unused)
             for (int64_t d = 0; d < dqk; ++d) kc[c * dqk + d] = 0.0f;
         attn_transpose_chunk(kc, dqk, nc_pad, dqk, kt, C);
-        for (int64_t hb = 0; hb < nh; hb += kAttnHeadBlock) {
-            const int nb = nh - hb < kAttnHeadBlock ? static_cast<int>(nh - hb) : kAttnHeadBlock;
+        for (int64_t hb = 0, nb = 0; hb < nh; hb += nb) {
+            nb = attn_head_block(nh, hb);
             // Logits first (all heads of the block), then the online-softmax update, then P·V.
             attn_logits_heads(nb, qf + hb * dqk, dqk, kt, C, nc_pad, p.scale, lg + hb * C);
             for (int b = 0; b < nb; ++b) {

@@ -157,8 +157,8 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
         for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: the padded logit columns stay finite (unused)
             for (int64_t i = 0; i < d; ++i) kc[c * d + i] = 0.0f;
         attn_transpose_chunk(kc, d, nc_pad, d, kt, C);
-        for (int64_t hb = 0; hb < nh; hb += kAttnHeadBlock) {
-            const int nb = nh - hb < kAttnHeadBlock ? static_cast<int>(nh - hb) : kAttnHeadBlock;
+        for (int64_t hb = 0, nb = 0; hb < nh; hb += nb) {
+            nb = attn_head_block(nh, hb);
             attn_logits_heads(nb, qf + hb * d, d, kt, C, nc_pad, a.scale, lg + hb * C);
             for (int b = 0; b < nb; ++b) {
                 const int64_t h = hb + b;

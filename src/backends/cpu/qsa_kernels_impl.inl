@@ -382,17 +382,10 @@ template <bool KB>
 void gqa_logits_f32(const QsaSparseGqaParams& p, const QsaGqaScratch& s, int64_t k_off, int64_t c0, int64_t nc,
                     int64_t nc_pad, int64_t n, int64_t G, int64_t D) {
     gqa_gather_kt<KB>(p.kv.base, s.rows + c0, k_off, nc, nc_pad, n - c0, D, s.kt);
-    int64_t h0 = 0;
-#if defined(__AVX512F__)
-    // QSA's group of 12 heads in one tile: 24 accumulators of the 32 registers, each kt vector then
-    // feeds 12 FMAs instead of 8 and 4.
-    for (; h0 + 12 <= G; h0 += 12)
-        for (int64_t j0 = 0; j0 < nc_pad; j0 += 2 * kLanes)
-            attn_logits_tile<12>(s.q + h0 * D, D, s.kt, kGqaChunk, j0, p.scale, s.lg + h0 * kGqaChunk);
-#endif
-    for (; h0 < G; h0 += kAttnHeadBlock) {
-        const int nb = static_cast<int>(G - h0 < kAttnHeadBlock ? G - h0 : kAttnHeadBlock);
-        attn_logits_heads(nb, s.q + h0 * D, D, s.kt, kGqaChunk, nc_pad, p.scale, s.lg + h0 * kGqaChunk);
+    // QSA's group of 12 heads is one block on AVX-512 (attn_head_block): each kt vector feeds 12 FMAs.
+    for (int64_t h0 = 0, nb = 0; h0 < G; h0 += nb) {
+        nb = attn_head_block(G, h0);
+        attn_logits_heads(static_cast<int>(nb), s.q + h0 * D, D, s.kt, kGqaChunk, nc_pad, p.scale, s.lg + h0 * kGqaChunk);
     }
 }
 
