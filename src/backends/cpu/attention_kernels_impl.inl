@@ -66,6 +66,27 @@ inline VF vf_exp_nonpositive(VF x) {
     return vf_mul(e, vf_from_bits(vi_shl<23>(vi_add(n, vi_set1(127)))));
 }
 
+// The chunk's weights of one head: lh[c] = exp(lh[c] − m) for c < nc, rounded to bf16 when p_bf16
+// (AttentionMath::bf16: the P·V weights, ops/sparse_attention.h); returns their sum, unrounded (the
+// denominator's share). A NaN logit gives a NaN weight and sum.
+inline float attn_chunk_weights(float* lh, int64_t nc, float m, bool p_bf16) {
+    VF vsum = vf_zero();
+    const VF vm = vf_set1(m);
+    int64_t c = 0;
+    for (; c + kLanes <= nc; c += kLanes) {
+        const VF e = vf_exp_nonpositive(vf_sub(vf_load(lh + c), vm));
+        vf_store(lh + c, p_bf16 ? vf_round_bf16(e) : e);
+        vsum = vf_add(vsum, e);
+    }
+    float sum = vf_sum(vsum);
+    for (; c < nc; ++c) {
+        const float e = __builtin_expf(lh[c] - m);
+        lh[c] = p_bf16 ? s_bf16_to_f32(s_f32_to_bf16(e)) : e;
+        sum += e;
+    }
+    return sum;
+}
+
 // ---- chunk transposition --------------------------------------------------------------------------
 
 // dst[i·ldd + k] = src[k·ld + i] for a kLanes × kLanes block, in registers (exact: only moves).

@@ -145,20 +145,7 @@ void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int
                 // expf), so den and acc turn NaN and stay NaN: the output is NaN (ops/sparse_attention.h).
                 float m = mx[h];
                 for (int64_t c = 0; c < nc; ++c) m = s_fmax(m, lh[c]);
-                VF vsum = vf_zero();
-                const VF vm = vf_set1(m);
-                int64_t c = 0;
-                for (; c + kLanes <= nc; c += kLanes) {  // the weights P (bf16 math: rounded), den unrounded
-                    const VF e = vf_exp_nonpositive(vf_sub(vf_load(lh + c), vm));
-                    vf_store(lh + c, p_bf16 ? vf_round_bf16(e) : e);
-                    vsum = vf_add(vsum, e);
-                }
-                float sum = vf_sum(vsum);
-                for (; c < nc; ++c) {
-                    const float e = __builtin_expf(lh[c] - m);
-                    lh[c] = p_bf16 ? s_bf16_to_f32(s_f32_to_bf16(e)) : e;
-                    sum += e;
-                }
+                const float sum = attn_chunk_weights(lh, nc, m, p_bf16);
                 factor[b] = mx[h] == -inf ? 0.0f : __builtin_expf(mx[h] - m);
                 den[h] = den[h] * factor[b] + sum;
                 mx[h] = m;

@@ -164,20 +164,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
                 const int64_t h = hb + b;
                 float* lh = lg + h * C;
                 const float m = d4_max(lh, nc, mx[h]);
-                VF vsum = vf_zero();
-                const VF vm = vf_set1(m);
-                int64_t c = 0;
-                for (; c + kLanes <= nc; c += kLanes) {  // the weights P (bf16 math: rounded), den unrounded
-                    const VF e = vf_exp_nonpositive(vf_sub(vf_load(lh + c), vm));
-                    vf_store(lh + c, p_bf16 ? vf_round_bf16(e) : e);
-                    vsum = vf_add(vsum, e);
-                }
-                float sum = vf_sum(vsum);
-                for (; c < nc; ++c) {
-                    const float e = __builtin_expf(lh[c] - m);
-                    lh[c] = p_bf16 ? s_bf16_to_f32(s_f32_to_bf16(e)) : e;
-                    sum += e;
-                }
+                const float sum = attn_chunk_weights(lh, nc, m, p_bf16);
                 factor[b] = mx[h] == ninf ? 0.0f : __builtin_expf(mx[h] - m);
                 den[h] = den[h] * factor[b] + sum;  // a NaN weight makes sum, and so den, NaN for good
                 mx[h] = m;
