@@ -203,6 +203,8 @@ struct MqaSetup {
         p.n_heads = heads;
         p.qk_dim = p.v_dim = dim;
         p.rope_dim = rope;
+        // The deployed profile's weights (bf16 P·V) with its bf16 rows; the exact profile's fp32 ones.
+        p.math = io == DType::bf16 ? AttentionMath::bf16 : AttentionMath::f32;
         return p;
     }
 };
@@ -311,6 +313,7 @@ struct MlaSetup {
         p.qk_dim = r + dr;
         p.v_dim = r;
         p.rope_dim = dr;
+        p.math = AttentionMath::bf16;  // the deployed profile's (dsa_mla.md §3.4)
         return p;
     }
 };
@@ -390,7 +393,7 @@ int main(int argc, char** argv) {
         else if (a == "--isa" && i + 1 < argc) isas = argv[++i];
         else if (a == "--only" && i + 1 < argc) only = argv[++i];
         else {
-            std::printf("usage: bench_attention [--save FILE] [--baseline FILE] [--reps N] [--isa avx2,avx512,avx512_bf16] "
+            std::printf("usage: bench_attention [--save FILE] [--baseline FILE] [--reps N] [--isa avx2,avx512,avx512_bf16,amx_bf16] "
                         "[--only SUBSTRING]\n");
             return a == "--help" ? 0 : 1;
         }
@@ -415,6 +418,7 @@ int main(int argc, char** argv) {
     const MqaDef defs[] = {
         {"v4_mqa_fp8_bf16_decode1", 1, true, CacheRecordFormat::fp8_model1, DType::bf16, reps},
         {"v4_mqa_fp8_bf16_decode4x4req", 4, true, CacheRecordFormat::fp8_model1, DType::bf16, reps},
+        {"v4_mqa_fp8_bf16_decode16x16req", 16, true, CacheRecordFormat::fp8_model1, DType::bf16, reps},
         {"v4_mqa_fp8_bf16_prefill512", 512, false, CacheRecordFormat::fp8_model1, DType::bf16, std::max(1, reps / 2)},
         {"v4_mqa_f32_f32_decode1", 1, true, CacheRecordFormat::f32, DType::f32, reps},
     };

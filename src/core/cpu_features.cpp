@@ -1,6 +1,10 @@
 #include "core/cpu_features.h"
 
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <cstdint>
 #include <cstdio>
@@ -9,6 +13,17 @@
 namespace sieve {
 
 namespace {
+
+// Linux hands a process the AMX tile data registers (XTILEDATA, 8 KiB of state per thread) only when asked,
+// once for the whole process, before any thread runs a tile instruction.
+bool request_amx_tiles() {
+#if defined(__linux__)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+}
 
 uint64_t read_xcr0() {
     uint32_t eax = 0, edx = 0;
@@ -54,6 +69,7 @@ CpuFeatures detect() {
     if (os_amx) {
         f.amx_bf16 = edx7 & (1u << 22);
         f.amx_tile = edx7 & (1u << 24);
+        f.amx_granted = f.amx_tile && f.amx_bf16 && request_amx_tiles();
     }
     return f;
 }
@@ -71,12 +87,13 @@ std::string_view isa_name(Isa isa) {
         case Isa::avx2: return "avx2";
         case Isa::avx512: return "avx512";
         case Isa::avx512_bf16: return "avx512_bf16";
+        case Isa::amx_bf16: return "amx_bf16";
     }
     return "?";
 }
 
 std::optional<Isa> isa_from_name(std::string_view name) {
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx_bf16})
         if (isa_name(isa) == name) return isa;
     return std::nullopt;
 }
@@ -85,6 +102,7 @@ Isa hardware_isa() {
     const CpuFeatures& f = cpu_features();
     const bool avx2 = f.avx2 && f.fma && f.f16c;
     const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+    if (avx512 && f.avx512_bf16 && f.amx_granted) return Isa::amx_bf16;
     if (avx512 && f.avx512_bf16) return Isa::avx512_bf16;
     if (avx512) return Isa::avx512;
     if (avx2) return Isa::avx2;
@@ -98,7 +116,7 @@ Isa active_isa() {
         if (!env || !*env) return hw;
         auto cap = isa_from_name(env);
         if (!cap) {
-            std::fprintf(stderr, "sieve: ignoring SIEVE_ISA=%s (expected scalar, avx2, avx512 or avx512_bf16)\n", env);
+            std::fprintf(stderr, "sieve: ignoring SIEVE_ISA=%s (expected scalar, avx2, avx512, avx512_bf16 or amx_bf16)\n", env);
             return hw;
         }
         return static_cast<int>(*cap) < static_cast<int>(hw) ? *cap : hw;

@@ -17,6 +17,10 @@ TEST(CpuFeatures, LevelsAreConsistent) {
     if (hw >= Isa::avx512_bf16) {
         EXPECT_TRUE(f.avx512_bf16);
     }
+    if (hw >= Isa::amx_bf16) {
+        EXPECT_TRUE(f.amx_tile && f.amx_bf16 && f.amx_granted);
+    }
+    EXPECT_EQ(hw >= Isa::amx_bf16, hw >= Isa::avx512_bf16 && f.amx_granted);
     EXPECT_LE(static_cast<int>(active_isa()), static_cast<int>(hw));
     const auto isas = supported_isas();
     ASSERT_FALSE(isas.empty());
@@ -25,7 +29,7 @@ TEST(CpuFeatures, LevelsAreConsistent) {
 }
 
 TEST(CpuFeatures, IsaNamesRoundTrip) {
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx_bf16})
         EXPECT_EQ(isa_from_name(isa_name(isa)), isa);
     EXPECT_FALSE(isa_from_name("sse9").has_value());
 }

@@ -45,13 +45,13 @@ TEST(BackendFactory, RefusesWhatItCannotDo) {
     }
     // An ISA above active_isa() (run this test with SIEVE_ISA=avx2 to see it on an AVX-512 machine;
     // tests/ops/CMakeLists.txt does).
-    if (active_isa() != Isa::avx512_bf16) {
+    if (active_isa() != Isa::amx_bf16) {
         CpuBackendOptions o;
-        o.isa = Isa::avx512_bf16;
+        o.isa = Isa::amx_bf16;
         auto b = make_cpu_backend(o);
         EXPECT_EQ(b.status().code(), StatusCode::unsupported);
         EXPECT_NE(b.status().message().find("not available"), std::string::npos) << b.status().message();
-        EXPECT_EQ(make_backend("cpu:avx512_bf16").status().code(), StatusCode::unsupported);
+        EXPECT_EQ(make_backend("cpu:amx_bf16").status().code(), StatusCode::unsupported);
     }
 }
 

@@ -32,7 +32,18 @@ struct MqaCase {
     DType q_type, out_type;
     SinkValues sink_values = SinkValues::random;
     bool all_holes = false;  // every slot of every token is −1
+    // fp8_model1 caches: the first scale byte of this many stored rows of each cache set to 9, so that their
+    // first 64 values lie near 2^-118 and the smallest are not normal in bf16 (2^-127): the amx_bf16 kernel
+    // takes such chunks through its fp32 tiles (dsv4_kernels_impl.inl), between chunks of tile products.
+    int64_t low_scale_rows = 0;
 };
+
+// Sets the first UE8M0 scale byte of `n` of the slots to 9 (MqaCase::low_scale_rows).
+void lower_first_scales(PagedTestCache& cache, const CacheRecordLayout& l, const std::vector<int32_t>& slots, int64_t n) {
+    if (l.format != CacheRecordFormat::fp8_model1) return;
+    for (int64_t i = 0; i < n && i < static_cast<int64_t>(slots.size()); ++i)
+        cache_record_scales(cache.view(), l, slots[static_cast<size_t>(i)])[0] = 9;
+}
 
 // Fills `n` entries of a cache with random rows through ref cache_store; returns their slots.
 std::vector<int32_t> fill_row_cache(Backend& ref, Rng& rng, PagedTestCache& cache, const CacheRecordLayout& l, int64_t n) {
@@ -133,6 +144,22 @@ TEST(SparseAttentionConformance, MqaHeadBlocksOfSixtyFour) {
     check_mqa_cases(cases, rng);
 }
 
+// The shapes of the amx_bf16 kernel's tile path (bf16 q, fp8_model1 rows, math bf16 — check_mqa_cases runs
+// both maths): head groups of 16 with padded heads, chunks under 32 rows (one weight tile), and chunks that
+// hold a row not exact in bf16 (low scales), run through the fp32 tiles between tile chunks.
+TEST(SparseAttentionConformance, MqaTilePathShapes) {
+    Rng rng(4207);
+    const CacheRecordFormat fp8 = CacheRecordFormat::fp8_model1;
+    std::vector<MqaCase> cases = {
+        // T    H    d    r   window compressed  formats   sink   padded q            out
+        {6, 20, 512, 64, 128, 200, fp8, fp8, true, true, DType::bf16, DType::bf16},    // 20 heads: groups of 16, padded
+        {9, 64, 512, 64, 10, 12, fp8, fp8, true, false, DType::bf16, DType::f32},      // under 32 rows a chunk
+        {8, 64, 512, 64, 128, 300, fp8, fp8, true, false, DType::bf16, DType::bf16, SinkValues::random, false, 3},
+        {3, 36, 128, 64, 70, 40, fp8, fp8, false, true, DType::bf16, DType::bf16, SinkValues::random, false, 2},
+    };
+    check_mqa_cases(cases, rng);
+}
+
 void check_mqa_cases(const std::vector<MqaCase>& cases, Rng& rng) {
     auto ref = ref_backend();
     auto backends = backends_under_test();
@@ -147,6 +174,8 @@ void check_mqa_cases(const std::vector<MqaCase>& cases, Rng& rng) {
         PagedTestCache wcache(8, 3, wl.entry_bytes(), 64), ccache(6, 5, cl.entry_bytes(), 64);
         const std::vector<int32_t> wslots_all = fill_row_cache(*ref, rng, wcache, wl, 20);
         const std::vector<int32_t> cslots_all = fill_row_cache(*ref, rng, ccache, cl, 25);
+        lower_first_scales(wcache, wl, wslots_all, c.low_scale_rows);
+        lower_first_scales(ccache, cl, cslots_all, c.low_scale_rows);
         // Slot lists: random picks (duplicates allowed), −1 holes; the last token (of several) has only −1.
         const int64_t ws = c.n_window + (c.padded ? 3 : 0), cs = c.n_compressed + (c.padded ? 2 : 0);
         std::vector<int32_t> wlist(static_cast<size_t>(c.n_tokens * ws), -7), clist(static_cast<size_t>(c.n_tokens * std::max<int64_t>(cs, 1)), -7);
@@ -390,26 +419,56 @@ TEST(SparseAttentionKnownValues, MqaBf16MathRoundsTheWeightsNotTheirSum) {
 
 // Non-finite inputs give non-finite outputs and only a token without valid rows gives 0 (ops/sparse_attention.h),
 // on ref and every backend, q f32 and bf16, both maths, with and without a sink, over a window list and a
-// compressed list of four chunks in all. f32 rows; slots 0 and 1 hold a NaN, slot 2 an inf. Tokens:
+// compressed list of four chunks in all. Rows of f32 or fp8_model1 (d 512, rope 64); slots 0 and 1 hold a NaN
+// (f32: a value; fp8_model1: an e4m3 NaN byte in slot 0, a NaN scale byte 0xFF in slot 1), slot 2 an inf (a
+// rope value of the fp8_model1 rows), and slot 3 of fp8_model1 a low scale byte (MqaCase::low_scale_rows).
+// Tokens:
 //   0 clean rows: finite      1 no valid row: exactly 0      2 NaN in head 3 of q: head 3 NaN
 //   3 slot 0 first in the window list: NaN      4 slot 1 last in the compressed list: NaN
 //   5 slot 2 listed: non-finite      and a NaN sink of head 2: head 2 NaN in every non-empty token.
-TEST(SparseAttentionConformance, MqaNonFiniteInputsGiveNonFiniteOutputsAndEmptyRowsZero) {
+class MqaNonFinite : public ::testing::TestWithParam<CacheRecordFormat> {};
+
+TEST_P(MqaNonFinite, InputsGiveNonFiniteOutputsAndEmptyRowsZero) {
     auto backends = backends_under_test();
+    auto ref = ref_backend();
     backends.push_back({"ref", ref_backend()});
     Rng rng(4205);
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-    const CacheRecordLayout l{CacheRecordFormat::f32, 512, 0};
+    const CacheRecordLayout l{GetParam(), 512, GetParam() == CacheRecordFormat::f32 ? 0 : 64};
     const int64_t d = l.dim, H = 16, T = 6, NW = 128, NC = 100;
     PagedTestCache window(16, 16, l.entry_bytes(), 64), compressed(16, 16, l.entry_bytes(), 64);
-    for (PagedTestCache* c : {&window, &compressed})
-        for (int64_t slot = 0; slot < c->n_slots(); ++slot) {
-            float* row = reinterpret_cast<float*>(c->view().row(slot));
-            for (int64_t i = 0; i < d; ++i) row[i] = rng.normal(1.0f);
+    if (l.format == CacheRecordFormat::f32) {
+        for (PagedTestCache* c : {&window, &compressed})
+            for (int64_t slot = 0; slot < c->n_slots(); ++slot) {
+                float* row = reinterpret_cast<float*>(c->view().row(slot));
+                for (int64_t i = 0; i < d; ++i) row[i] = rng.normal(1.0f);
+            }
+        reinterpret_cast<float*>(window.view().row(0))[17] = nan;
+        reinterpret_cast<float*>(compressed.view().row(1))[400] = nan;
+        reinterpret_cast<float*>(window.view().row(2))[300] = inf;
+    } else {
+        for (PagedTestCache* c : {&window, &compressed}) {
+            std::vector<float> rows(static_cast<size_t>(c->n_slots() * d));
+            for (float& v : rows) v = rng.normal(1.0f);
+            std::vector<int32_t> slots(static_cast<size_t>(c->n_slots()));
+            for (size_t s = 0; s < slots.size(); ++s) slots[s] = static_cast<int32_t>(s);
+            CacheStoreParams sp;
+            sp.x = rows.data();
+            sp.slots = slots.data();
+            sp.cache = c->view();
+            sp.layout = l;
+            sp.n_slots = c->n_slots();
+            sp.n_rows = c->n_slots();
+            sp.dim = d;
+            sp.x_row_stride = d;
+            sp.round_bf16 = true;
+            ASSERT_TRUE(ref->cache_store(sp).is_ok());
+            lower_first_scales(*c, l, {3}, 1);
         }
-    reinterpret_cast<float*>(window.view().row(0))[17] = nan;
-    reinterpret_cast<float*>(compressed.view().row(1))[400] = nan;
-    reinterpret_cast<float*>(window.view().row(2))[300] = inf;
+        cache_record_data(window.view(), l, 0)[17] = 0x7f;         // e4m3 NaN
+        cache_record_scales(compressed.view(), l, 1)[6] = 0xff;    // NaN scale of dims 384 … 447
+        reinterpret_cast<uint16_t*>(cache_record_bf16_tail(window.view(), l, 2))[12] = 0x7f80;  // +inf, dim 460
+    }
     std::vector<int32_t> wslots(static_cast<size_t>(T * NW), -1), cslots(static_cast<size_t>(T * NC), -1);
     for (int64_t tk = 0; tk < T; ++tk) {
         if (tk == 1) continue;  // no valid row
@@ -450,6 +509,8 @@ TEST(SparseAttentionConformance, MqaNonFiniteInputsGiveNonFiniteOutputsAndEmptyR
                     p.q_token_stride = H * d;
                     p.q_head_stride = d;
                     p.main.cache = window.view();
+                    p.main.format = p.extra.format = l.format;
+                    p.rope_dim = l.rope_dim;
                     p.main.n_slots = window.n_slots();
                     p.main.slots = wslots.data();
                     p.main.width = NW;
@@ -478,6 +539,10 @@ TEST(SparseAttentionConformance, MqaNonFiniteInputsGiveNonFiniteOutputsAndEmptyR
                 }
         }
 }
+
+INSTANTIATE_TEST_SUITE_P(SparseAttentionConformance, MqaNonFinite,
+                         ::testing::Values(CacheRecordFormat::f32, CacheRecordFormat::fp8_model1),
+                         [](const auto& info) { return std::string(cache_record_format_name(info.param)); });
 
 TEST(SparseAttentionValidate, MqaLayoutRejectsBadInputs) {
     const CacheRecordLayout l{CacheRecordFormat::fp8_model1, 32, 8};

@@ -43,8 +43,6 @@ std::vector<Ceiling> measure_ceilings(ThreadPool& pool, bool quick) {
     std::vector<Ceiling> out;
     const int reps = quick ? 3 : 7;
     const Isa isa = active_isa();
-    // Asked here, on the calling thread, before any worker runs a tile instruction (the grant is the process's).
-    const bool amx = isa >= Isa::avx512_bf16 && cpu_features().amx_tile && cpu_features().amx_bf16 && amx_tiles_permitted();
     ThreadPool one(1);
     for (ThreadPool* p : {&one, &pool}) {
         const int threads = p->size();
@@ -81,9 +79,7 @@ std::vector<Ceiling> measure_ceilings(ThreadPool& pool, bool quick) {
         if (isa >= Isa::avx2) out.push_back(measure("fp32 fma", "GFLOP/s", "avx2", threads, reps, per_thread(fma_f32_loop_avx2)));
         if (isa >= Isa::avx512_bf16)
             out.push_back(measure("bf16 dot", "GFLOP/s", "avx512_bf16", threads, reps, per_thread(dot_bf16_loop_avx512_bf16)));
-        // No kernel of sieve's uses AMX yet: shown so that a stage's distance from this machine's bf16 limit
-        // can be read (no roofline is judged against it).
-        if (amx) out.push_back(measure("bf16 amx", "GFLOP/s", "amx_bf16", threads, reps, per_thread(dot_bf16_loop_amx)));
+        if (isa >= Isa::amx_bf16) out.push_back(measure("bf16 amx", "GFLOP/s", "amx_bf16", threads, reps, per_thread(dot_bf16_loop_amx)));
     }
     return out;
 }

@@ -34,8 +34,6 @@ void keep_best(std::vector<Ceiling>& into, const std::vector<Ceiling>& again);
 double fma_f32_loop_avx512(int64_t iterations);
 double fma_f32_loop_avx2(int64_t iterations);
 double dot_bf16_loop_avx512_bf16(int64_t iterations);
-double dot_bf16_loop_amx(int64_t iterations);  // only where amx_tiles_permitted()
-// Whether this process may use AMX tiles (the processor has them and Linux granted them; asked once).
-bool amx_tiles_permitted();
+double dot_bf16_loop_amx(int64_t iterations);  // only at the amx_bf16 level (the tiles granted, core/cpu_features.h)
 
 }  // namespace sieve::bench

@@ -1,24 +1,14 @@
 // AMX bf16 peak loop: tdpbf16ps on tile registers (compiled with -mamx-tile -mamx-bf16). Each instruction
 // multiplies a 16 × 32 bf16 tile by a 32 × 16 one into a 16 × 16 fp32 tile: 16·16·32 products and sums,
-// 16 384 floating-point operations. Linux gives a process the tile data registers only on request
-// (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA); a thread loads its own tile configuration.
+// 16 384 floating-point operations. Linux gives a process the tile data registers only on request, which
+// core/cpu_features.cpp makes when it detects the amx_bf16 level; a thread loads its own tile configuration.
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cstdint>
 
 #include "ceilings.h"
 
 namespace sieve::bench {
-
-bool amx_tiles_permitted() {
-    static const bool permitted = [] {
-        constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-        return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-    }();
-    return permitted;
-}
 
 namespace {
 

@@ -35,8 +35,10 @@ public:
     const std::vector<bench::Ceiling>& all() const { return all_; }
 
     double bandwidth(int threads) const { return find("triad bandwidth", "", threads); }  // GB/s
-    // GFLOP/s: the bf16 dot peak for matrix stages on avx512_bf16, else the fp32 FMA peak of the ISA.
+    // GFLOP/s: the bf16 peak for matrix stages (AMX tiles on amx_bf16, vdpbf16ps on avx512_bf16), else the
+    // fp32 FMA peak of the ISA.
     double peak(const std::string& isa, bool matrix, int threads) const {
+        if (isa == "amx_bf16") return matrix ? find("bf16 amx", "amx_bf16", threads) : find("fp32 fma", "avx512", threads);
         if (isa == "avx512_bf16") return matrix ? find("bf16 dot", "avx512_bf16", threads) : find("fp32 fma", "avx512", threads);
         if (isa == "avx512" || isa == "avx2") return find("fp32 fma", isa, threads);
         return 0;

@@ -18,7 +18,7 @@ namespace {
 
 std::string isa_names() {
     std::string names;
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx_bf16})
         names += (names.empty() ? "" : ", ") + std::string(isa_name(isa));
     return names;
 }

@@ -267,7 +267,7 @@ int main(int argc, char** argv) {
     add_int_flag(bench_cmd, "--compare-context", bench.layers.compare_context, contexts,
                  "context of the thread and ISA comparisons (batch 1)");
     add_text_flag(bench_cmd, "--isa", bench.layers.isa, check_isa_or_default,
-                  "ISA of the main runs: scalar | avx2 | avx512 | avx512_bf16, at most this machine's (default: the "
+                  "ISA of the main runs: scalar | avx2 | avx512 | avx512_bf16 | amx_bf16, at most this machine's (default: the "
                   "best this machine has)");
     add_text_flag(bench_cmd, "--compare-isa", bench.layers.compare_isa, check_isa_or_default,
                   "ISA compared with the main runs ('' for none)");

@@ -252,5 +252,155 @@ inline void attn_chunk_pv_heads(int nb, const float* lg, int64_t C, const float*
     }
 }
 
+// ---- AMX tile products (amx_bf16 level) ------------------------------------------------------------
+//
+// Where both factors of a product are bf16 values (bf16 q, cache values that are exact in bf16, the bf16
+// weights P_j of AttentionMath::bf16), tdpbf16ps forms the same fp32 products as the FMA tiles above (a
+// product of two bf16 values is exact in fp32) and sums them in fp32 in another order, which the contract
+// allows (ops/sparse_attention.h: "fp32 products and sums, order unspecified"). The tile unit reads bf16
+// subnormals as zero and writes fp32 subnormals as zero; the callers keep the values it reads normal (or
+// zero). Every tile here is 16 rows × 64 bytes: 16 × 32 bf16 (A: M × K; B: K/2 rows of N (k, k+1) pairs)
+// or 16 × 16 fp32 (C).
+#if defined(__AMX_BF16__)
+
+struct alignas(64) AttnTileConfig {
+    uint8_t palette = 1, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+
+// The calling thread's tile registers: configured for one kernel call, released after it (a released
+// thread's context switches skip the 8 KiB of tile state).
+inline void attn_tiles_begin() {
+    const AttnTileConfig config;
+    _tile_loadconfig(&config);
+}
+inline void attn_tiles_end() { _tile_release(); }
+
+// Transposed logits of 16 heads over NK key tiles (16 keys each): lt[c·16 + h] = Σ_i kb[c, i]·q[h, i] for
+// c < 16·NK, where kb holds the keys' bf16 rows (stride d) and qt the heads' q as (i, i+1) pairs transposed
+// ([d/2][16] pairs: the B operand of every 32-dim step). d is a multiple of 32. C tiles 0 … NK−1, qt in
+// tile 4, keys in tiles 5 … 7.
+template <int NK>
+void attn_tile_logits_t(const uint16_t* kb, int64_t d, const uint32_t* qt, float* lt) {
+    static_assert(NK >= 1 && NK <= 4, "four C tiles");
+    _tile_zero(0);
+    if constexpr (NK > 1) _tile_zero(1);
+    if constexpr (NK > 2) _tile_zero(2);
+    if constexpr (NK > 3) _tile_zero(3);
+    const int64_t stride = d * 2;
+    for (int64_t i = 0; i < d; i += 32) {
+        _tile_loadd(4, qt + i / 2 * 16, 64);
+        _tile_loadd(5, kb + i, stride);
+        _tile_dpbf16ps(0, 5, 4);
+        if constexpr (NK > 1) {
+            _tile_loadd(6, kb + 16 * d + i, stride);
+            _tile_dpbf16ps(1, 6, 4);
+        }
+        if constexpr (NK > 2) {
+            _tile_loadd(7, kb + 32 * d + i, stride);
+            _tile_dpbf16ps(2, 7, 4);
+        }
+        if constexpr (NK > 3) {
+            _tile_loadd(5, kb + 48 * d + i, stride);
+            _tile_dpbf16ps(3, 5, 4);
+        }
+    }
+    _tile_stored(0, lt, 64);
+    if constexpr (NK > 1) _tile_stored(1, lt + 256, 64);
+    if constexpr (NK > 2) _tile_stored(2, lt + 512, 64);
+    if constexpr (NK > 3) _tile_stored(3, lt + 768, 64);
+}
+
+inline void attn_tile_logits_t_keys(int64_t n_keys, const uint16_t* kb, int64_t d, const uint32_t* qt, float* lt) {
+    for (int64_t c = 0; c < n_keys; c += 64, kb += 64 * d, lt += 64 * 16) {
+        switch ((n_keys - c) / 16) {
+            case 1: attn_tile_logits_t<1>(kb, d, qt, lt); break;
+            case 2: attn_tile_logits_t<2>(kb, d, qt, lt); break;
+            case 3: attn_tile_logits_t<3>(kb, d, qt, lt); break;
+            default: attn_tile_logits_t<4>(kb, d, qt, lt); break;
+        }
+    }
+}
+
+// acc[h, r] += Σ_c pb[h, c]·V[c, r] for 16 heads (acc stride d), keys c < 32·n_steps and every dim r < d (a
+// multiple of 64): pb [16][ldp] the bf16 weights, kv the keys' rows interleaved in pairs ([keys/2][d] pairs
+// (V[2k, r], V[2k+1, r]): the B operand). Four C tiles of dims at a time, each loaded and stored once for all
+// the keys; the weights of a 32-key step in tile 6 or 7, values in tiles 4, 5.
+inline void attn_tile_pv(const uint16_t* pb, int64_t ldp, int64_t n_steps, const uint16_t* kv, int64_t d, float* acc) {
+    const int64_t acc_stride = d * 4, kv_stride = d * 4, pb_stride = ldp * 2;
+    for (int64_t r = 0; r < d; r += 64) {
+        _tile_loadd(0, acc + r, acc_stride);
+        _tile_loadd(1, acc + r + 16, acc_stride);
+        _tile_loadd(2, acc + r + 32, acc_stride);
+        _tile_loadd(3, acc + r + 48, acc_stride);
+        for (int64_t s = 0; s < n_steps; s += 2) {
+            const uint16_t* v = kv + s * 16 * d * 2 + 2 * r;  // keys 32·s …
+            _tile_loadd(6, pb + 32 * s, pb_stride);
+            _tile_loadd(4, v, kv_stride);
+            _tile_dpbf16ps(0, 6, 4);
+            _tile_loadd(5, v + 32, kv_stride);
+            _tile_dpbf16ps(1, 6, 5);
+            _tile_loadd(4, v + 64, kv_stride);
+            _tile_dpbf16ps(2, 6, 4);
+            _tile_loadd(5, v + 96, kv_stride);
+            _tile_dpbf16ps(3, 6, 5);
+            if (s + 1 == n_steps) break;
+            v += 16 * d * 2;  // keys 32·(s + 1) …
+            _tile_loadd(7, pb + 32 * (s + 1), pb_stride);
+            _tile_loadd(4, v, kv_stride);
+            _tile_dpbf16ps(0, 7, 4);
+            _tile_loadd(5, v + 32, kv_stride);
+            _tile_dpbf16ps(1, 7, 5);
+            _tile_loadd(4, v + 64, kv_stride);
+            _tile_dpbf16ps(2, 7, 4);
+            _tile_loadd(5, v + 96, kv_stride);
+            _tile_dpbf16ps(3, 7, 5);
+        }
+        _tile_stored(0, acc + r, acc_stride);
+        _tile_stored(1, acc + r + 16, acc_stride);
+        _tile_stored(2, acc + r + 32, acc_stride);
+        _tile_stored(3, acc + r + 48, acc_stride);
+    }
+}
+
+// kv[(k/2)·2d + 2r + (k & 1)] = kb[k·d + r]: rows k, k+1 of kb interleaved value by value, for k < n_keys
+// (even) and r < d (a multiple of 32). Exact: only moves.
+inline void attn_interleave_pairs(const uint16_t* kb, int64_t n_keys, int64_t d, uint16_t* kv) {
+    alignas(64) static constexpr uint16_t kLo[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                                       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    const __m512i lo = _mm512_load_si512(kLo);  // lane 2r: x[r], lane 2r + 1: y[r]
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    for (int64_t k = 0; k < n_keys; k += 2) {
+        const uint16_t* a = kb + k * d;
+        uint16_t* o = kv + k * d;
+        for (int64_t r = 0; r < d; r += 32) {
+            const __m512i x = _mm512_loadu_si512(a + r), y = _mm512_loadu_si512(a + d + r);
+            _mm512_storeu_si512(o + 2 * r, _mm512_permutex2var_epi16(x, lo, y));
+            _mm512_storeu_si512(o + 2 * r + 32, _mm512_permutex2var_epi16(x, hi, y));
+        }
+    }
+}
+
+// qt[(i/2)·16 + h] = the (q[h, i], q[h, i+1]) pair, as bf16, of 16 rows of q (fp32 values that are bf16:
+// widened bf16 q), rows h ≥ n_rows zero; i < d (a multiple of 32).
+inline void attn_q_pairs_t(const float* qf, int64_t n_rows, int64_t d, uint32_t* qt) {
+    alignas(64) uint32_t pairs[16 * 16];
+    for (int64_t i = 0; i < d; i += 32) {
+        for (int64_t h = 0; h < 16; ++h) {
+            __m512i v = _mm512_setzero_si512();
+            if (h < n_rows) {
+                const __m512 x = _mm512_loadu_ps(qf + h * d + i), y = _mm512_loadu_ps(qf + h * d + i + 16);
+                v = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y, x));  // exact: bf16 values
+            }
+            _mm512_store_si512(pairs + h * 16, v);
+        }
+        attn_transpose_block(reinterpret_cast<const float*>(pairs), 16, reinterpret_cast<float*>(qt + i / 2 * 16), 16);
+    }
+}
+
+#endif  // __AMX_BF16__
+
 }  // namespace
 }  // namespace sieve::cpu::SIEVE_CPU_ISA_NS

@@ -51,7 +51,8 @@ const CpuKernels& kernels_for(Isa isa) {
         case Isa::scalar: return cpu::kCpuKernelsScalar;
         case Isa::avx2: return cpu::kCpuKernelsAvx2;
         case Isa::avx512: return cpu::kCpuKernelsAvx512;
-        case Isa::avx512_bf16: return cpu::kCpuKernelsAvx512Bf16;
+        case Isa::avx512_bf16:
+        case Isa::amx_bf16: return cpu::kCpuKernelsAvx512Bf16;  // no tile kernel among these
     }
     return cpu::kCpuKernelsScalar;
 }
@@ -203,11 +204,10 @@ public:
 
     // Sparse attention (cpu_sparse_attention.h): the MQA kernel of the DeepSeek-V4 table, the MLA one of DSA's.
     size_t sparse_attention_workspace_size(const SparseAttentionParams& p) const override {
-        return cpu::sparse_attention_workspace_size(*pool_, p);
+        return cpu::sparse_attention_workspace_size(attention_kernels(), *pool_, p);
     }
     Status sparse_attention(const SparseAttentionParams& p, Workspace ws) override {
-        const cpu::SparseAttentionKernels k{&cpu::dsv4_kernels_for(options_.isa), &cpu::dsa_kernels_for(options_.isa)};
-        return cpu::sparse_attention(k, *pool_, p, ws);
+        return cpu::sparse_attention(attention_kernels(), *pool_, p, ws);
     }
 
     // DSA on MLA (dsa_cpu_ops.h)
@@ -220,6 +220,9 @@ public:
     }
 
 private:
+    cpu::SparseAttentionKernels attention_kernels() const {
+        return {&cpu::dsv4_kernels_for(options_.isa), &cpu::dsa_kernels_for(options_.isa)};
+    }
     cpu::DsaCpuContext dsa_context() const { return {&cpu::dsa_kernels_for(options_.isa), pool_}; }
     cpu::CpuLinearContext context() const { return {kernels_, options_.isa, &options_, pool_}; }
     static Expected<const cpu::CpuPreparedLinear*> own(const PreparedLinear& w) {

@@ -42,14 +42,14 @@ void cpu_set_compute_threads(int n);
 // for at an ISA other than active_isa() (oneDNN's ISA is process-wide).
 Expected<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendOptions& options);
 
-// "cpu" | "cpu:<isa>" | "cpu:<isa>:<gemm>" | "cpu:<gemm>", where <isa> is scalar, avx2, avx512 or
-// avx512_bf16 (at most active_isa(); default active_isa()) and <gemm> is
+// "cpu" | "cpu:<isa>" | "cpu:<isa>:<gemm>" | "cpu:<gemm>", where <isa> is scalar, avx2, avx512, avx512_bf16
+// or amx_bf16 (at most active_isa(); default active_isa()) and <gemm> is
 //   auto    own kernels for small batches, oneDNN above a size threshold (default when oneDNN is built)
 //   dnnl    oneDNN for every linear (only at the ISA oneDNN itself uses: active_isa())
 //   nodnnl  own kernels only (default when oneDNN is not built)
 // An explicit ISA below active_isa() without a <gemm> means nodnnl.
 inline constexpr std::string_view kCpuBackendSpecs =
-    "cpu, cpu:<isa>, cpu:<isa>:<gemm> or cpu:<gemm> with <isa> in scalar|avx2|avx512|avx512_bf16 and <gemm> in "
+    "cpu, cpu:<isa>, cpu:<isa>:<gemm> or cpu:<gemm> with <isa> in scalar|avx2|avx512|avx512_bf16|amx_bf16 and <gemm> in "
     "auto|dnnl|nodnnl";
 Expected<std::unique_ptr<Backend>> make_cpu_backend_from_spec(std::string_view spec);
 // The options such a spec stands for (pool: the global one), e.g. for a caller that sets its own pool.

@@ -56,7 +56,7 @@ Status pack_own(const LinearWeights& w, Isa isa, CpuPreparedLinear& out) {
     if (w.weight_type == DType::f8_e4m3) fp8_blocker = fp8_panels_blocker(w);
     // fp8_pairs needs AVX512_VBMI for its table decode (kernels_impl.inl fp8_pairs_tile); without it (an
     // AVX512_BF16 processor without VBMI, or SIEVE_NO_VBMI=1) the fp8 panels below.
-    if (w.weight_type == DType::f8_e4m3 && fp8_blocker.empty() && isa == Isa::avx512_bf16 &&
+    if (w.weight_type == DType::f8_e4m3 && fp8_blocker.empty() && isa >= Isa::avx512_bf16 &&
         w.math == LinearMath::bf16 && cpu_features().avx512_vbmi) {
         out.format = PanelFormat::fp8_pairs;
         out.own_note = "fp8 pair panels (e4m3 bytes decoded to bf16 by table lookups, vdpbf16ps; block scale per 128 k)";
@@ -252,7 +252,7 @@ Expected<LinearPlan> cpu_linear_plan(const CpuLinearContext& c, const CpuPrepare
 #endif
     } else {
         if (!w.has_own) return internal_error("cpu linear: no packed weights for the own kernels");
-        state->dpbf16 = c.isa == Isa::avx512_bf16 && math_bf16 &&
+        state->dpbf16 = c.isa >= Isa::avx512_bf16 && math_bf16 &&
                         (w.format == PanelFormat::bf16_pairs || w.format == PanelFormat::fp8_pairs);
         state->convert_x = state->dpbf16 || shape.x_type != DType::f32 || math_bf16;
         state->block_rows = state->convert_x ? std::min(m, kConvertBlockRows) : m;

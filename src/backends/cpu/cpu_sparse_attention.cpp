@@ -41,18 +41,23 @@ constexpr int64_t kSetupHeads = 4;
 struct AttnPlan {
     AttnPath path = AttnPath::none;
     int64_t heads_per_item = 1, head_chunks = 1, items = 0, slots = 0, slot_bytes = 0;
-    // MQA path: the byte offsets of SparseMqaKernelArgs's workspace parts inside a slot.
+    // MQA path: the byte offsets of SparseMqaKernelArgs's workspace parts inside a slot (the tile path's when
+    // the table has tiles).
     int64_t q = 0, kc = 0, kt = 0, lg = 0, acc = 0, mx = 0, den = 0;
+    bool tiles = false;
+    int64_t qt = 0, kb = 0, kv = 0, lt = 0, pt = 0, pb = 0;
 };
 
-AttnPlan attn_plan(const ThreadPool& pool, const SparseAttentionParams& p) {
+AttnPlan attn_plan(const SparseAttentionKernels& k, const ThreadPool& pool, const SparseAttentionParams& p) {
     AttnPlan m;
     m.path = attn_path(p);
     const int64_t threads = std::max<int64_t>(pool.size(), 1);
     const int64_t tokens = std::max<int64_t>(p.n_tokens, 0), heads = std::max<int64_t>(p.n_heads, 1);
     // Makespan of k chunks per token, in heads' worth of work: rounds of items × (heads of an item + setup);
-    // chunks hold whole register blocks of kSparseMqaHeadBlock heads where the heads allow.
-    const int64_t block = heads >= 2 * kSparseMqaHeadBlock ? kSparseMqaHeadBlock : 1;
+    // chunks hold whole register blocks of kSparseMqaHeadBlock heads where the heads allow, whole groups of 16
+    // (the tiles' rows) for an MQA table with tiles.
+    const int64_t unit = m.path == AttnPath::mqa && k.mqa->tiles ? 16 : kSparseMqaHeadBlock;
+    const int64_t block = heads >= 2 * unit ? unit : 1;
     int64_t best = -1;
     for (int64_t k = 1; k <= std::min<int64_t>(threads, heads); ++k) {
         const int64_t hpi = (heads + k - 1) / k;
@@ -70,15 +75,26 @@ AttnPlan attn_plan(const ThreadPool& pool, const SparseAttentionParams& p) {
     if (m.path == AttnPath::mla) {
         m.slot_bytes = workspace_round_up(SIEVE_SPARSE_MLA_SCRATCH_FLOATS(nh, dv, dqk - dv) * 4);
     } else {
-        const int64_t d = dqk, C = kSparseMqaChunk;
+        const int64_t d = dqk, C = kSparseMqaChunk, nh16 = (nh + 15) / 16 * 16;
         m.q = 0;
         m.kc = m.q + workspace_round_up(nh * d * 4);
         m.kt = m.kc + workspace_round_up(C * d * 4);
         m.lg = m.kt + workspace_round_up(C * d * 4);
         m.acc = m.lg + workspace_round_up(nh * C * 4);
-        m.mx = m.acc + workspace_round_up(nh * d * 4);
-        m.den = m.mx + workspace_round_up(nh * 4);
-        m.slot_bytes = m.den + workspace_round_up(nh * 4);
+        m.mx = m.acc + workspace_round_up(nh16 * d * 4);
+        m.den = m.mx + workspace_round_up(nh16 * 4);
+        m.slot_bytes = m.den + workspace_round_up(nh16 * 4);
+        if (k.mqa->tiles) {
+            const int64_t CT = kSparseMqaTileChunk;
+            m.tiles = true;
+            m.qt = m.slot_bytes;
+            m.kb = m.qt + workspace_round_up(nh16 * d * 2);
+            m.kv = m.kb + workspace_round_up(CT * d * 2);
+            m.lt = m.kv + workspace_round_up(CT * d * 2);
+            m.pt = m.lt + workspace_round_up(CT * 16 * 4);
+            m.pb = m.pt + workspace_round_up(16 * CT * 4);
+            m.slot_bytes = m.pb + workspace_round_up(16 * CT * 2);
+        }
     }
     m.items = tokens * m.head_chunks;
     m.slots = std::min<int64_t>(threads, m.items);
@@ -115,14 +131,22 @@ SparseMqaKernelArgs mqa_args(const SparseAttentionParams& p, const AttnPlan& m) 
     a.ws_acc = m.acc;
     a.ws_mx = m.mx;
     a.ws_den = m.den;
+    a.tile_workspace = m.tiles;
+    a.ws_qt = m.qt;
+    a.ws_kb = m.kb;
+    a.ws_kv = m.kv;
+    a.ws_lt = m.lt;
+    a.ws_pt = m.pt;
+    a.ws_pb = m.pb;
     return a;
 }
 
 }  // namespace
 
-size_t sparse_attention_workspace_size(const ThreadPool& pool, const SparseAttentionParams& p) {
+size_t sparse_attention_workspace_size(const SparseAttentionKernels& k, const ThreadPool& pool,
+                                       const SparseAttentionParams& p) {
     if (p.n_tokens <= 0 || p.n_heads <= 0 || p.qk_dim <= 0) return 0;
-    const AttnPlan m = attn_plan(pool, p);
+    const AttnPlan m = attn_plan(k, pool, p);
     if (m.path == AttnPath::none) return 0;
     return static_cast<size_t>(m.slots * m.slot_bytes);
 }
@@ -130,14 +154,14 @@ size_t sparse_attention_workspace_size(const ThreadPool& pool, const SparseAtten
 Status sparse_attention(const SparseAttentionKernels& k, ThreadPool& pool, const SparseAttentionParams& p,
                         Workspace ws) {
     SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    const AttnPlan m = attn_plan(pool, p);
+    const AttnPlan m = attn_plan(k, pool, p);
     if (m.path == AttnPath::none)
         return unsupported_error(
             "cpu sparse_attention: qk_dim = {}, v_dim = {}, main.format = {}, extra.width = {}, extra.format = {}: no "
             "kernel (v_dim = qk_dim over f32 | fp8_model1 lists, or one f32 | fp8_v32 list)",
             p.qk_dim, p.v_dim, cache_record_format_name(p.main.format), p.extra.width,
             cache_record_format_name(p.extra.format));
-    SIEVE_RETURN_IF_ERROR(check_workspace("cpu sparse_attention", ws, sparse_attention_workspace_size(pool, p)));
+    SIEVE_RETURN_IF_ERROR(check_workspace("cpu sparse_attention", ws, sparse_attention_workspace_size(k, pool, p)));
     if (p.n_tokens == 0) return Status::ok();
     const SparseMqaKernelArgs a = m.path == AttnPath::mqa ? mqa_args(p, m) : SparseMqaKernelArgs{};
     std::atomic<int64_t> next_slot{0}, next_item{0};

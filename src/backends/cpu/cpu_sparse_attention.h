@@ -24,7 +24,8 @@ struct SparseAttentionKernels {
     const DsaCpuKernels* mla;
 };
 
-size_t sparse_attention_workspace_size(const ThreadPool& pool, const SparseAttentionParams& p);
+size_t sparse_attention_workspace_size(const SparseAttentionKernels& k, const ThreadPool& pool,
+                                       const SparseAttentionParams& p);
 Status sparse_attention(const SparseAttentionKernels& k, ThreadPool& pool, const SparseAttentionParams& p,
                         Workspace ws);
 

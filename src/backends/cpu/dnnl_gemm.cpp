@@ -58,6 +58,7 @@ const char* dnnl_isa_name() {
             case Isa::avx2: cap = dnnl::cpu_isa::avx2; break;
             case Isa::avx512: cap = dnnl::cpu_isa::avx512_core; break;
             case Isa::avx512_bf16: cap = dnnl::cpu_isa::avx512_core_bf16; break;
+            case Isa::amx_bf16: cap = dnnl::cpu_isa::avx512_core_amx; break;
         }
         try {
             dnnl::set_max_cpu_isa(cap);
@@ -71,6 +72,7 @@ const char* dnnl_isa_name() {
             case dnnl::cpu_isa::avx512_core: return "avx512_core";
             case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
             case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+            case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
             default: return "other";
         }
     }();

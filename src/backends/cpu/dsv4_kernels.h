@@ -46,21 +46,32 @@ struct SparseMqaKernelArgs {
     int64_t out_token_stride = 0, out_head_stride = 0;
     int64_t n_heads = 0, head_dim = 0;
     // Workspace of one sparse_mqa_block call for up to nh heads, byte offsets set by the dispatch code
-    // (C = kSparseMqaChunk): the widened q rows ws_q [nh, head_dim], the chunk's dequantized rows ws_kc
-    // [C, head_dim] and their transpose ws_kt [head_dim, C], the logits then weights ws_lg [nh, C], the
-    // accumulators ws_acc [nh, head_dim], the running max ws_mx [nh] and denominator ws_den [nh]; all f32.
+    // (C = kSparseMqaChunk, nh16 = nh rounded up to 16): the widened q rows ws_q [nh, head_dim], the chunk's
+    // dequantized rows ws_kc [C, head_dim] and their transpose ws_kt [head_dim, C], the logits then weights
+    // ws_lg [nh, C], the accumulators ws_acc [nh16, head_dim], the running max ws_mx [nh16] and denominator
+    // ws_den [nh16]; all f32.
     int64_t ws_q = 0, ws_kc = 0, ws_kt = 0, ws_lg = 0, ws_acc = 0, ws_mx = 0, ws_den = 0;
+    // A table with tiles (CpuDsv4Kernels::tiles) also gets the tile path's parts (tile_workspace = true; CT =
+    // kSparseMqaTileChunk): q as bf16 pairs ws_qt [nh16/16][head_dim/2][16] (u32), the chunk's bf16 rows ws_kb
+    // [CT, head_dim] and their pair-interleaved copy ws_kv [CT/2][head_dim][2] (u16), transposed logits then
+    // weights ws_lt [CT][16] and their transpose ws_pt [16][CT] (f32), the bf16 weights ws_pb [16][CT] (u16).
+    bool tile_workspace = false;
+    int64_t ws_qt = 0, ws_kb = 0, ws_kv = 0, ws_lt = 0, ws_pt = 0, ws_pb = 0;
 };
 
 // Rows gathered, dequantized and transposed per chunk of sparse_mqa_block (online softmax over chunks,
 // the structure of the DSA sparse MLA kernel): a multiple of 2 × 16 lanes (the logits tile's width).
 inline constexpr int64_t kSparseMqaChunk = 64;
+// Rows per chunk of the tile path (SparseMqaKernelArgs::tile_workspace): a multiple of 32 (one weight tile);
+// large, so that the accumulator tiles are loaded and stored once per 256 rows.
+inline constexpr int64_t kSparseMqaTileChunk = 256;
 // Heads per register tile of sparse_mqa_block (attention_kernels_impl.inl kAttnHeadBlock): the dispatch code
 // splits a token's heads at multiples of it.
 inline constexpr int64_t kSparseMqaHeadBlock = 4;
 
 struct CpuDsv4Kernels {
     const char* isa_name;
+    bool tiles;  // sparse_mqa_block has the AMX tile path and uses its workspace parts (SparseMqaKernelArgs)
     // Token `token`, heads [head_begin, head_end) (at most the nh the workspace was sized for); ws: the
     // workspace described in the args, 64-aligned.
     void (*sparse_mqa_block)(const SparseMqaKernelArgs& a, int64_t token, int64_t head_begin, int64_t head_end,
@@ -70,5 +81,6 @@ struct CpuDsv4Kernels {
 extern const CpuDsv4Kernels kCpuDsv4KernelsScalar;
 extern const CpuDsv4Kernels kCpuDsv4KernelsAvx2;
 extern const CpuDsv4Kernels kCpuDsv4KernelsAvx512;
+extern const CpuDsv4Kernels kCpuDsv4KernelsAmxBf16;
 
 }  // namespace sieve::cpu

@@ -124,6 +124,151 @@ inline int64_t d4_gather(const RecordCache& cache, const int32_t* slots, int64_t
 static_assert(kSparseMqaHeadBlock % 4 == 0, "the dispatch code splits heads at multiples of 4 (whole register blocks on AVX2)");
 static_assert(kSparseMqaChunk % (2 * kLanes) == 0, "a chunk holds whole logits tiles");
 
+// The online-softmax state of the heads of a call (ws_acc, ws_mx, ws_den; see the args).
+struct D4Softmax {
+    float* acc;  // [heads, d]
+    float* mx;   // [heads]
+    float* den;  // [heads]
+};
+
+// One chunk of nc gathered rows kc [C, d] (fp32) through the FMA tiles: transpose, then per register block of
+// heads the logits, the online-softmax update and P·V.
+inline void d4_chunk_fma(const float* qf, int64_t nh, int64_t d, float* kc, float* kt, float* lg, int64_t nc, float scale,
+                         bool p_bf16, D4Softmax st) {
+    const int64_t C = kSparseMqaChunk;
+    const float ninf = -__builtin_inff();
+    const int64_t nc_pad = (nc + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);  // ≤ C
+    for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: the padded logit columns stay finite (unused)
+        for (int64_t i = 0; i < d; ++i) kc[c * d + i] = 0.0f;
+    attn_transpose_chunk(kc, d, nc_pad, d, kt, C);
+    float factor[kAttnHeadBlock];
+    for (int64_t hb = 0, nb = 0; hb < nh; hb += nb) {
+        nb = attn_head_block(nh, hb);
+        attn_logits_heads(static_cast<int>(nb), qf + hb * d, d, kt, C, nc_pad, scale, lg + hb * C);
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t h = hb + b;
+            float* lh = lg + h * C;
+            const float m = d4_max(lh, nc, st.mx[h]);
+            const float sum = attn_chunk_weights(lh, nc, m, p_bf16);
+            factor[b] = st.mx[h] == ninf ? 0.0f : __builtin_expf(st.mx[h] - m);
+            st.den[h] = st.den[h] * factor[b] + sum;  // a NaN weight makes sum, and so den, NaN for good
+            st.mx[h] = m;
+        }
+        attn_chunk_pv_heads(static_cast<int>(nb), lg + hb * C, C, kc, d, nc, factor, st.acc + hb * d, d);
+    }
+}
+
+#if defined(__AMX_BF16__)
+// ---- the tile path (amx_bf16 level) ----------------------------------------------------------------
+//
+// With bf16 q and math bf16, both products of the attention take bf16 factors: q·K_j where K_j is exact in
+// bf16, and P_j·V_j with P_j = bf16(p_j) (ops/sparse_attention.h). An fp8_model1 value e4m3·2^(e − 127) is
+// exact in bf16, and normal or zero (what the tile unit reads, attention_kernels_impl.inl), when the tile's
+// scale byte e lies in [10, 246]: e4m3's smallest magnitude 2^-9 then stays ≥ 2^-126 and its largest, 448,
+// below bf16's largest finite value; the rope dims are bf16 already. A chunk holding a row with another
+// scale byte (never written by a cache store; the 0xFF NaN scale included) runs through the FMA tiles.
+// Heads go in groups of 16 (the tiles' rows), the last one padded with zero q rows whose results are unused.
+
+inline constexpr int kTileScaleMin = 10, kTileScaleMax = 246;
+
+// The bf16 row of `slot` of an fp8_model1 cache into dst [dim]; false (dst partly written) when a scale byte
+// lies outside [kTileScaleMin, kTileScaleMax].
+inline bool d4_record_row_bf16(const RecordCache& c, int32_t slot, uint16_t* dst) {
+    const uint8_t* block = c.base + (slot / c.block_size) * c.block_bytes;
+    const int64_t j = slot % c.block_size;
+    const uint8_t* data = block + j * c.data_bytes;
+    const uint8_t* scales = block + c.scales_offset + j * c.scale_bytes;
+    for (int64_t g = 0; g * 64 < c.nope; ++g) {
+        const uint8_t e = scales[g];
+        if (e < kTileScaleMin || e > kTileScaleMax) return false;
+        const VF s = {_mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(e) << 23))};
+        for (int64_t i = g * 64; i < g * 64 + 64; i += 32) {
+            const VF x = vf_mul(vf_e4m3_values(data + i), s), y = vf_mul(vf_e4m3_values(data + i + 16), s);
+            _mm512_storeu_si512(dst + i, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y.v, x.v)));  // exact
+        }
+    }
+    const uint16_t* rope = reinterpret_cast<const uint16_t*>(data + c.nope);
+    for (int64_t i = c.nope; i < c.dim; i += 32)
+        _mm512_storeu_si512(dst + i, _mm512_loadu_si512(rope + (i - c.nope)));
+    return true;
+}
+
+// Whether the rows of a list suit the tile path: fp8_model1 records in whole 64-dim scale tiles, 32-dim steps.
+inline bool d4_tile_cache(const RecordCache& c) { return c.format == kRecordFp8Model1 && c.nope % 64 == 0 && c.dim % 64 == 0; }
+
+// d4_gather into bf16 rows kb [C, d]; *exact turns false when a row is not exact in bf16 (its place is still
+// taken, so that the chunk can be gathered again through d4_gather).
+inline int64_t d4_gather_bf16(const RecordCache& cache, const int32_t* slots, int64_t n, int64_t* j, uint16_t* kb,
+                              int64_t nc, int64_t C, int64_t d, bool* exact) {
+    for (; *j < n && nc < C; ++*j) {
+        if (*j + kMqaPrefetch < n && slots[*j + kMqaPrefetch] >= 0) d4_prefetch_row(cache, slots[*j + kMqaPrefetch]);
+        const int32_t slot = slots[*j];
+        if (slot < 0) continue;
+        if (!d4_record_row_bf16(cache, slot, kb + nc * d)) *exact = false;
+        ++nc;
+    }
+    return nc;
+}
+
+// The workspace of the tile path (offsets in the args): qt [groups][d/2][16] pairs, kb [C, d] and kv
+// [C/2][d] pairs (bf16), lt [C][16] and pt [16][C] (fp32), pb [16][C] (bf16).
+struct D4Tiles {
+    uint32_t* qt;
+    uint16_t *kb, *kv, *pb;
+    float *lt, *pt;
+};
+
+// One chunk of nc gathered bf16 rows (kb) through the tiles, for the heads [0, nh) in groups of 16.
+inline void d4_chunk_tiles(int64_t nh, int64_t d, int64_t nc, float scale, D4Tiles w, D4Softmax st) {
+    const int64_t C = kSparseMqaTileChunk, nc_pad = (nc + 31) / 32 * 32;
+    for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: finite logits, zero values under zero weights
+        for (int64_t i = 0; i < d; i += 32) _mm512_storeu_si512(w.kb + c * d + i, _mm512_setzero_si512());
+    attn_interleave_pairs(w.kb, nc_pad, d, w.kv);
+    const VF vs = vf_set1(scale), ninf = vf_set1(-__builtin_inff()), one = vf_set1(1.0f);
+    for (int64_t g = 0; g * 16 < nh; ++g) {
+        attn_tile_logits_t_keys(nc_pad, w.kb, d, w.qt + g * (d / 2) * 16, w.lt);
+        // Online softmax of the group's 16 heads, one per lane (the transposed logits: a row per key).
+        const VF m_old = vf_load(st.mx + g * 16);
+        VF m = m_old;
+        for (int64_t c = 0; c < nc; ++c) {
+            const VF l = vf_mul(vf_load(w.lt + c * 16), vs);
+            vf_store(w.lt + c * 16, l);
+            m = vf_max(l, m);  // a NaN logit is never taken (d4_max)
+        }
+        VF sum = vf_zero();
+        for (int64_t c = 0; c < nc; ++c) {
+            const VF e = vf_exp_nonpositive(vf_sub(vf_load(w.lt + c * 16), m));
+            vf_store(w.lt + c * 16, vf_round_bf16(e));
+            sum = vf_add(sum, e);
+        }
+        for (int64_t c = nc; c < nc_pad; ++c) vf_store(w.lt + c * 16, vf_zero());
+        const __mmask16 first = _mm512_cmp_ps_mask(m_old.v, ninf.v, _CMP_EQ_OQ);
+        const VF factor = {_mm512_mask_blend_ps(first, vf_exp_nonpositive(vf_sub(m_old, m)).v, vf_zero().v)};
+        vf_store(st.den + g * 16, vf_add(vf_mul(vf_load(st.den + g * 16), factor), sum));
+        vf_store(st.mx + g * 16, m);
+        // acc ·= factor for the heads whose factor is not 1 (NaN included)
+        const uint32_t rescale = _mm512_cmp_ps_mask(factor.v, one.v, _CMP_NEQ_UQ);
+        if (rescale) {
+            alignas(64) float f[16];
+            vf_store(f, factor);
+            for (int h = 0; h < 16; ++h) {
+                if (!(rescale >> h & 1)) continue;
+                float* a = st.acc + (g * 16 + h) * d;
+                for (int64_t i = 0; i < d; i += kLanes) vf_store(a + i, vf_mul(vf_load(a + i), vf_set1(f[h])));
+            }
+        }
+        // P as A operand: [16 heads][keys] bf16 (the weights are bf16 values: the conversion is exact)
+        for (int64_t c = 0; c < nc_pad; c += 16) attn_transpose_block(w.lt + c * 16, 16, w.pt + c, C);
+        for (int64_t h = 0; h < 16; ++h)
+            for (int64_t c = 0; c < nc_pad; c += 32) {
+                const __m512 x = _mm512_loadu_ps(w.pt + h * C + c), y = _mm512_loadu_ps(w.pt + h * C + c + 16);
+                _mm512_storeu_si512(w.pb + h * C + c, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y, x)));
+            }
+        attn_tile_pv(w.pb, C, nc_pad / 32, w.kv, d, st.acc + g * 16 * d);
+    }
+}
+#endif  // __AMX_BF16__
+
 void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64_t h1, void* ws) {
     char* w = static_cast<char*>(ws);
     const int64_t d = a.head_dim, nh = h1 - h0, C = kSparseMqaChunk;
@@ -131,47 +276,59 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
     float* kc = reinterpret_cast<float*>(w + a.ws_kc);    // [C, d]
     float* kt = reinterpret_cast<float*>(w + a.ws_kt);    // [d, C]
     float* lg = reinterpret_cast<float*>(w + a.ws_lg);    // [nh, C]
-    float* acc = reinterpret_cast<float*>(w + a.ws_acc);  // [nh, d]
-    float* mx = reinterpret_cast<float*>(w + a.ws_mx);    // [nh]
-    float* den = reinterpret_cast<float*>(w + a.ws_den);  // [nh]
+    const D4Softmax st{reinterpret_cast<float*>(w + a.ws_acc), reinterpret_cast<float*>(w + a.ws_mx),
+                       reinterpret_cast<float*>(w + a.ws_den)};
     const float ninf = -__builtin_inff();
-    const bool p_bf16 = a.p_bf16;
     const int64_t q_elem = a.q_bf16 ? 2 : 4, o_elem = a.out_bf16 ? 2 : 4;
-    for (int64_t h = 0; h < nh; ++h) {
-        d4_widen(static_cast<const char*>(a.q) + (t * a.q_token_stride + (h0 + h) * a.q_head_stride) * q_elem, a.q_bf16,
-                 qf + h * d, d);
-        mx[h] = a.sink ? a.sink[h0 + h] : ninf;
-        den[h] = mx[h] > ninf ? 1.0f : 0.0f;
-        for (int64_t i = 0; i < d; ++i) acc[h * d + i] = 0.0f;
+    const int64_t nh_state = (nh + 15) / 16 * 16;  // the tile path's padded heads too (the args)
+    for (int64_t h = 0; h < nh_state; ++h) {
+        if (h < nh)
+            d4_widen(static_cast<const char*>(a.q) + (t * a.q_token_stride + (h0 + h) * a.q_head_stride) * q_elem,
+                     a.q_bf16, qf + h * d, d);
+        st.mx[h] = h < nh && a.sink ? a.sink[h0 + h] : ninf;
+        st.den[h] = st.mx[h] > ninf ? 1.0f : 0.0f;
+        for (int64_t i = 0; i < d; ++i) st.acc[h * d + i] = 0.0f;
     }
     const int32_t* mslots = a.n_main > 0 ? a.main_slots + t * a.main_stride : nullptr;
     const int32_t* xslots = a.n_extra > 0 ? a.extra_slots + t * a.extra_stride : nullptr;
     int64_t jm = 0, jx = 0, n_valid = 0;
-    float factor[kAttnHeadBlock];
+#if defined(__AMX_BF16__)
+    const bool tiles = a.tile_workspace && a.q_bf16 && a.p_bf16 && d % 64 == 0 && (!mslots || d4_tile_cache(a.main)) &&
+                       (!xslots || d4_tile_cache(a.extra));
+    const D4Tiles tw{reinterpret_cast<uint32_t*>(w + a.ws_qt), reinterpret_cast<uint16_t*>(w + a.ws_kb),
+                     reinterpret_cast<uint16_t*>(w + a.ws_kv), reinterpret_cast<uint16_t*>(w + a.ws_pb),
+                     reinterpret_cast<float*>(w + a.ws_lt), reinterpret_cast<float*>(w + a.ws_pt)};
+    if (tiles) {
+        attn_tiles_begin();
+        for (int64_t g = 0; g * 16 < nh; ++g) attn_q_pairs_t(qf + g * 16 * d, s_min(int64_t{16}, nh - g * 16), d, tw.qt + g * (d / 2) * 16);
+    }
+#endif
     for (;;) {
+#if defined(__AMX_BF16__)
+        if (tiles) {
+            const int64_t jm0 = jm, jx0 = jx;
+            bool exact = true;
+            const int64_t CT = kSparseMqaTileChunk;
+            int64_t nc = mslots ? d4_gather_bf16(a.main, mslots, a.n_main, &jm, tw.kb, 0, CT, d, &exact) : 0;
+            if (xslots) nc = d4_gather_bf16(a.extra, xslots, a.n_extra, &jx, tw.kb, nc, CT, d, &exact);
+            if (nc == 0) break;
+            if (exact) {
+                n_valid += nc;
+                d4_chunk_tiles(nh, d, nc, a.scale, tw, st);
+                continue;
+            }
+            jm = jm0, jx = jx0;  // gathered again below, in fp32
+        }
+#endif
         int64_t nc = mslots ? d4_gather(a.main, mslots, a.n_main, &jm, kc, 0, C, d) : 0;
         if (xslots) nc = d4_gather(a.extra, xslots, a.n_extra, &jx, kc, nc, C, d);
         if (nc == 0) break;
         n_valid += nc;
-        const int64_t nc_pad = (nc + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);  // ≤ C
-        for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: the padded logit columns stay finite (unused)
-            for (int64_t i = 0; i < d; ++i) kc[c * d + i] = 0.0f;
-        attn_transpose_chunk(kc, d, nc_pad, d, kt, C);
-        for (int64_t hb = 0, nb = 0; hb < nh; hb += nb) {
-            nb = attn_head_block(nh, hb);
-            attn_logits_heads(nb, qf + hb * d, d, kt, C, nc_pad, a.scale, lg + hb * C);
-            for (int b = 0; b < nb; ++b) {
-                const int64_t h = hb + b;
-                float* lh = lg + h * C;
-                const float m = d4_max(lh, nc, mx[h]);
-                const float sum = attn_chunk_weights(lh, nc, m, p_bf16);
-                factor[b] = mx[h] == ninf ? 0.0f : __builtin_expf(mx[h] - m);
-                den[h] = den[h] * factor[b] + sum;  // a NaN weight makes sum, and so den, NaN for good
-                mx[h] = m;
-            }
-            attn_chunk_pv_heads(nb, lg + hb * C, C, kc, d, nc, factor, acc + hb * d, d);
-        }
+        d4_chunk_fma(qf, nh, d, kc, kt, lg, nc, a.scale, a.p_bf16, st);
     }
+#if defined(__AMX_BF16__)
+    if (tiles) attn_tiles_end();
+#endif
     for (int64_t h = 0; h < nh; ++h) {
         char* out = static_cast<char*>(a.out) + (t * a.out_token_stride + (h0 + h) * a.out_head_stride) * o_elem;
         // No valid row: o = 0, even with a sink (§3.8 "lonely query"); a sink of +inf takes all the weight of
@@ -180,8 +337,8 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
             for (int64_t i = 0; i < d; ++i) s_store(out, a.out_bf16, i, 0.0f);
             continue;
         }
-        const float inv = 1.0f / den[h];
-        const float* ah = acc + h * d;
+        const float inv = 1.0f / st.den[h];
+        const float* ah = st.acc + h * d;
         const VF vinv = vf_set1(inv);
         int64_t i = 0;
         for (; i + kLanes <= d; i += kLanes) vf_store_row(out, a.out_bf16, i, vf_mul(vf_load(ah + i), vinv));
@@ -196,6 +353,11 @@ namespace sieve::cpu {
 
 extern const CpuDsv4Kernels SIEVE_CPU_DSV4_TABLE = {
     .isa_name = SIEVE_CPU_ISA_NAME,
+#if defined(__AMX_BF16__)
+    .tiles = true,
+#else
+    .tiles = false,
+#endif
     .sparse_mqa_block = SIEVE_CPU_ISA_NS::sparse_mqa_block,
 };
 

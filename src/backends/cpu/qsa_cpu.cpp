@@ -16,7 +16,8 @@ const QsaKernels& qsa_kernels_for(Isa isa) {
         case Isa::scalar: return kQsaKernelsScalar;
         case Isa::avx2: return kQsaKernelsAvx2;
         case Isa::avx512: return kQsaKernelsAvx512;
-        case Isa::avx512_bf16: return kQsaKernelsAvx512Bf16;
+        case Isa::avx512_bf16:
+        case Isa::amx_bf16: return kQsaKernelsAvx512Bf16;
     }
     return kQsaKernelsScalar;
 }

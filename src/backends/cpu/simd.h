@@ -28,7 +28,7 @@
 #endif
 
 #ifndef SIEVE_CPU_ISA_NS
-#error "define SIEVE_CPU_ISA_NS (the ISA of the unit: scalar, avx2, avx512, avx512_bf16) before including simd.h"
+#error "define SIEVE_CPU_ISA_NS (the ISA of the unit: scalar, avx2, avx512, avx512_bf16, amx_bf16) before including simd.h"
 #endif
 
 // In namespace sieve::cpu::<isa> like the kernels built on it, so that a profile names the ISA of every
