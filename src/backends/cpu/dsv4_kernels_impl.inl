@@ -210,6 +210,30 @@ inline int64_t d4_gather_bf16(const RecordCache& cache, const int32_t* slots, in
     return nc;
 }
 
+// Prefetches, into L2, the rows of the chunk after the one being computed: the listed rows lie scattered in
+// the paged caches, and the tile products leave the gather of a chunk waiting on memory most of its time, so
+// the tile path asks for the next chunk's lines while it computes this one. The main list, then the extra
+// list, from the positions where the gather stopped; −1 skipped.
+struct D4NextRows {
+    const RecordCache* cache[2];
+    const int32_t* slots[2];
+    int64_t n[2];
+    int list = 0;
+    int64_t j = 0;
+    // Prefetches the next `rows` listed rows (fewer at the end of the lists).
+    void prefetch(int64_t rows) {
+        for (; list < 2; ++list, j = 0) {
+            for (; j < n[list] && rows > 0; ++j) {
+                const int32_t slot = slots[list][j];
+                if (slot < 0) continue;
+                d4_prefetch_row(*cache[list], slot);
+                --rows;
+            }
+            if (rows == 0) return;
+        }
+    }
+};
+
 // The workspace of the tile path (offsets in the args): qt [groups][d/2][16] pairs, kb [C, d] and kv
 // [C/2][d] pairs (bf16), lt [C][16] and pt [16][C] (fp32), pb [16][C] (bf16).
 struct D4Tiles {
@@ -219,14 +243,18 @@ struct D4Tiles {
 };
 
 // One chunk of nc gathered bf16 rows (kb) through the tiles, for the heads [0, nh) in groups of 16.
-inline void d4_chunk_tiles(int64_t nh, int64_t d, int64_t nc, float scale, D4Tiles w, D4Softmax st) {
+inline void d4_chunk_tiles(int64_t nh, int64_t d, int64_t nc, float scale, D4Tiles w, D4Softmax st, D4NextRows& next) {
     const int64_t C = kSparseMqaTileChunk, nc_pad = (nc + 31) / 32 * 32;
+    // The next chunk's rows, asked for in 3 equal parts per head group (before its logits, softmax and P·V).
+    const int64_t groups = (nh + 15) / 16, per_part = (C + 3 * groups - 1) / (3 * groups);
     for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: finite logits, zero values under zero weights
         for (int64_t i = 0; i < d; i += 32) _mm512_storeu_si512(w.kb + c * d + i, _mm512_setzero_si512());
     attn_interleave_pairs(w.kb, nc_pad, d, w.kv);
     const VF vs = vf_set1(scale), ninf = vf_set1(-__builtin_inff()), one = vf_set1(1.0f);
     for (int64_t g = 0; g * 16 < nh; ++g) {
+        next.prefetch(per_part);
         attn_tile_logits_t_keys(nc_pad, w.kb, d, w.qt + g * (d / 2) * 16, w.lt);
+        next.prefetch(per_part);
         // Online softmax of the group's 16 heads, one per lane (the transposed logits: a row per key).
         const VF m_old = vf_load(st.mx + g * 16);
         VF m = m_old;
@@ -257,6 +285,7 @@ inline void d4_chunk_tiles(int64_t nh, int64_t d, int64_t nc, float scale, D4Til
                 for (int64_t i = 0; i < d; i += kLanes) vf_store(a + i, vf_mul(vf_load(a + i), vf_set1(f[h])));
             }
         }
+        next.prefetch(per_part);
         // P as A operand: [16 heads][keys] bf16 (the weights are bf16 values: the conversion is exact)
         for (int64_t c = 0; c < nc_pad; c += 16) attn_transpose_block(w.lt + c * 16, 16, w.pt + c, C);
         for (int64_t h = 0; h < 16; ++h)
@@ -314,7 +343,10 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
             if (nc == 0) break;
             if (exact) {
                 n_valid += nc;
-                d4_chunk_tiles(nh, d, nc, a.scale, tw, st);
+                D4NextRows next{{&a.main, &a.extra}, {mslots, xslots}, {mslots ? a.n_main : 0, xslots ? a.n_extra : 0}};
+                next.list = jm < next.n[0] ? 0 : 1;
+                next.j = next.list == 0 ? jm : jx;
+                d4_chunk_tiles(nh, d, nc, a.scale, tw, st, next);
                 continue;
             }
             jm = jm0, jx = jx0;  // gathered again below, in fp32

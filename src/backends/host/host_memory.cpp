@@ -4,9 +4,26 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace sieve {
 
 namespace {
+
+// Buffers of at least this many bytes (KV caches, weights, large workspaces) are placed on 2 MiB pages where
+// Linux allows it (transparent huge pages, asked per buffer by madvise, which is all the common "madvise"
+// setting gives): sparse attention and the indexer read rows scattered over whole caches, and with 4 KiB
+// pages nearly every row costs a TLB miss (here, V4 sparse attention at batch 16: about 15 % of its time).
+// The size is rounded up to whole huge pages, at most 2 MiB more per such buffer.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the buffer keeps 4 KiB pages
+#endif
+}
 
 class HostBuffer final : public DeviceBuffer {
 public:
@@ -33,11 +50,13 @@ Expected<std::unique_ptr<DeviceBuffer>> host_buffer_alloc(size_t bytes, BufferUs
     if (bytes > SIZE_MAX - kBufferAlignment)
         return out_of_memory_error("{}: {} bytes of {} memory cannot be allocated", what, bytes,
                                    buffer_usage_name(usage));
-    const size_t rounded = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-    void* p = std::aligned_alloc(kBufferAlignment, rounded);
+    const size_t align = bytes >= kHugePage && bytes <= SIZE_MAX - kHugePage ? kHugePage : kBufferAlignment;
+    const size_t rounded = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded);
     if (p == nullptr)
         return out_of_memory_error("{}: cannot allocate {} bytes of {} memory", what, bytes, buffer_usage_name(usage));
-    std::memset(p, 0, rounded);
+    if (align == kHugePage) advise_huge_pages(p, rounded);
+    std::memset(p, 0, rounded);  // first touch after the advice: the pages come in huge
     return std::unique_ptr<DeviceBuffer>(new HostBuffer(p, bytes, usage));
 }
 
