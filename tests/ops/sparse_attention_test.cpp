@@ -693,6 +693,9 @@ struct AttnCase {
     CacheRecordFormat format;
     DType q_type, out_type;
     int sink;  // 0 none, 1 finite, 2 with ±inf heads
+    // fp8_v32: the first group scale of every third entry times 1.25, no longer a power of two (the amx_bf16
+    // kernel takes chunks holding such an entry through its fp32 tiles, between chunks of tile products)
+    bool odd_scales = false;
 };
 
 // Bytes of a latent entry [c | kr] (ops/cache_record.h).
@@ -738,6 +741,7 @@ TEST(SparseAttentionConformance, MlaEveryBackendAgreesWithRef) {
         {512, 64, 64, 8, 520, CacheRecordFormat::fp8_v32, DType::bf16, DType::bf16, 1},
         {512, 64, 128, 4, 2048, CacheRecordFormat::fp8_v32, DType::bf16, DType::f32, 2},
         {512, 64, 64, 136, 40, CacheRecordFormat::fp8_v32, DType::bf16, DType::bf16, 0},
+        {512, 64, 32, 3, 900, CacheRecordFormat::fp8_v32, DType::bf16, DType::bf16, 1, true},
     };
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const AttnCase& k = cases[ci];
@@ -747,6 +751,14 @@ TEST(SparseAttentionConformance, MlaEveryBackendAgreesWithRef) {
                                  dtype_name(k.out_type), k.sink));
         PagedTestCache cache(n_blocks, block_size, latent_entry_bytes(k.format, k.r, k.dr));
         fill_latent_cache(*ref, cache, k.format, k.r, k.dr, rng);
+        if (k.odd_scales)
+            for (int64_t slot = 0; slot < cache.n_slots(); slot += 3) {
+                uint8_t* s = cache_record_scales(cache.view(), CacheRecordLayout{k.format, dqk, k.dr}, slot);
+                float v;
+                std::memcpy(&v, s, 4);
+                v *= 1.25f;
+                std::memcpy(s, &v, 4);
+            }
         const int64_t q_head = dqk + rng.integer(0, 3), q_token = k.heads * q_head + rng.integer(0, 7);
         const int64_t o_head = k.r + rng.integer(0, 3), o_token = k.heads * o_head + rng.integer(0, 7);
         const int64_t s_row = k.topk + rng.integer(0, 3);

@@ -252,6 +252,14 @@ inline void attn_chunk_pv_heads(int nb, const float* lg, int64_t C, const float*
     }
 }
 
+// The online-softmax state of the heads of a kernel call: accumulators acc [heads, dv], running max mx
+// [heads] and denominator den [heads].
+struct AttnSoftmaxState {
+    float* acc;
+    float* mx;
+    float* den;
+};
+
 // ---- AMX tile products (amx_bf16 level) ------------------------------------------------------------
 //
 // Where both factors of a product are bf16 values (bf16 q, cache values that are exact in bf16, the bf16
@@ -365,18 +373,18 @@ inline void attn_tile_pv(const uint16_t* pb, int64_t ldp, int64_t n_steps, const
     }
 }
 
-// kv[(k/2)·2d + 2r + (k & 1)] = kb[k·d + r]: rows k, k+1 of kb interleaved value by value, for k < n_keys
+// kv[(k/2)·2d + 2r + (k & 1)] = kb[k·ldk + r]: rows k, k+1 of kb interleaved value by value, for k < n_keys
 // (even) and r < d (a multiple of 32). Exact: only moves.
-inline void attn_interleave_pairs(const uint16_t* kb, int64_t n_keys, int64_t d, uint16_t* kv) {
+inline void attn_interleave_pairs(const uint16_t* kb, int64_t ldk, int64_t n_keys, int64_t d, uint16_t* kv) {
     alignas(64) static constexpr uint16_t kLo[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
                                                        8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
     const __m512i lo = _mm512_load_si512(kLo);  // lane 2r: x[r], lane 2r + 1: y[r]
     const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
     for (int64_t k = 0; k < n_keys; k += 2) {
-        const uint16_t* a = kb + k * d;
+        const uint16_t* a = kb + k * ldk;
         uint16_t* o = kv + k * d;
         for (int64_t r = 0; r < d; r += 32) {
-            const __m512i x = _mm512_loadu_si512(a + r), y = _mm512_loadu_si512(a + d + r);
+            const __m512i x = _mm512_loadu_si512(a + r), y = _mm512_loadu_si512(a + ldk + r);
             _mm512_storeu_si512(o + 2 * r, _mm512_permutex2var_epi16(x, lo, y));
             _mm512_storeu_si512(o + 2 * r + 32, _mm512_permutex2var_epi16(x, hi, y));
         }
@@ -397,6 +405,75 @@ inline void attn_q_pairs_t(const float* qf, int64_t n_rows, int64_t d, uint32_t*
             _mm512_store_si512(pairs + h * 16, v);
         }
         attn_transpose_block(reinterpret_cast<const float*>(pairs), 16, reinterpret_cast<float*>(qt + i / 2 * 16), 16);
+    }
+}
+
+// The buffers of one kernel call's tile path (CT: its rows per chunk; dqk, dv: the entries' K and V dims):
+// q as bf16 pairs qt [heads/16][dqk/2][16], the chunk's bf16 rows kb [CT, dqk] and their first dv values in
+// pairs kv [CT/2][dv][2], the transposed logits then weights lt [CT][16] and their transpose pt [16][CT]
+// (fp32), the bf16 weights pb [16][CT].
+struct AttnTileBuffers {
+    uint32_t* qt;
+    uint16_t *kb, *kv, *pb;
+    float *lt, *pt;
+};
+
+// One chunk of nc ≤ CT gathered bf16 rows (kb, exact values: see above) through the tiles, for the heads
+// [0, nh) in groups of 16 (the last one padded: its q rows in qt are zero, its extra lanes of the state
+// exist and are unused): per group the transposed logits, an online-softmax update with one head per lane
+// (ops/sparse_attention.h: M the running max, weights rounded to bf16 for P·V as math bf16 says, their sum
+// unrounded), then P·V into acc. dqk a multiple of 32, dv of 64. `next.prefetch(rows)` is called in three
+// equal parts per group, for the caller to ask for the next chunk's rows while this one computes.
+template <class NextRows>
+void attn_tiles_chunk(int64_t nh, int64_t dqk, int64_t dv, int64_t nc, int64_t CT, float scale, AttnTileBuffers w,
+                      AttnSoftmaxState st, NextRows& next) {
+    const int64_t nc_pad = (nc + 31) / 32 * 32, groups = (nh + 15) / 16, per_part = (CT + 3 * groups - 1) / (3 * groups);
+    for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: finite logits, zero values under zero weights
+        for (int64_t i = 0; i < dqk; i += 32) _mm512_storeu_si512(w.kb + c * dqk + i, _mm512_setzero_si512());
+    attn_interleave_pairs(w.kb, dqk, nc_pad, dv, w.kv);
+    const VF vs = vf_set1(scale), ninf = vf_set1(-__builtin_inff()), one = vf_set1(1.0f);
+    for (int64_t g = 0; g < groups; ++g) {
+        next.prefetch(per_part);
+        attn_tile_logits_t_keys(nc_pad, w.kb, dqk, w.qt + g * (dqk / 2) * 16, w.lt);
+        next.prefetch(per_part);
+        // The max, then the weights, of the group's 16 heads, one per lane (a row of lt per key).
+        const VF m_old = vf_load(st.mx + g * 16);
+        VF m = m_old;
+        for (int64_t c = 0; c < nc; ++c) {
+            const VF l = vf_mul(vf_load(w.lt + c * 16), vs);
+            vf_store(w.lt + c * 16, l);
+            m = vf_max(l, m);  // a NaN logit is never taken; its weight below is NaN
+        }
+        VF sum = vf_zero();
+        for (int64_t c = 0; c < nc; ++c) {
+            const VF e = vf_exp_nonpositive(vf_sub(vf_load(w.lt + c * 16), m));
+            vf_store(w.lt + c * 16, vf_round_bf16(e));
+            sum = vf_add(sum, e);
+        }
+        for (int64_t c = nc; c < nc_pad; ++c) vf_store(w.lt + c * 16, vf_zero());
+        const __mmask16 first = _mm512_cmp_ps_mask(m_old.v, ninf.v, _CMP_EQ_OQ);  // no weight before: factor 0
+        const VF factor = {_mm512_mask_blend_ps(first, vf_exp_nonpositive(vf_sub(m_old, m)).v, vf_zero().v)};
+        vf_store(st.den + g * 16, vf_add(vf_mul(vf_load(st.den + g * 16), factor), sum));
+        vf_store(st.mx + g * 16, m);
+        const uint32_t rescale = _mm512_cmp_ps_mask(factor.v, one.v, _CMP_NEQ_UQ);  // acc ·= factor where ≠ 1 (NaN too)
+        if (rescale) {
+            alignas(64) float f[16];
+            vf_store(f, factor);
+            for (int h = 0; h < 16; ++h) {
+                if (!(rescale >> h & 1)) continue;
+                float* acc = st.acc + (g * 16 + h) * dv;
+                for (int64_t i = 0; i < dv; i += kLanes) vf_store(acc + i, vf_mul(vf_load(acc + i), vf_set1(f[h])));
+            }
+        }
+        next.prefetch(per_part);
+        // The weights as the A operand, [16 heads][keys] bf16 (bf16 values already: the conversion is exact).
+        for (int64_t c = 0; c < nc_pad; c += 16) attn_transpose_block(w.lt + c * 16, 16, w.pt + c, CT);
+        for (int64_t h = 0; h < 16; ++h)
+            for (int64_t c = 0; c < nc_pad; c += 32) {
+                const __m512 x = _mm512_loadu_ps(w.pt + h * CT + c), y = _mm512_loadu_ps(w.pt + h * CT + c + 16);
+                _mm512_storeu_si512(w.pb + h * CT + c, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y, x)));
+            }
+        attn_tile_pv(w.pb, CT, nc_pad / 32, w.kv, dv, st.acc + g * 16 * dv);
     }
 }
 

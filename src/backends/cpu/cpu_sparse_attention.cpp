@@ -56,7 +56,7 @@ AttnPlan attn_plan(const SparseAttentionKernels& k, const ThreadPool& pool, cons
     // Makespan of k chunks per token, in heads' worth of work: rounds of items × (heads of an item + setup);
     // chunks hold whole register blocks of kSparseMqaHeadBlock heads where the heads allow, whole groups of 16
     // (the tiles' rows) for an MQA table with tiles.
-    const int64_t unit = m.path == AttnPath::mqa && k.mqa->tiles ? 16 : kSparseMqaHeadBlock;
+    const int64_t unit = (m.path == AttnPath::mqa && k.mqa->tiles) || (m.path == AttnPath::mla && k.mla->tiles) ? 16 : kSparseMqaHeadBlock;
     const int64_t block = heads >= 2 * unit ? unit : 1;
     int64_t best = -1;
     for (int64_t k = 1; k <= std::min<int64_t>(threads, heads); ++k) {
@@ -73,7 +73,8 @@ AttnPlan attn_plan(const SparseAttentionKernels& k, const ThreadPool& pool, cons
     }
     const int64_t nh = m.heads_per_item, dqk = std::max<int64_t>(p.qk_dim, 0), dv = std::max<int64_t>(p.v_dim, 0);
     if (m.path == AttnPath::mla) {
-        m.slot_bytes = workspace_round_up(SIEVE_SPARSE_MLA_SCRATCH_FLOATS(nh, dv, dqk - dv) * 4);
+        m.slot_bytes = workspace_round_up(
+            (SIEVE_SPARSE_MLA_SCRATCH_FLOATS(nh, dv, dqk - dv) + (k.mla->tiles ? SIEVE_SPARSE_MLA_TILE_SCRATCH_FLOATS(nh, dv, dqk - dv) : 0)) * 4);
     } else {
         const int64_t d = dqk, C = kSparseMqaChunk, nh16 = (nh + 15) / 16 * 16;
         m.q = 0;

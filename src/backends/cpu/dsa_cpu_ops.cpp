@@ -38,8 +38,8 @@ const DsaCpuKernels& dsa_kernels_for(Isa isa) {
         case Isa::scalar: return kDsaCpuKernelsScalar;
         case Isa::avx2: return kDsaCpuKernelsAvx2;
         case Isa::avx512: return kDsaCpuKernelsAvx512;
-        case Isa::avx512_bf16:
-        case Isa::amx_bf16: return kDsaCpuKernelsAvx512Bf16;
+        case Isa::avx512_bf16: return kDsaCpuKernelsAvx512Bf16;
+        case Isa::amx_bf16: return kDsaCpuKernelsAmxBf16;
     }
     return kDsaCpuKernelsScalar;
 }

@@ -14,23 +14,36 @@ namespace sieve::cpu {
 
 // Entries gathered and dequantized per chunk of the sparse MLA kernel (online softmax over chunks).
 inline constexpr int64_t kSparseMlaChunk = 64;
+// Entries per chunk of its tile path (DsaCpuKernels::tiles; attention_kernels_impl.inl attn_tiles_chunk).
+inline constexpr int64_t kSparseMlaTileChunk = 256;
 // Tokens per work unit of the per-head projection (the kernel works on 4 at a time).
 inline constexpr int64_t kHeadProjTokens = 64;
 
 // Scratch layouts, as macros so that the per-ISA units and the dispatch code share one definition
 // without an inline function (simd.h, "ODR safety"). Every segment is a multiple of 16 floats.
 #define SIEVE_DSA_PAD16(n) ((((n) + 15) / 16) * 16)
-// sparse_mla_heads for nh heads: q [nh, R+Dr] | chunk [C, R+Dr] | chunk transposed [R+Dr, C] | logits [nh, C] |
-// acc [nh, R] | max [nh] | den [nh]
+// sparse_mla_heads for nh heads (nh16 = SIEVE_DSA_PAD16(nh): the tile path's head groups of 16):
+// q [nh, R+Dr] | chunk [C, R+Dr] | chunk transposed [R+Dr, C] | logits [nh, C] | acc [nh16, R] | max [nh16] |
+// den [nh16]
 #define SIEVE_SPARSE_MLA_SCRATCH_FLOATS(nh, r, dr)                                                     \
     (SIEVE_DSA_PAD16((nh) * ((r) + (dr))) + 2 * SIEVE_DSA_PAD16(::sieve::cpu::kSparseMlaChunk * ((r) + (dr))) + \
-     SIEVE_DSA_PAD16((nh) * ::sieve::cpu::kSparseMlaChunk) + SIEVE_DSA_PAD16((nh) * (r)) + 2 * SIEVE_DSA_PAD16(nh))
+     SIEVE_DSA_PAD16((nh) * ::sieve::cpu::kSparseMlaChunk) + SIEVE_DSA_PAD16(nh) * (r) + 2 * SIEVE_DSA_PAD16(nh))
+// Then, for a table with tiles, its tile path's buffers (attention_kernels_impl.inl AttnTileBuffers, CT =
+// kSparseMlaTileChunk, each part padded to 16 floats): qt [nh16 · (R+Dr)/2] | kb [CT · (R+Dr)/2] |
+// kv [CT · R/2] | lt [CT · 16] | pt [16 · CT] | pb [16 · CT/2]
+#define SIEVE_SPARSE_MLA_TILE_SCRATCH_FLOATS(nh, r, dr)                                                   \
+    (SIEVE_DSA_PAD16(SIEVE_DSA_PAD16(nh) * ((r) + (dr)) / 2) +                                            \
+     SIEVE_DSA_PAD16(::sieve::cpu::kSparseMlaTileChunk * ((r) + (dr)) / 2) +                             \
+     SIEVE_DSA_PAD16(::sieve::cpu::kSparseMlaTileChunk * (r) / 2) + 2 * 16 * ::sieve::cpu::kSparseMlaTileChunk + \
+     8 * ::sieve::cpu::kSparseMlaTileChunk)
 // head_proj_tokens: 4 activation rows [4, in]
 #define SIEVE_HEAD_PROJ_SCRATCH_FLOATS(in) (4 * SIEVE_DSA_PAD16(in))
 struct DsaCpuKernels {
     const char* isa_name;
+    bool tiles;  // sparse_mla_heads has the AMX tile path (and its scratch the tile buffers)
     // out rows of token t, heads [head_begin, head_end) over the main list (f32 | fp8_v32);
-    // scratch: SIEVE_SPARSE_MLA_SCRATCH_FLOATS(head_end − head_begin, v_dim, qk_dim − v_dim)
+    // scratch: SIEVE_SPARSE_MLA_SCRATCH_FLOATS(head_end − head_begin, v_dim, qk_dim − v_dim), plus
+    // SIEVE_SPARSE_MLA_TILE_SCRATCH_FLOATS of the same for a table with tiles
     void (*sparse_mla_heads)(const SparseAttentionParams& p, int64_t t, int64_t head_begin, int64_t head_end,
                              float* scratch);
     // y rows of head h for tokens [token_begin, token_end); scratch: SIEVE_HEAD_PROJ_SCRATCH_FLOATS(in_features)
@@ -42,5 +55,6 @@ extern const DsaCpuKernels kDsaCpuKernelsScalar;
 extern const DsaCpuKernels kDsaCpuKernelsAvx2;
 extern const DsaCpuKernels kDsaCpuKernelsAvx512;
 extern const DsaCpuKernels kDsaCpuKernelsAvx512Bf16;
+extern const DsaCpuKernels kDsaCpuKernelsAmxBf16;
 
 }  // namespace sieve::cpu

@@ -124,17 +124,11 @@ inline int64_t d4_gather(const RecordCache& cache, const int32_t* slots, int64_t
 static_assert(kSparseMqaHeadBlock % 4 == 0, "the dispatch code splits heads at multiples of 4 (whole register blocks on AVX2)");
 static_assert(kSparseMqaChunk % (2 * kLanes) == 0, "a chunk holds whole logits tiles");
 
-// The online-softmax state of the heads of a call (ws_acc, ws_mx, ws_den; see the args).
-struct D4Softmax {
-    float* acc;  // [heads, d]
-    float* mx;   // [heads]
-    float* den;  // [heads]
-};
 
 // One chunk of nc gathered rows kc [C, d] (fp32) through the FMA tiles: transpose, then per register block of
 // heads the logits, the online-softmax update and P·V.
 inline void d4_chunk_fma(const float* qf, int64_t nh, int64_t d, float* kc, float* kt, float* lg, int64_t nc, float scale,
-                         bool p_bf16, D4Softmax st) {
+                         bool p_bf16, AttnSoftmaxState st) {
     const int64_t C = kSparseMqaChunk;
     const float ninf = -__builtin_inff();
     const int64_t nc_pad = (nc + 2 * kLanes - 1) / (2 * kLanes) * (2 * kLanes);  // ≤ C
@@ -234,68 +228,6 @@ struct D4NextRows {
     }
 };
 
-// The workspace of the tile path (offsets in the args): qt [groups][d/2][16] pairs, kb [C, d] and kv
-// [C/2][d] pairs (bf16), lt [C][16] and pt [16][C] (fp32), pb [16][C] (bf16).
-struct D4Tiles {
-    uint32_t* qt;
-    uint16_t *kb, *kv, *pb;
-    float *lt, *pt;
-};
-
-// One chunk of nc gathered bf16 rows (kb) through the tiles, for the heads [0, nh) in groups of 16.
-inline void d4_chunk_tiles(int64_t nh, int64_t d, int64_t nc, float scale, D4Tiles w, D4Softmax st, D4NextRows& next) {
-    const int64_t C = kSparseMqaTileChunk, nc_pad = (nc + 31) / 32 * 32;
-    // The next chunk's rows, asked for in 3 equal parts per head group (before its logits, softmax and P·V).
-    const int64_t groups = (nh + 15) / 16, per_part = (C + 3 * groups - 1) / (3 * groups);
-    for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: finite logits, zero values under zero weights
-        for (int64_t i = 0; i < d; i += 32) _mm512_storeu_si512(w.kb + c * d + i, _mm512_setzero_si512());
-    attn_interleave_pairs(w.kb, nc_pad, d, w.kv);
-    const VF vs = vf_set1(scale), ninf = vf_set1(-__builtin_inff()), one = vf_set1(1.0f);
-    for (int64_t g = 0; g * 16 < nh; ++g) {
-        next.prefetch(per_part);
-        attn_tile_logits_t_keys(nc_pad, w.kb, d, w.qt + g * (d / 2) * 16, w.lt);
-        next.prefetch(per_part);
-        // Online softmax of the group's 16 heads, one per lane (the transposed logits: a row per key).
-        const VF m_old = vf_load(st.mx + g * 16);
-        VF m = m_old;
-        for (int64_t c = 0; c < nc; ++c) {
-            const VF l = vf_mul(vf_load(w.lt + c * 16), vs);
-            vf_store(w.lt + c * 16, l);
-            m = vf_max(l, m);  // a NaN logit is never taken (d4_max)
-        }
-        VF sum = vf_zero();
-        for (int64_t c = 0; c < nc; ++c) {
-            const VF e = vf_exp_nonpositive(vf_sub(vf_load(w.lt + c * 16), m));
-            vf_store(w.lt + c * 16, vf_round_bf16(e));
-            sum = vf_add(sum, e);
-        }
-        for (int64_t c = nc; c < nc_pad; ++c) vf_store(w.lt + c * 16, vf_zero());
-        const __mmask16 first = _mm512_cmp_ps_mask(m_old.v, ninf.v, _CMP_EQ_OQ);
-        const VF factor = {_mm512_mask_blend_ps(first, vf_exp_nonpositive(vf_sub(m_old, m)).v, vf_zero().v)};
-        vf_store(st.den + g * 16, vf_add(vf_mul(vf_load(st.den + g * 16), factor), sum));
-        vf_store(st.mx + g * 16, m);
-        // acc ·= factor for the heads whose factor is not 1 (NaN included)
-        const uint32_t rescale = _mm512_cmp_ps_mask(factor.v, one.v, _CMP_NEQ_UQ);
-        if (rescale) {
-            alignas(64) float f[16];
-            vf_store(f, factor);
-            for (int h = 0; h < 16; ++h) {
-                if (!(rescale >> h & 1)) continue;
-                float* a = st.acc + (g * 16 + h) * d;
-                for (int64_t i = 0; i < d; i += kLanes) vf_store(a + i, vf_mul(vf_load(a + i), vf_set1(f[h])));
-            }
-        }
-        next.prefetch(per_part);
-        // P as A operand: [16 heads][keys] bf16 (the weights are bf16 values: the conversion is exact)
-        for (int64_t c = 0; c < nc_pad; c += 16) attn_transpose_block(w.lt + c * 16, 16, w.pt + c, C);
-        for (int64_t h = 0; h < 16; ++h)
-            for (int64_t c = 0; c < nc_pad; c += 32) {
-                const __m512 x = _mm512_loadu_ps(w.pt + h * C + c), y = _mm512_loadu_ps(w.pt + h * C + c + 16);
-                _mm512_storeu_si512(w.pb + h * C + c, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y, x)));
-            }
-        attn_tile_pv(w.pb, C, nc_pad / 32, w.kv, d, st.acc + g * 16 * d);
-    }
-}
 #endif  // __AMX_BF16__
 
 void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64_t h1, void* ws) {
@@ -305,7 +237,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
     float* kc = reinterpret_cast<float*>(w + a.ws_kc);    // [C, d]
     float* kt = reinterpret_cast<float*>(w + a.ws_kt);    // [d, C]
     float* lg = reinterpret_cast<float*>(w + a.ws_lg);    // [nh, C]
-    const D4Softmax st{reinterpret_cast<float*>(w + a.ws_acc), reinterpret_cast<float*>(w + a.ws_mx),
+    const AttnSoftmaxState st{reinterpret_cast<float*>(w + a.ws_acc), reinterpret_cast<float*>(w + a.ws_mx),
                        reinterpret_cast<float*>(w + a.ws_den)};
     const float ninf = -__builtin_inff();
     const int64_t q_elem = a.q_bf16 ? 2 : 4, o_elem = a.out_bf16 ? 2 : 4;
@@ -324,7 +256,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
 #if defined(__AMX_BF16__)
     const bool tiles = a.tile_workspace && a.q_bf16 && a.p_bf16 && d % 64 == 0 && (!mslots || d4_tile_cache(a.main)) &&
                        (!xslots || d4_tile_cache(a.extra));
-    const D4Tiles tw{reinterpret_cast<uint32_t*>(w + a.ws_qt), reinterpret_cast<uint16_t*>(w + a.ws_kb),
+    const AttnTileBuffers tw{reinterpret_cast<uint32_t*>(w + a.ws_qt), reinterpret_cast<uint16_t*>(w + a.ws_kb),
                      reinterpret_cast<uint16_t*>(w + a.ws_kv), reinterpret_cast<uint16_t*>(w + a.ws_pb),
                      reinterpret_cast<float*>(w + a.ws_lt), reinterpret_cast<float*>(w + a.ws_pt)};
     if (tiles) {
@@ -346,7 +278,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
                 D4NextRows next{{&a.main, &a.extra}, {mslots, xslots}, {mslots ? a.n_main : 0, xslots ? a.n_extra : 0}};
                 next.list = jm < next.n[0] ? 0 : 1;
                 next.j = next.list == 0 ? jm : jx;
-                d4_chunk_tiles(nh, d, nc, a.scale, tw, st, next);
+                attn_tiles_chunk(nh, d, d, nc, kSparseMqaTileChunk, a.scale, tw, st, next);
                 continue;
             }
             jm = jm0, jx = jx0;  // gathered again below, in fp32
