@@ -373,22 +373,23 @@ inline void attn_tile_pv(const uint16_t* pb, int64_t ldp, int64_t n_steps, const
     }
 }
 
-// kv[(k/2)·2d + 2r + (k & 1)] = kb[k·ldk + r]: rows k, k+1 of kb interleaved value by value, for k < n_keys
-// (even) and r < d (a multiple of 32). Exact: only moves.
-inline void attn_interleave_pairs(const uint16_t* kb, int64_t ldk, int64_t n_keys, int64_t d, uint16_t* kv) {
+// o[2r + k] = (k ? y : x)[r] for r < d (a multiple of 32): two rows of bf16 values interleaved value by
+// value, the B operand's layout for P·V (y = nullptr: zeros). Exact: only moves.
+inline void attn_interleave_row_pair(const uint16_t* x, const uint16_t* y, int64_t d, uint16_t* o) {
     alignas(64) static constexpr uint16_t kLo[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
                                                        8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
     const __m512i lo = _mm512_load_si512(kLo);  // lane 2r: x[r], lane 2r + 1: y[r]
     const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-    for (int64_t k = 0; k < n_keys; k += 2) {
-        const uint16_t* a = kb + k * ldk;
-        uint16_t* o = kv + k * d;
-        for (int64_t r = 0; r < d; r += 32) {
-            const __m512i x = _mm512_loadu_si512(a + r), y = _mm512_loadu_si512(a + ldk + r);
-            _mm512_storeu_si512(o + 2 * r, _mm512_permutex2var_epi16(x, lo, y));
-            _mm512_storeu_si512(o + 2 * r + 32, _mm512_permutex2var_epi16(x, hi, y));
-        }
+    for (int64_t r = 0; r < d; r += 32) {
+        const __m512i a = _mm512_loadu_si512(x + r), b = y ? _mm512_loadu_si512(y + r) : _mm512_setzero_si512();
+        _mm512_storeu_si512(o + 2 * r, _mm512_permutex2var_epi16(a, lo, b));
+        _mm512_storeu_si512(o + 2 * r + 32, _mm512_permutex2var_epi16(a, hi, b));
     }
+}
+
+// kv[(k/2)·2d + 2r + (k & 1)] = kb[k·ldk + r]: rows k, k+1 of kb interleaved, for k < n_keys (even) and r < d.
+inline void attn_interleave_pairs(const uint16_t* kb, int64_t ldk, int64_t n_keys, int64_t d, uint16_t* kv) {
+    for (int64_t k = 0; k < n_keys; k += 2) attn_interleave_row_pair(kb + k * ldk, kb + (k + 1) * ldk, d, kv + k * d);
 }
 
 // qt[(i/2)·16 + h] = the (q[h, i], q[h, i+1]) pair, as bf16, of 16 rows of q (fp32 values that are bf16:
@@ -418,19 +419,29 @@ struct AttnTileBuffers {
     float *lt, *pt;
 };
 
-// One chunk of nc ≤ CT gathered bf16 rows (kb, exact values: see above) through the tiles, for the heads
-// [0, nh) in groups of 16 (the last one padded: its q rows in qt are zero, its extra lanes of the state
-// exist and are unused): per group the transposed logits, an online-softmax update with one head per lane
-// (ops/sparse_attention.h: M the running max, weights rounded to bf16 for P·V as math bf16 says, their sum
-// unrounded), then P·V into acc. dqk a multiple of 32, dv of 64. `next.prefetch(rows)` is called in three
-// equal parts per group, for the caller to ask for the next chunk's rows while this one computes.
+// Rows per 32-row weight tile: the tile path pads a chunk of nc rows to attn_tile_rows(nc).
+inline int64_t attn_tile_rows(int64_t nc) { return (nc + 31) / 32 * 32; }
+
+// The V operand of entries whose values are the first dv of their K dims (DeepSeek-V4's K = V, MLA's latent
+// c): kb's rows [nc, attn_tile_rows(nc)) zeroed (finite logits, zero values under zero weights), then kv.
+inline void attn_tiles_values_from_keys(AttnTileBuffers w, int64_t dqk, int64_t dv, int64_t nc) {
+    const int64_t nc_pad = attn_tile_rows(nc);
+    for (int64_t c = nc; c < nc_pad; ++c)
+        for (int64_t i = 0; i < dqk; i += 32) _mm512_storeu_si512(w.kb + c * dqk + i, _mm512_setzero_si512());
+    attn_interleave_pairs(w.kb, dqk, nc_pad, dv, w.kv);
+}
+
+// One chunk of nc ≤ CT gathered bf16 rows through the tiles, for the heads [0, nh) in groups of 16 (the last
+// one padded: its q rows in qt are zero, its extra lanes of the state exist and are unused): per group the
+// transposed logits, an online-softmax update with one head per lane (ops/sparse_attention.h: M the running
+// max, weights rounded to bf16 for P·V as math bf16 says, their sum unrounded), then P·V into acc. The
+// caller has filled kb [attn_tile_rows(nc), dqk] and kv (the values' pairs) with exact values, zero past nc.
+// dqk a multiple of 32, dv of 64. `next.prefetch(rows)` is called in three equal parts per group, for the
+// caller to ask for the next chunk's rows while this one computes.
 template <class NextRows>
 void attn_tiles_chunk(int64_t nh, int64_t dqk, int64_t dv, int64_t nc, int64_t CT, float scale, AttnTileBuffers w,
                       AttnSoftmaxState st, NextRows& next) {
-    const int64_t nc_pad = (nc + 31) / 32 * 32, groups = (nh + 15) / 16, per_part = (CT + 3 * groups - 1) / (3 * groups);
-    for (int64_t c = nc; c < nc_pad; ++c)  // zero rows: finite logits, zero values under zero weights
-        for (int64_t i = 0; i < dqk; i += 32) _mm512_storeu_si512(w.kb + c * dqk + i, _mm512_setzero_si512());
-    attn_interleave_pairs(w.kb, dqk, nc_pad, dv, w.kv);
+    const int64_t nc_pad = attn_tile_rows(nc), groups = (nh + 15) / 16, per_part = (CT + 3 * groups - 1) / (3 * groups);
     const VF vs = vf_set1(scale), ninf = vf_set1(-__builtin_inff()), one = vf_set1(1.0f);
     for (int64_t g = 0; g < groups; ++g) {
         next.prefetch(per_part);

@@ -148,7 +148,7 @@ public:
     Status qsa_pool(const QsaPoolParams& p) override { return cpu::qsa_pool_run(*qsa_, *pool_, p); }
     Status qsa_expand(const QsaExpandParams& p) override { return cpu::qsa_expand_run(*pool_, p); }
     size_t qsa_sparse_gqa_workspace_size(const QsaSparseGqaParams& p) const override {
-        return cpu::qsa_sparse_gqa_workspace_size(*pool_, p);
+        return cpu::qsa_sparse_gqa_workspace_size(*qsa_, *pool_, p);
     }
     Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws) override {
         return cpu::qsa_sparse_gqa_run(*qsa_, *pool_, p, ws);

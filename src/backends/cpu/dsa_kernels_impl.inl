@@ -238,6 +238,7 @@ void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int
             if (exact) {
                 n_valid += nc;
                 MlaNextRows next{&p.main.cache, row, topk, j};
+                attn_tiles_values_from_keys(tw, dqk, r, nc);
                 attn_tiles_chunk(nh, dqk, r, nc, CT, p.scale, tw, st, next);
                 continue;
             }

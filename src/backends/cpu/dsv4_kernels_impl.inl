@@ -278,6 +278,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
                 D4NextRows next{{&a.main, &a.extra}, {mslots, xslots}, {mslots ? a.n_main : 0, xslots ? a.n_extra : 0}};
                 next.list = jm < next.n[0] ? 0 : 1;
                 next.j = next.list == 0 ? jm : jx;
+                attn_tiles_values_from_keys(tw, d, d, nc);
                 attn_tiles_chunk(nh, d, d, nc, kSparseMqaTileChunk, a.scale, tw, st, next);
                 continue;
             }

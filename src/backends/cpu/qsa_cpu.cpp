@@ -16,8 +16,8 @@ const QsaKernels& qsa_kernels_for(Isa isa) {
         case Isa::scalar: return kQsaKernelsScalar;
         case Isa::avx2: return kQsaKernelsAvx2;
         case Isa::avx512: return kQsaKernelsAvx512;
-        case Isa::avx512_bf16:
-        case Isa::amx_bf16: return kQsaKernelsAvx512Bf16;
+        case Isa::avx512_bf16: return kQsaKernelsAvx512Bf16;
+        case Isa::amx_bf16: return kQsaKernelsAmxBf16;
     }
     return kQsaKernelsScalar;
 }
@@ -60,9 +60,9 @@ Status qsa_expand_run(ThreadPool& pool, const QsaExpandParams& p) {
 namespace {
 
 struct GqaSlotLayout {
-    size_t rows = 0, q = 0, acc = 0, stats = 0, kt = 0, lg = 0, total = 0;  // byte offsets inside a slot, slot size
+    size_t rows = 0, q = 0, acc = 0, stats = 0, kt = 0, lg = 0, tiles = 0, total = 0;  // byte offsets in a slot, its size
 };
-GqaSlotLayout gqa_slot_layout(const QsaSparseGqaParams& p) {
+GqaSlotLayout gqa_slot_layout(const QsaKernels& k, const QsaSparseGqaParams& p) {
     const size_t n = static_cast<size_t>(p.n_indices);
     const size_t group = static_cast<size_t>(p.n_heads / p.n_kv_heads), d = static_cast<size_t>(p.head_dim);
     GqaSlotLayout l;
@@ -72,24 +72,25 @@ GqaSlotLayout gqa_slot_layout(const QsaSparseGqaParams& p) {
     l.stats = l.acc + workspace_round_up(group * d * sizeof(float));
     l.kt = l.stats + workspace_round_up(2 * group * sizeof(float));
     l.lg = l.kt + workspace_round_up(d * kQsaGqaChunk * sizeof(float));
-    l.total = l.lg + workspace_round_up(group * kQsaGqaChunk * sizeof(float));
+    l.tiles = l.lg + workspace_round_up(group * kQsaGqaChunk * sizeof(float));
+    l.total = l.tiles + (k.tiles ? workspace_round_up(SIEVE_QSA_GQA_TILE_SCRATCH_FLOATS(d) * sizeof(float)) : 0);
     return l;
 }
 
 }  // namespace
 
-size_t qsa_sparse_gqa_workspace_size(const ThreadPool& pool, const QsaSparseGqaParams& p) {
+size_t qsa_sparse_gqa_workspace_size(const QsaKernels& k, const ThreadPool& pool, const QsaSparseGqaParams& p) {
     if (p.n_tokens <= 0 || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.head_dim <= 0 || p.n_indices < 0)
         return 0;
     const int64_t items = p.n_tokens * p.n_kv_heads;
-    return static_cast<size_t>(std::min<int64_t>(pool.size(), items)) * gqa_slot_layout(p).total;
+    return static_cast<size_t>(std::min<int64_t>(pool.size(), items)) * gqa_slot_layout(k, p).total;
 }
 
 Status qsa_sparse_gqa_run(const QsaKernels& k, ThreadPool& pool, const QsaSparseGqaParams& p, Workspace ws) {
     SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
-    SIEVE_RETURN_IF_ERROR(check_workspace("cpu qsa_sparse_gqa", ws, qsa_sparse_gqa_workspace_size(pool, p)));
+    SIEVE_RETURN_IF_ERROR(check_workspace("cpu qsa_sparse_gqa", ws, qsa_sparse_gqa_workspace_size(k, pool, p)));
     if (p.n_tokens == 0) return Status::ok();
-    const GqaSlotLayout layout = gqa_slot_layout(p);
+    const GqaSlotLayout layout = gqa_slot_layout(k, p);
     const int64_t items = p.n_tokens * p.n_kv_heads;
     const int64_t n_slots = std::min<int64_t>(pool.size(), items);
     const int64_t item_cost = std::max<int64_t>(1, (p.n_heads / p.n_kv_heads) * p.n_indices * p.head_dim);
@@ -105,6 +106,7 @@ Status qsa_sparse_gqa_run(const QsaKernels& k, ThreadPool& pool, const QsaSparse
         s.stats = reinterpret_cast<float*>(base + layout.stats);
         s.kt = reinterpret_cast<float*>(base + layout.kt);
         s.lg = reinterpret_cast<float*>(base + layout.lg);
+        s.tiles = k.tiles ? reinterpret_cast<float*>(base + layout.tiles) : nullptr;
         k.sparse_gqa_items(p, b, e, s);
     });
     return Status::ok();

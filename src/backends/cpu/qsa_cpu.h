@@ -19,7 +19,7 @@ const QsaKernels& qsa_kernels_for(Isa isa);
 
 Status qsa_pool_run(const QsaKernels& k, ThreadPool& pool, const QsaPoolParams& p);
 Status qsa_expand_run(ThreadPool& pool, const QsaExpandParams& p);
-size_t qsa_sparse_gqa_workspace_size(const ThreadPool& pool, const QsaSparseGqaParams& p);
+size_t qsa_sparse_gqa_workspace_size(const QsaKernels& k, const ThreadPool& pool, const QsaSparseGqaParams& p);
 Status qsa_sparse_gqa_run(const QsaKernels& k, ThreadPool& pool, const QsaSparseGqaParams& p, Workspace ws);
 
 }  // namespace sieve::cpu

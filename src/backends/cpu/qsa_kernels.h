@@ -22,6 +22,10 @@ namespace sieve::cpu {
 //   lg     [gqa_group, kQsaGqaChunk] f32 logits of one chunk (then its softmax weights)
 inline constexpr int64_t kQsaGqaHeadBatch = 12;  // query heads per P·V pass (QSA's group of 12 in one pass over V)
 inline constexpr int64_t kQsaGqaChunk = 64;     // listed rows per chunk (a multiple of 2·kLanes on every ISA)
+//   tiles  the tile path's buffers (a table with tiles only, else nullptr): SIEVE_QSA_GQA_TILE_SCRATCH_FLOATS(D)
+//          floats, laid out in qsa_kernels_impl.inl's order: acc [16, D], max [16], sum [16], q pairs [D/2][16],
+//          K rows [CT, D] and V pairs [CT/2][D][2] (bf16), logits [CT][16] and [16][CT] (f32), weights [16][CT]
+//          (bf16), CT = kQsaGqaTileChunk
 struct QsaGqaScratch {
     int64_t* rows = nullptr;
     float* q = nullptr;
@@ -29,10 +33,15 @@ struct QsaGqaScratch {
     float* stats = nullptr;
     float* kt = nullptr;
     float* lg = nullptr;
+    float* tiles = nullptr;
 };
+inline constexpr int64_t kQsaGqaTileChunk = 256;  // listed rows per chunk of the tile path
+#define SIEVE_QSA_GQA_TILE_SCRATCH_FLOATS(d) \
+    (16 * (d) + 32 + 8 * (d) + ::sieve::cpu::kQsaGqaTileChunk * (d) + 40 * ::sieve::cpu::kQsaGqaTileChunk)
 
 struct QsaKernels {
     const char* isa_name;
+    bool tiles;  // sparse_gqa_items has the AMX tile path (and wants QsaGqaScratch::tiles)
     // group rows [g0, g1)
     void (*pool_groups)(const QsaPoolParams& p, int64_t g0, int64_t g1);
     // work items [i0, i1) of item = t·n_kv_heads + kv_head
@@ -43,5 +52,6 @@ extern const QsaKernels kQsaKernelsScalar;
 extern const QsaKernels kQsaKernelsAvx2;
 extern const QsaKernels kQsaKernelsAvx512;
 extern const QsaKernels kQsaKernelsAvx512Bf16;
+extern const QsaKernels kQsaKernelsAmxBf16;
 
 }  // namespace sieve::cpu

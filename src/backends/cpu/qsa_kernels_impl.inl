@@ -376,6 +376,74 @@ inline void pv_rows_dp(const uint8_t* base, const int64_t* rows, int64_t v_off, 
 
 inline float qsa_sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
 
+#if defined(__AMX_BF16__)
+// ---- the tile path (amx_bf16 level; attention_kernels_impl.inl attn_tiles_chunk) ---------------------------
+//
+// bf16 q, K and V with math bf16: every product of the attention has bf16 factors (P_j = bf16(p_j)), and the
+// tile unit forms the same fp32 products as the FMAs (it reads bf16 subnormals as zero, a change below
+// 2^-126·|q|·D). The group's heads are one group of 16 (12 for QSA), the rows go in chunks of
+// kQsaGqaTileChunk: K rows copied into kb, V rows interleaved in pairs into kv straight from the cache.
+
+// Prefetches (into L2) the K|V lines of the listed rows after the chunk being computed.
+struct QsaNextRows {
+    const uint8_t* base;
+    const int64_t* rows;
+    int64_t off, bytes, n, j;
+    void prefetch(int64_t count) {
+        const int64_t end = j + count < n ? j + count : n;
+        gqa_prefetch_lines(base, rows, off, j, end, 0, bytes);
+        j = end;
+    }
+};
+
+// The item's attention through the tiles; acc [16, D] and sum [16] (max after it) hold the result for the
+// output stage, in the layout of the FMA path's acc and running sum.
+inline void sparse_gqa_item_tiles(const QsaSparseGqaParams& p, const QsaGqaScratch& s, int64_t n, int64_t G, int64_t D,
+                                  int64_t k_off, int64_t v_off) {
+    const int64_t CT = kQsaGqaTileChunk;
+    float* acc = s.tiles;
+    float* mx = acc + 16 * D;
+    float* sum = mx + 16;
+    float* qt = sum + 16;
+    float* kb = qt + 8 * D;
+    float* kv = kb + CT * D / 2;
+    float* lt = kv + CT * D / 2;
+    float* pt = lt + 16 * CT;
+    float* pb = pt + 16 * CT;
+    const AttnTileBuffers w{reinterpret_cast<uint32_t*>(qt), reinterpret_cast<uint16_t*>(kb), reinterpret_cast<uint16_t*>(kv),
+                            reinterpret_cast<uint16_t*>(pb), lt, pt};
+    const AttnSoftmaxState st{acc, mx, sum};
+    for (int64_t h = 0; h < 16; ++h) {  // no sink: M starts at −inf, the sum at 0
+        mx[h] = -__builtin_inff(), sum[h] = 0.0f;
+        for (int64_t i = 0; i < D; ++i) acc[h * D + i] = 0.0f;
+    }
+    attn_tiles_begin();
+    attn_q_pairs_t(s.q, G, D, w.qt);
+    const uint8_t* base = p.kv.base;
+    if (n > 0) gqa_prefetch_lines(base, s.rows, k_off, 0, n < CT ? n : CT, 0, 2 * D * 2);
+    for (int64_t c0 = 0; c0 < n; c0 += CT) {
+        const int64_t nc = n - c0 < CT ? n - c0 : CT, nc_pad = attn_tile_rows(nc);
+        const int64_t* rows = s.rows + c0;
+        for (int64_t c = 0; c < nc_pad; c += 2) {
+            const uint16_t* k0 = c < nc ? reinterpret_cast<const uint16_t*>(base + rows[c] + k_off) : nullptr;
+            const uint16_t* k1 = c + 1 < nc ? reinterpret_cast<const uint16_t*>(base + rows[c + 1] + k_off) : nullptr;
+            for (int64_t i = 0; i < D; i += 32) {
+                _mm512_storeu_si512(w.kb + c * D + i, k0 ? _mm512_loadu_si512(k0 + i) : _mm512_setzero_si512());
+                _mm512_storeu_si512(w.kb + (c + 1) * D + i, k1 ? _mm512_loadu_si512(k1 + i) : _mm512_setzero_si512());
+            }
+            const uint16_t* v0 = k0 ? reinterpret_cast<const uint16_t*>(base + rows[c] + v_off) : nullptr;
+            const uint16_t* v1 = k1 ? reinterpret_cast<const uint16_t*>(base + rows[c + 1] + v_off) : nullptr;
+            if (v0) attn_interleave_row_pair(v0, v1, D, w.kv + c * D);
+            else
+                for (int64_t i = 0; i < 2 * D; i += 32) _mm512_storeu_si512(w.kv + c * D + i, _mm512_setzero_si512());
+        }
+        QsaNextRows next{base, s.rows, k_off, 2 * D * 2, n, c0 + nc};
+        attn_tiles_chunk(G, D, D, nc, CT, p.scale, w, st, next);
+    }
+    attn_tiles_end();
+}
+#endif  // __AMX_BF16__
+
 // The chunk's logits lg [G, kGqaChunk] in fp32: K transposed into kt as f32 (gqa_gather_kt), then register
 // tiles of heads × 2·kLanes rows over d (broadcast q[h, d], FMA with kt[d]), no horizontal reduction.
 template <bool KB>
@@ -389,50 +457,19 @@ void gqa_logits_f32(const QsaSparseGqaParams& p, const QsaGqaScratch& s, int64_t
     }
 }
 
-// One (token, KV head) item in one pass over the listed rows, chunk by chunk (split-K as vLLM's kernel,
-// qsa.md §9 item 5): the chunk's K transposed once into kt while the next chunk's K|V lines are
-// prefetched; the logits of all the group's heads (register tiles of heads × rows, no horizontal sums);
-// the online softmax (running max M_h and sum; when M_h grows, the accumulators and the sum are
-// rescaled by exp(M_old − M_new) in fp32); P = exp(l − M_h) (bf16 for bf16 math) and P·V of the chunk's
-// rows in register tiles of kGqaHeadBatch heads. Each row's K and V, adjacent in the entry, are read
-// once, while they are in cache.
+// The item's attention through the FMA (or vdpbf16ps) tiles, chunk by chunk (see sparse_gqa_item): acc
+// [G, D] and the running sum (stats + G) hold the result.
 template <bool KB, bool BM>
-void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const QsaGqaScratch& s) {
-    const int64_t D = p.head_dim, G = p.n_heads / p.n_kv_heads;
+void gqa_chunks_fma(const QsaSparseGqaParams& p, const QsaGqaScratch& s, int64_t n, int64_t G, int64_t D, int64_t k_off,
+                    int64_t v_off, bool qb) {
     const int64_t ke = KB ? 2 : 4;
-    const int64_t q_row = p.tables.token_request[t];
-    // Rows listed for the token. Rows are mostly ascending runs: the block of the previous row is
-    // reused while the next stays inside it (no division per row).
-    int64_t n = 0;
-    const int32_t* idx = p.indices + t * p.index_row_stride;
-    const int32_t* table = p.tables.block_table + q_row * p.tables.block_table_stride;
-    int64_t block_first = 0, block_end = 0, block_base = 0;  // positions [first, end) live at base
-    for (int64_t j = 0; j < p.n_indices; ++j) {
-        const int64_t pos = idx[j];
-        if (pos < 0) continue;
-        if (pos < block_first || pos >= block_end) {
-            const int64_t b = pos / p.kv.block_size;
-            block_first = b * p.kv.block_size;
-            block_end = block_first + p.kv.block_size;
-            block_base = table[b] * p.kv.block_bytes;
-        }
-        s.rows[n++] = block_base + (pos - block_first) * p.kv.entry_bytes;
-    }
-    const bool qb = p.q_type == DType::bf16;
 #if defined(__AVX512BF16__)
     const bool dp = KB && BM && D % kGqaDpDims == 0;     // P·V with vdpbf16ps (pv_rows_dp)
     const bool dp_qk = KB && qb && D % kGqaDpDims == 0;  // the logits too (attn_logits_dp)
 #else
     constexpr bool dp_qk = false;
+    (void)qb;
 #endif
-    // The group's queries: as f32, or (dp_qk) as their bf16 pairs [G, D/2] in the same buffer.
-    for (int64_t hh = 0; hh < G; ++hh) {
-        const char* qh = static_cast<const char*>(p.q) + (t * p.q_token_stride + (g * G + hh) * p.q_head_stride) * (qb ? 2 : 4);
-        if (dp_qk) __builtin_memcpy(s.q + hh * (D / 2), qh, static_cast<unsigned long>(D) * 2);
-        else
-            for (int64_t i = 0; i < D; ++i) s.q[hh * D + i] = s_load(qh, qb, i);
-    }
-    const int64_t k_off = 2 * g * D * ke, v_off = (2 * g + 1) * D * ke;
     float* acc = s.acc;
     float* run_max = s.stats;
     float* run_sum = s.stats + G;
@@ -507,6 +544,66 @@ void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const Qs
 #if defined(__AVX512BF16__)
     if (dp) pv_dp_unpermute(acc, G, D);
 #endif
+}
+
+// One (token, KV head) item in one pass over the listed rows, chunk by chunk (split-K as vLLM's kernel,
+// qsa.md §9 item 5): the chunk's K transposed once into kt while the next chunk's K|V lines are
+// prefetched; the logits of all the group's heads (register tiles of heads × rows, no horizontal sums);
+// the online softmax (running max M_h and sum; when M_h grows, the accumulators and the sum are
+// rescaled by exp(M_old − M_new) in fp32); P = exp(l − M_h) (bf16 for bf16 math) and P·V of the chunk's
+// rows in register tiles of kGqaHeadBatch heads. Each row's K and V, adjacent in the entry, are read
+// once, while they are in cache.
+template <bool KB, bool BM>
+void sparse_gqa_item(const QsaSparseGqaParams& p, int64_t t, int64_t g, const QsaGqaScratch& s) {
+    const int64_t D = p.head_dim, G = p.n_heads / p.n_kv_heads;
+    const int64_t ke = KB ? 2 : 4;
+    const int64_t q_row = p.tables.token_request[t];
+    // Rows listed for the token. Rows are mostly ascending runs: the block of the previous row is
+    // reused while the next stays inside it (no division per row).
+    int64_t n = 0;
+    const int32_t* idx = p.indices + t * p.index_row_stride;
+    const int32_t* table = p.tables.block_table + q_row * p.tables.block_table_stride;
+    int64_t block_first = 0, block_end = 0, block_base = 0;  // positions [first, end) live at base
+    for (int64_t j = 0; j < p.n_indices; ++j) {
+        const int64_t pos = idx[j];
+        if (pos < 0) continue;
+        if (pos < block_first || pos >= block_end) {
+            const int64_t b = pos / p.kv.block_size;
+            block_first = b * p.kv.block_size;
+            block_end = block_first + p.kv.block_size;
+            block_base = table[b] * p.kv.block_bytes;
+        }
+        s.rows[n++] = block_base + (pos - block_first) * p.kv.entry_bytes;
+    }
+    const bool qb = p.q_type == DType::bf16;
+#if defined(__AMX_BF16__)
+    const bool tiles = s.tiles && KB && BM && qb && D % 64 == 0 && G <= 16;  // sparse_gqa_item_tiles
+#else
+    constexpr bool tiles = false;
+#endif
+#if defined(__AVX512BF16__)
+    const bool dp_qk = !tiles && KB && qb && D % kGqaDpDims == 0;  // the logits with vdpbf16ps (attn_logits_dp)
+#else
+    constexpr bool dp_qk = false;
+#endif
+    // The group's queries: as f32, or (dp_qk) as their bf16 pairs [G, D/2] in the same buffer.
+    for (int64_t hh = 0; hh < G; ++hh) {
+        const char* qh = static_cast<const char*>(p.q) + (t * p.q_token_stride + (g * G + hh) * p.q_head_stride) * (qb ? 2 : 4);
+        if (dp_qk) __builtin_memcpy(s.q + hh * (D / 2), qh, static_cast<unsigned long>(D) * 2);
+        else
+            for (int64_t i = 0; i < D; ++i) s.q[hh * D + i] = s_load(qh, qb, i);
+    }
+    const int64_t k_off = 2 * g * D * ke, v_off = (2 * g + 1) * D * ke;
+    float* acc = s.acc;
+    float* run_sum = s.stats + G;
+#if defined(__AMX_BF16__)
+    if (tiles) {
+        sparse_gqa_item_tiles(p, s, n, G, D, k_off, v_off);
+        acc = s.tiles;
+        run_sum = s.tiles + 16 * D + 16;
+    }
+#endif
+    if (!tiles) gqa_chunks_fma<KB, BM>(p, s, n, G, D, k_off, v_off, qb);
     // / Σ p, the gate, the store.
     const bool gb = p.gate_type == DType::bf16, ob = p.out_type == DType::bf16;
     for (int64_t hh = 0; hh < G; ++hh) {
@@ -566,6 +663,11 @@ namespace sieve::cpu {
 
 extern const QsaKernels SIEVE_QSA_TABLE = {
     .isa_name = SIEVE_QSA_ISA_NAME,
+#if defined(__AMX_BF16__)
+    .tiles = true,
+#else
+    .tiles = false,
+#endif
     .pool_groups = SIEVE_CPU_ISA_NS::pool_groups,
     .sparse_gqa_items = SIEVE_CPU_ISA_NS::sparse_gqa_items,
 };
