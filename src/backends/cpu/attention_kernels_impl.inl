@@ -271,21 +271,6 @@ struct AttnSoftmaxState {
 // or 16 × 16 fp32 (C).
 #if defined(__AMX_BF16__)
 
-struct alignas(64) AttnTileConfig {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
-
-// The calling thread's tile registers: configured for one kernel call, released after it (a released
-// thread's context switches skip the 8 KiB of tile state).
-inline void attn_tiles_begin() {
-    const AttnTileConfig config;
-    _tile_loadconfig(&config);
-}
-inline void attn_tiles_end() { _tile_release(); }
-
 // Transposed logits of 16 heads over NK key tiles (16 keys each): lt[c·16 + h] = Σ_i kb[c, i]·q[h, i] for
 // c < 16·NK, where kb holds the keys' bf16 rows (stride d) and qt the heads' q as (i, i+1) pairs transposed
 // ([d/2][16] pairs: the B operand of every 32-dim step). d is a multiple of 32. C tiles 0 … NK−1, qt in

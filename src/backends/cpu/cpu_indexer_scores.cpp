@@ -92,8 +92,8 @@ const CpuIndexerKernels& indexer_kernels_for(Isa isa) {
         case Isa::scalar: return kCpuIndexerKernelsScalar;
         case Isa::avx2: return kCpuIndexerKernelsAvx2;
         case Isa::avx512: return kCpuIndexerKernelsAvx512;
-        case Isa::avx512_bf16:
-        case Isa::amx_bf16: return kCpuIndexerKernelsAvx512Bf16;
+        case Isa::avx512_bf16: return kCpuIndexerKernelsAvx512Bf16;
+        case Isa::amx_bf16: return kCpuIndexerKernelsAmxBf16;
     }
     return kCpuIndexerKernelsScalar;
 }

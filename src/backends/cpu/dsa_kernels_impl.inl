@@ -219,7 +219,7 @@ void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int
     const AttnTileBuffers tw{reinterpret_cast<uint32_t*>(qt), reinterpret_cast<uint16_t*>(kb), reinterpret_cast<uint16_t*>(kv),
                              reinterpret_cast<uint16_t*>(pb), lt, pt};
     if (tiles) {
-        attn_tiles_begin();
+        amx_tiles_begin();
         for (int64_t g = 0; g * 16 < nh; ++g) attn_q_pairs_t(qf + g * 16 * dqk, s_min(int64_t{16}, nh - g * 16), dqk, tw.qt + g * (dqk / 2) * 16);
     }
 #endif
@@ -256,7 +256,7 @@ void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int
         mla_chunk_fma(p, sink, qf, nh, kc, kt, lg, nc, st);
     }
 #if defined(__AMX_BF16__)
-    if (tiles) attn_tiles_end();
+    if (tiles) amx_tiles_end();
 #endif
     for (int64_t h = 0; h < nh; ++h) {
         char* o = static_cast<char*>(p.out) + (t * p.out_token_stride + (h0 + h) * p.out_head_stride) * (ob ? 2 : 4);

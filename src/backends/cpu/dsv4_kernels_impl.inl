@@ -260,7 +260,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
                      reinterpret_cast<uint16_t*>(w + a.ws_kv), reinterpret_cast<uint16_t*>(w + a.ws_pb),
                      reinterpret_cast<float*>(w + a.ws_lt), reinterpret_cast<float*>(w + a.ws_pt)};
     if (tiles) {
-        attn_tiles_begin();
+        amx_tiles_begin();
         for (int64_t g = 0; g * 16 < nh; ++g) attn_q_pairs_t(qf + g * 16 * d, s_min(int64_t{16}, nh - g * 16), d, tw.qt + g * (d / 2) * 16);
     }
 #endif
@@ -292,7 +292,7 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
         d4_chunk_fma(qf, nh, d, kc, kt, lg, nc, a.scale, a.p_bf16, st);
     }
 #if defined(__AMX_BF16__)
-    if (tiles) attn_tiles_end();
+    if (tiles) amx_tiles_end();
 #endif
     for (int64_t h = 0; h < nh; ++h) {
         char* out = static_cast<char*>(a.out) + (t * a.out_token_stride + (h0 + h) * a.out_head_stride) * o_elem;

@@ -86,5 +86,6 @@ extern const CpuIndexerKernels kCpuIndexerKernelsScalar;
 extern const CpuIndexerKernels kCpuIndexerKernelsAvx2;
 extern const CpuIndexerKernels kCpuIndexerKernelsAvx512;
 extern const CpuIndexerKernels kCpuIndexerKernelsAvx512Bf16;
+extern const CpuIndexerKernels kCpuIndexerKernelsAmxBf16;
 
 }  // namespace sieve::cpu

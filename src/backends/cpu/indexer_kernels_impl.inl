@@ -277,6 +277,59 @@ __attribute__((noinline)) void idx_keys_bf16(const uint32_t* const* rows, const 
     for (int k = 0; k < kIdxKeys; ++k) sums[k] = _mm512_reduce_add_ps(sacc[k]);
 }
 
+#if defined(__AMX_BF16__)
+// The AMX path (amx_bf16 table): the same exact bf16 products as tile products, 16 keys at a time. The keys'
+// bf16 pair rows are the A operand ([16 keys][32 dims], row stride rp pairs) and qᵀ's pairs the B operand
+// ([16 pair rows][16 heads], row stride hp), so C holds the dots transposed, [16 keys][16 heads], one tile per
+// group of 16 heads (four at a time); then w · ReLU per head and the sum over the heads per key. The tile
+// unit reads bf16 subnormals as zero (as vdpbf16ps does, see above). Rows past the tile's last key hold
+// stale values whose sums are never stored (a C row depends on its A row only).
+inline constexpr int64_t kIdxTileMaxHeads = 128;  // heads_pad ≤ this for the tile path (its C staging buffer)
+
+// Head sums of the 16 keys whose pair rows start at `keys` (row stride rp), for np pairs (a multiple of 16)
+// and hp heads (a multiple of 16, ≤ kIdxTileMaxHeads).
+inline void idx_keys_tiles(const uint32_t* keys, int64_t rp, const uint32_t* qt, int64_t hp, int64_t np, const float* w,
+                           float* sums) {
+    alignas(64) float dots[16 * kIdxTileMaxHeads];  // [16 keys][hp]
+    for (int64_t v0 = 0; v0 < hp; v0 += 64) {
+        const int64_t nv = hp - v0 < 64 ? (hp - v0) / 16 : 4;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t i = 0; i < np; i += 16) {
+            _tile_loadd(4, keys + i, rp * 4);
+            const uint32_t* q = qt + i * hp + v0;
+            _tile_loadd(5, q, hp * 4);
+            _tile_dpbf16ps(0, 4, 5);
+            if (nv > 1) {
+                _tile_loadd(6, q + 16, hp * 4);
+                _tile_dpbf16ps(1, 4, 6);
+            }
+            if (nv > 2) {
+                _tile_loadd(7, q + 32, hp * 4);
+                _tile_dpbf16ps(2, 4, 7);
+            }
+            if (nv > 3) {
+                _tile_loadd(5, q + 48, hp * 4);
+                _tile_dpbf16ps(3, 4, 5);
+            }
+        }
+        _tile_stored(0, dots + v0, hp * 4);
+        if (nv > 1) _tile_stored(1, dots + v0 + 16, hp * 4);
+        if (nv > 2) _tile_stored(2, dots + v0 + 32, hp * 4);
+        if (nv > 3) _tile_stored(3, dots + v0 + 48, hp * 4);
+    }
+    const __m512 zero = _mm512_setzero_ps();
+    for (int k = 0; k < 16; ++k) {
+        __m512 s = zero;
+        for (int64_t v = 0; v < hp; v += 16)
+            s = _mm512_fmadd_ps(_mm512_loadu_ps(w + v), _mm512_max_ps(_mm512_loadu_ps(dots + k * hp + v), zero), s);
+        sums[k] = _mm512_reduce_add_ps(s);
+    }
+}
+#endif
+
 void scores_tile_bf16(const IndexerKernelArgs& a, int64_t row, const int32_t* toks, int64_t nt, int64_t k0, int64_t k1,
                       void* ws) {
     const IdxScratch S = idx_scratch(a, ws);
@@ -294,6 +347,10 @@ void scores_tile_bf16(const IndexerKernelArgs& a, int64_t row, const int32_t* to
     const uint32_t* const* rows = reinterpret_cast<const uint32_t* const*>(S.rows);
     const uint32_t* zero = reinterpret_cast<const uint32_t*>(S.zero);
     uint32_t* qt = reinterpret_cast<uint32_t*>(S.qt);
+#if defined(__AMX_BF16__)
+    const bool tiles = np % 16 == 0 && hp <= kIdxTileMaxHeads;  // whole 32-dim steps; the staging buffer
+    if (tiles) amx_tiles_begin();
+#endif
     for (int64_t ti = 0; ti < nt; ++ti) {
         const int64_t t = toks[ti];
         const int64_t end = s_min(k1, a.n_keys[t]);
@@ -321,7 +378,16 @@ void scores_tile_bf16(const IndexerKernelArgs& a, int64_t row, const int32_t* to
             *S.tag = t;
         }
         float* out = a.scores + (a.scores_tile_rows ? ti : t) * a.scores_row_stride;
-        for (int64_t j = k0; j < end; j += kIdxKeys) {
+        int64_t j = k0;
+#if defined(__AMX_BF16__)
+        if (tiles)
+            for (; j + 16 <= end; j += 16) {
+                float sums[16];
+                idx_keys_tiles(tile + (j - k0) * rp, rp, qt, hp, np, S.w, sums);
+                idx_store(a, S, k0, j, 16, sums, out);
+            }
+#endif
+        for (; j < end; j += kIdxKeys) {
             const int nk = static_cast<int>(s_min(kIdxKeys, end - j));
             const uint32_t* r[kIdxKeys];
             for (int k = 0; k < kIdxKeys; ++k) r[k] = k < nk ? rows[j + k - k0] : zero;
@@ -330,6 +396,9 @@ void scores_tile_bf16(const IndexerKernelArgs& a, int64_t row, const int32_t* to
             idx_store(a, S, k0, j, nk, sums, out);
         }
     }
+#if defined(__AMX_BF16__)
+    if (tiles) amx_tiles_end();
+#endif
 }
 #endif
 

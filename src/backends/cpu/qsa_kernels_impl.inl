@@ -417,7 +417,7 @@ inline void sparse_gqa_item_tiles(const QsaSparseGqaParams& p, const QsaGqaScrat
         mx[h] = -__builtin_inff(), sum[h] = 0.0f;
         for (int64_t i = 0; i < D; ++i) acc[h * D + i] = 0.0f;
     }
-    attn_tiles_begin();
+    amx_tiles_begin();
     attn_q_pairs_t(s.q, G, D, w.qt);
     const uint8_t* base = p.kv.base;
     if (n > 0) gqa_prefetch_lines(base, s.rows, k_off, 0, n < CT ? n : CT, 0, 2 * D * 2);
@@ -440,7 +440,7 @@ inline void sparse_gqa_item_tiles(const QsaSparseGqaParams& p, const QsaGqaScrat
         QsaNextRows next{base, s.rows, k_off, 2 * D * 2, n, c0 + nc};
         attn_tiles_chunk(G, D, D, nc, CT, p.scale, w, st, next);
     }
-    attn_tiles_end();
+    amx_tiles_end();
 }
 #endif  // __AMX_BF16__
 

@@ -120,6 +120,27 @@ inline void prefetch_l1(const void* p) { __builtin_prefetch(p, 0, 3); }
 inline void prefetch_l2(const void* p) { __builtin_prefetch(p, 0, 2); }
 #endif
 
+// ---- AMX tiles (amx_bf16 level) -------------------------------------------------------------------
+
+#if defined(__AMX_TILE__)
+// Palette 1 with tiles 0–7 of 16 rows × 64 bytes: every tile the kernels use (16 × 32 bf16, 16 × 16 fp32).
+struct alignas(64) AmxTileConfig {
+    uint8_t palette = 1, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+
+// The calling thread's tile registers: configured for one kernel call, released after it (a released
+// thread's context switches skip the 8 KiB of tile state). Linux grants the process the registers when
+// core/cpu_features.cpp detects the amx_bf16 level.
+inline void amx_tiles_begin() {
+    const AmxTileConfig config;
+    _tile_loadconfig(&config);
+}
+inline void amx_tiles_end() { _tile_release(); }
+#endif
+
 // ---- vectors ----------------------------------------------------------------------------------
 
 #if defined(__AVX512F__)
