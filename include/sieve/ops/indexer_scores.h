@@ -18,7 +18,9 @@
 //   d[t, h, j]  = Σ_i q[t, h, i] · v_j[i]
 //   score[t, j] = s_j · Σ_h w[t, h] · ReLU(d[t, h, j]),   ReLU(x) = x > 0 ? x : 0 (a NaN dot counts 0)
 // in fp32 with products and sums in any order, and a factor common to every term (s_j; weight_scale when
-// weights is nullptr) applied to the sum or to each term (ref: double, one rounding). weight_scale carries
+// weights is nullptr) applied to the sum or to each term (ref: double, one rounding). Products of bf16
+// values (bf16 or e4m3 q against fp8 keys) may run in units that read bf16 subnormals as 0 and flush
+// subnormal sums (the cpu backend's vdpbf16ps and AMX tiles). weight_scale carries
 // the positive constants of the family (V4: c_I^-0.5 · H_I^-0.5; DSA: Hi^-0.5 · Di^-0.5; QSA: Di^-0.5): no
 // softmax, no sigmoid, a ReLU per head and a weighted sum. Columns j ≥ n_keys[t] of row t are not written.
 //

@@ -34,7 +34,9 @@
 // g, K at elements [2g·head_dim, (2g+1)·head_dim) and V at [(2g+1)·head_dim, (2g+2)·head_dim). The
 // stored K is post k_norm and RoPE; V is raw (§4.1, §5.1).
 //
-// The ref backend accumulates in double; others differ by summation order and their exp().
+// The ref backend accumulates in double; others differ by summation order and their exp(). Products of bf16
+// values (bf16 q and caches; math bf16's P_j) may run in units that read bf16 subnormals as 0 and flush
+// subnormal sums (the cpu backend's vdpbf16ps and AMX tiles).
 #pragma once
 
 #include <cstddef>

@@ -47,7 +47,10 @@
 // a NaN in q[t, h], in σ_h or anywhere in a listed entry (values, rope dims, an fp8 scale or NaN byte), a
 // logit of +inf (inf / inf), or logits that are all −inf without a sink (−inf − (−inf)) give out[t, h] = NaN;
 // only a −inf logit beside a finite maximum simply weighs 0. Non-finite inputs show as non-finite outputs.
-// Computed in fp32 (ref: double) with any accumulation order; q rows of bf16 are widened exactly.
+// Computed in fp32 (ref: double) with any accumulation order; q rows of bf16 are widened exactly. Where both
+// factors of a product are bf16 values (bf16 q, entries exact in bf16, math bf16's P_j), a backend may form the
+// products in bf16 matrix units that read operands below 2^-126 (subnormal) as 0 and flush subnormal sums
+// (the cpu backend's AMX tiles): a change far below the fp32 sums' rounding next to any normal term.
 // `scale`: DeepSeek-V4 head_dim^-0.5, no YaRN mscale (deepseek_v4.md §1.2); DSA the config's softmax scale
 // Dqk^-0.5 · m² (dsa_mla.md §2.3).
 //
