@@ -11,6 +11,9 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/cpu_backend.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
 #include "paged_cache.h"
 #include "sieve/ops/cache_store.h"
 #include "sieve/ops/kv_load.h"
@@ -160,9 +163,44 @@ TEST(SparseAttentionConformance, MqaTilePathShapes) {
     check_mqa_cases(cases, rng);
 }
 
+// Split-K (cpu_sparse_attention.cpp): a decode of fewer tokens than threads splits each token's rows into
+// ranges of at least 128 (the window list, the compressed list and the boundary between them), computes them
+// apart and merges their softmax states; with and without a sink (the split at row 0 holds it), in both
+// kernel paths (fp8 rows and bf16 q: tiles at amx_bf16; f32), a split whose rows are all holes, a token
+// without any valid row, and the sink's edge values. check_mqa_cases adds a backend of 5 threads, so these
+// split on any machine.
+TEST(SparseAttentionConformance, MqaRowSplits) {
+    Rng rng(4208);
+    const CacheRecordFormat fp8 = CacheRecordFormat::fp8_model1, f32 = CacheRecordFormat::f32;
+    std::vector<MqaCase> cases = {
+        // T    H    d    r   window compressed  formats   sink   padded q            out
+        {1, 64, 512, 64, 128, 512, fp8, fp8, true, false, DType::bf16, DType::bf16},  // V4-Flash CSA decode
+        {2, 64, 512, 64, 128, 1024, fp8, fp8, true, false, DType::bf16, DType::f32},  // HCA, two tokens
+        {1, 20, 512, 64, 300, 0, fp8, fp8, false, true, DType::bf16, DType::bf16},    // window only, no sink
+        {1, 8, 64, 8, 140, 260, f32, f32, true, false, DType::f32, DType::f32},       // the FMA path
+        {1, 16, 64, 8, 200, 200, fp8, fp8, true, false, DType::f32, DType::f32, SinkValues::random, true},  // only −1
+        {1, 16, 512, 64, 128, 400, fp8, fp8, true, false, DType::bf16, DType::bf16, SinkValues::minus_inf},
+        {1, 16, 512, 64, 128, 400, fp8, fp8, true, false, DType::bf16, DType::bf16, SinkValues::huge},
+    };
+    check_mqa_cases(cases, rng);
+}
+
+// The cpu backend at the best ISA on a pool of 5 threads, whatever this machine has: a decode of fewer tokens
+// than threads splits each token's rows (split-K, cpu_sparse_attention.cpp) and merges the splits.
+NamedBackend cpu_with_five_threads() {
+    static ThreadPool pool(5);
+    CpuBackendOptions o;
+    o.isa = active_isa();
+    o.pool = &pool;
+    auto b = make_cpu_backend(o);
+    EXPECT_TRUE(b.has_value()) << b.status().to_string();
+    return {"cpu on 5 threads", std::move(b).value()};
+}
+
 void check_mqa_cases(const std::vector<MqaCase>& cases, Rng& rng) {
     auto ref = ref_backend();
     auto backends = backends_under_test();
+    backends.push_back(cpu_with_five_threads());
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const MqaCase& c = cases[ci];
         SCOPED_TRACE(fmt::format("case {}: T {} H {} d {} r {} window {} ({}) compressed {} ({}) sink {} ({}) q {} out {}{}", ci,

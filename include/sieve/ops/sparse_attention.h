@@ -37,8 +37,9 @@
 // i.e. the sink is a virtual key of logit σ_h with a zero value (deepseek_v4.md §3.8 "sink in softmax
 // denominator", dsa_mla.md §2.8), a natural-log logit NOT multiplied by `scale`; M only guards the exponentials.
 // A backend may run the softmax online, over chunks of the listed entries (split-K included): M is then a
-// reference of the entry's chunk, the running max up to it or below that by a bounded slack (the cuda wgmma
-// kernel: 8), and the sums gathered so far are rescaled by exp(M_old − M_new) in fp32 when it moves. In exact
+// reference of the entry's chunk, the running max up to it within its split or below that by a bounded slack
+// (the cuda wgmma kernel: 8), and the sums gathered so far are rescaled by exp(M_old − M_new) in fp32 when it
+// moves; the splits' sums are rescaled to their common max and added. In exact
 // arithmetic this is the formula above; with math bf16 it rounds exp(l_j − M_chunk) instead of exp(l_j − M),
 // a difference within P's own rounding (ref: one chunk, the global max).
 // Rows set to 0, and only these: a token with no listed entry (FlashMLA's "lonely q", §3.8 and §2.8), and a

@@ -37,10 +37,18 @@ AttnPath attn_path(const SparseAttentionParams& p) {
 // token whole. Threads claim items dynamically (items are equal, but the machine may be shared). Per head,
 // the kernels compute the same sums however the heads are split.
 constexpr int64_t kSetupHeads = 4;
+// Split-K (MQA path): with fewer tokens than threads, a token's listed rows are also split, into row ranges
+// of at least this many rows, each computed for all the heads of its item and merged afterwards
+// (merge_mqa_partials): heads split over threads each gather and decode every row again, row splits do not.
+constexpr int64_t kMqaSplitRows = 128;
+constexpr int64_t kMqaMaxSplits = 64;  // the merge's list of partial states lives on the stack (ops allocate nothing)
 
 struct AttnPlan {
     AttnPath path = AttnPath::none;
     int64_t heads_per_item = 1, head_chunks = 1, items = 0, slots = 0, slot_bytes = 0;
+    // Split-K: row_splits ranges of rows_per_split rows a token (1: none); each item's partial state (MQA
+    // path) at partials + item · partial_bytes, after the slots.
+    int64_t row_splits = 1, rows_per_split = 0, partials = 0, partial_bytes = 0;
     // MQA path: the byte offsets of SparseMqaKernelArgs's workspace parts inside a slot (the tile path's when
     // the table has tiles).
     int64_t q = 0, kc = 0, kt = 0, lg = 0, acc = 0, mx = 0, den = 0;
@@ -52,7 +60,16 @@ AttnPlan attn_plan(const SparseAttentionKernels& k, const ThreadPool& pool, cons
     AttnPlan m;
     m.path = attn_path(p);
     const int64_t threads = std::max<int64_t>(pool.size(), 1);
-    const int64_t tokens = std::max<int64_t>(p.n_tokens, 0), heads = std::max<int64_t>(p.n_heads, 1);
+    const int64_t heads = std::max<int64_t>(p.n_heads, 1);
+    const int64_t rows = std::max<int64_t>(p.main.width, 0) + std::max<int64_t>(p.extra.width, 0);
+    if (m.path == AttnPath::mqa && p.n_tokens > 0 && p.n_tokens < threads) {
+        m.row_splits = std::clamp<int64_t>((threads + p.n_tokens - 1) / p.n_tokens, 1,
+                                           std::clamp<int64_t>(rows / kMqaSplitRows, 1, kMqaMaxSplits));
+        m.rows_per_split = (rows + m.row_splits - 1) / m.row_splits;
+        m.row_splits = m.rows_per_split > 0 ? (rows + m.rows_per_split - 1) / m.rows_per_split : 1;
+    }
+    // The head split below sees each row split as a token of its own.
+    const int64_t tokens = std::max<int64_t>(p.n_tokens, 0) * m.row_splits;
     // Makespan of k chunks per token, in heads' worth of work: rounds of items × (heads of an item + setup);
     // chunks hold whole register blocks of kSparseMqaHeadBlock heads where the heads allow, whole groups of 16
     // (the tiles' rows) for an MQA table with tiles.
@@ -99,6 +116,10 @@ AttnPlan attn_plan(const SparseAttentionKernels& k, const ThreadPool& pool, cons
     }
     m.items = tokens * m.head_chunks;
     m.slots = std::min<int64_t>(threads, m.items);
+    if (m.row_splits > 1) {
+        m.partials = m.slots * m.slot_bytes;
+        m.partial_bytes = workspace_round_up(SIEVE_MQA_PARTIAL_FLOATS(nh, dqk) * 4);
+    }
     return m;
 }
 
@@ -149,7 +170,7 @@ size_t sparse_attention_workspace_size(const SparseAttentionKernels& k, const Th
     if (p.n_tokens <= 0 || p.n_heads <= 0 || p.qk_dim <= 0) return 0;
     const AttnPlan m = attn_plan(k, pool, p);
     if (m.path == AttnPath::none) return 0;
-    return static_cast<size_t>(m.slots * m.slot_bytes);
+    return static_cast<size_t>(m.slots * m.slot_bytes + (m.row_splits > 1 ? m.items * m.partial_bytes : 0));
 }
 
 Status sparse_attention(const SparseAttentionKernels& k, ThreadPool& pool, const SparseAttentionParams& p,
@@ -171,13 +192,36 @@ Status sparse_attention(const SparseAttentionKernels& k, ThreadPool& pool, const
         SIEVE_ASSERT(slot < m.slots, "sparse_attention: more chunks than workspace slots");
         void* w = static_cast<char*>(ws.data) + slot * m.slot_bytes;
         for (int64_t item = next_item.fetch_add(1); item < m.items; item = next_item.fetch_add(1)) {
-            const int64_t t = item / m.head_chunks, h0 = (item % m.head_chunks) * m.heads_per_item;
+            // item = (token · row_splits + split) · head_chunks + head chunk
+            const int64_t ts = item / m.head_chunks, h0 = (item % m.head_chunks) * m.heads_per_item;
+            const int64_t t = ts / m.row_splits, split = ts % m.row_splits;
             const int64_t h1 = std::min(p.n_heads, h0 + m.heads_per_item);
             if (h0 >= h1) continue;
-            if (m.path == AttnPath::mqa)
-                k.mqa->sparse_mqa_block(a, t, h0, h1, w);
-            else
+            if (m.path == AttnPath::mqa) {
+                MqaShare share{t, h0, h1, 0, a.n_main + a.n_extra, nullptr};
+                if (m.row_splits > 1) {
+                    share.row_begin = split * m.rows_per_split;
+                    share.row_end = std::min(share.row_end, share.row_begin + m.rows_per_split);
+                    share.partial = reinterpret_cast<float*>(static_cast<char*>(ws.data) + m.partials + item * m.partial_bytes);
+                }
+                k.mqa->sparse_mqa_block(a, share, w);
+            } else {
                 k.mla->sparse_mla_heads(p, t, h0, h1, static_cast<float*>(w));
+            }
+        }
+    });
+    if (m.row_splits == 1) return Status::ok();
+    // Split-K: each (token, head chunk) merges its splits' partial states into the output.
+    parallel_chunks(pool, p.n_tokens * m.head_chunks, 1, [&](int64_t b, int64_t e) {
+        float* partials[kMqaMaxSplits];
+        for (int64_t i = b; i < e; ++i) {
+            const int64_t t = i / m.head_chunks, c = i % m.head_chunks, h0 = c * m.heads_per_item;
+            const int64_t h1 = std::min(p.n_heads, h0 + m.heads_per_item);
+            if (h0 >= h1) continue;
+            for (int64_t s = 0; s < m.row_splits; ++s)
+                partials[s] = reinterpret_cast<float*>(
+                    static_cast<char*>(ws.data) + m.partials + ((t * m.row_splits + s) * m.head_chunks + c) * m.partial_bytes);
+            k.mqa->merge_mqa_partials(a, t, h0, h1, partials, m.row_splits);
         }
     });
     return Status::ok();

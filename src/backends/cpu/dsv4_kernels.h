@@ -69,13 +69,28 @@ inline constexpr int64_t kSparseMqaTileChunk = 256;
 // splits a token's heads at multiples of it.
 inline constexpr int64_t kSparseMqaHeadBlock = 4;
 
+// A share of one token's attention: heads [head_begin, head_end) (at most the nh the workspace was sized for)
+// over the listed rows [row_begin, row_end) of the main list followed by the extra list. A share of every
+// row writes the token's output; a share of a split of the rows (split-K: `partial` set) writes its
+// online-softmax state to partial instead, SIEVE_MQA_PARTIAL_FLOATS(heads) floats: the accumulators
+// [heads, head_dim], the running max [heads] and denominator [heads], then the count of valid rows. The sink
+// belongs to the split that starts at row 0.
+struct MqaShare {
+    int64_t token = 0, head_begin = 0, head_end = 0, row_begin = 0, row_end = 0;
+    float* partial = nullptr;
+};
+#define SIEVE_MQA_PARTIAL_FLOATS(heads, head_dim) ((heads) * (head_dim) + 2 * (heads) + 1)
+
 struct CpuDsv4Kernels {
     const char* isa_name;
     bool tiles;  // sparse_mqa_block has the AMX tile path and uses its workspace parts (SparseMqaKernelArgs)
-    // Token `token`, heads [head_begin, head_end) (at most the nh the workspace was sized for); ws: the
-    // workspace described in the args, 64-aligned.
-    void (*sparse_mqa_block)(const SparseMqaKernelArgs& a, int64_t token, int64_t head_begin, int64_t head_end,
-                             void* ws);
+    // One share of a token's attention; ws: the workspace described in the args, 64-aligned.
+    void (*sparse_mqa_block)(const SparseMqaKernelArgs& a, const MqaShare& share, void* ws);
+    // The output of token `token`, heads [head_begin, head_end), from the partial states of its n_splits row
+    // splits (partials[s] as sparse_mqa_block wrote them, s in row order): the sums rescaled to their common
+    // max, added (into partials[0]), and divided once.
+    void (*merge_mqa_partials)(const SparseMqaKernelArgs& a, int64_t token, int64_t head_begin, int64_t head_end,
+                               float* const* partials, int64_t n_splits);
 };
 
 extern const CpuDsv4Kernels kCpuDsv4KernelsScalar;

@@ -230,35 +230,61 @@ struct D4NextRows {
 
 #endif  // __AMX_BF16__
 
-void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64_t h1, void* ws) {
+// Writes out[t, h] = acc / den for the heads [h0, h0 + nh) (acc [nh, d], den [nh]); 0 where the token had no
+// valid row or the head's sink is +inf.
+inline void d4_store_output(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64_t nh, const float* acc,
+                            const float* den, int64_t n_valid) {
+    const int64_t d = a.head_dim, o_elem = a.out_bf16 ? 2 : 4;
+    for (int64_t h = 0; h < nh; ++h) {
+        char* out = static_cast<char*>(a.out) + (t * a.out_token_stride + (h0 + h) * a.out_head_stride) * o_elem;
+        // No valid row: o = 0, even with a sink (§3.8 "lonely query"); a sink of +inf takes all the weight of
+        // its zero value (dsa_mla.md §2.8): o = 0 (its den and acc are NaN from e^(inf − inf) by now).
+        if (n_valid == 0 || (a.sink && a.sink[h0 + h] == __builtin_inff())) {
+            for (int64_t i = 0; i < d; ++i) s_store(out, a.out_bf16, i, 0.0f);
+            continue;
+        }
+        const float inv = 1.0f / den[h];
+        const float* ah = acc + h * d;
+        const VF vinv = vf_set1(inv);
+        int64_t i = 0;
+        for (; i + kLanes <= d; i += kLanes) vf_store_row(out, a.out_bf16, i, vf_mul(vf_load(ah + i), vinv));
+        for (; i < d; ++i) s_store(out, a.out_bf16, i, ah[i] * inv);
+    }
+}
+
+void sparse_mqa_block(const SparseMqaKernelArgs& a, const MqaShare& share, void* ws) {
     char* w = static_cast<char*>(ws);
+    const int64_t t = share.token, h0 = share.head_begin, h1 = share.head_end;
     const int64_t d = a.head_dim, nh = h1 - h0, C = kSparseMqaChunk;
     float* qf = reinterpret_cast<float*>(w + a.ws_q);     // [nh, d]
     float* kc = reinterpret_cast<float*>(w + a.ws_kc);    // [C, d]
     float* kt = reinterpret_cast<float*>(w + a.ws_kt);    // [d, C]
     float* lg = reinterpret_cast<float*>(w + a.ws_lg);    // [nh, C]
     const AttnSoftmaxState st{reinterpret_cast<float*>(w + a.ws_acc), reinterpret_cast<float*>(w + a.ws_mx),
-                       reinterpret_cast<float*>(w + a.ws_den)};
+                              reinterpret_cast<float*>(w + a.ws_den)};
     const float ninf = -__builtin_inff();
-    const int64_t q_elem = a.q_bf16 ? 2 : 4, o_elem = a.out_bf16 ? 2 : 4;
+    const int64_t q_elem = a.q_bf16 ? 2 : 4;
     const int64_t nh_state = (nh + 15) / 16 * 16;  // the tile path's padded heads too (the args)
+    const bool sink = a.sink && share.row_begin == 0;
     for (int64_t h = 0; h < nh_state; ++h) {
         if (h < nh)
             d4_widen(static_cast<const char*>(a.q) + (t * a.q_token_stride + (h0 + h) * a.q_head_stride) * q_elem,
                      a.q_bf16, qf + h * d, d);
-        st.mx[h] = h < nh && a.sink ? a.sink[h0 + h] : ninf;
+        st.mx[h] = h < nh && sink ? a.sink[h0 + h] : ninf;
         st.den[h] = st.mx[h] > ninf ? 1.0f : 0.0f;
         for (int64_t i = 0; i < d; ++i) st.acc[h * d + i] = 0.0f;
     }
-    const int32_t* mslots = a.n_main > 0 ? a.main_slots + t * a.main_stride : nullptr;
-    const int32_t* xslots = a.n_extra > 0 ? a.extra_slots + t * a.extra_stride : nullptr;
-    int64_t jm = 0, jx = 0, n_valid = 0;
+    // The share's rows: main positions [jm, main_end), then extra positions [jx, extra_end).
+    const int64_t main_end = s_min(a.n_main, share.row_end), extra_end = s_max(int64_t{0}, s_min(a.n_extra, share.row_end - a.n_main));
+    const int32_t* mslots = main_end > 0 ? a.main_slots + t * a.main_stride : nullptr;
+    const int32_t* xslots = extra_end > 0 ? a.extra_slots + t * a.extra_stride : nullptr;
+    int64_t jm = s_min(share.row_begin, a.n_main), jx = s_max(int64_t{0}, share.row_begin - a.n_main), n_valid = 0;
 #if defined(__AMX_BF16__)
     const bool tiles = a.tile_workspace && a.q_bf16 && a.p_bf16 && d % 64 == 0 && (!mslots || d4_tile_cache(a.main)) &&
                        (!xslots || d4_tile_cache(a.extra));
     const AttnTileBuffers tw{reinterpret_cast<uint32_t*>(w + a.ws_qt), reinterpret_cast<uint16_t*>(w + a.ws_kb),
-                     reinterpret_cast<uint16_t*>(w + a.ws_kv), reinterpret_cast<uint16_t*>(w + a.ws_pb),
-                     reinterpret_cast<float*>(w + a.ws_lt), reinterpret_cast<float*>(w + a.ws_pt)};
+                             reinterpret_cast<uint16_t*>(w + a.ws_kv), reinterpret_cast<uint16_t*>(w + a.ws_pb),
+                             reinterpret_cast<float*>(w + a.ws_lt), reinterpret_cast<float*>(w + a.ws_pt)};
     if (tiles) {
         amx_tiles_begin();
         for (int64_t g = 0; g * 16 < nh; ++g) attn_q_pairs_t(qf + g * 16 * d, s_min(int64_t{16}, nh - g * 16), d, tw.qt + g * (d / 2) * 16);
@@ -270,12 +296,12 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
             const int64_t jm0 = jm, jx0 = jx;
             bool exact = true;
             const int64_t CT = kSparseMqaTileChunk;
-            int64_t nc = mslots ? d4_gather_bf16(a.main, mslots, a.n_main, &jm, tw.kb, 0, CT, d, &exact) : 0;
-            if (xslots) nc = d4_gather_bf16(a.extra, xslots, a.n_extra, &jx, tw.kb, nc, CT, d, &exact);
+            int64_t nc = mslots ? d4_gather_bf16(a.main, mslots, main_end, &jm, tw.kb, 0, CT, d, &exact) : 0;
+            if (xslots) nc = d4_gather_bf16(a.extra, xslots, extra_end, &jx, tw.kb, nc, CT, d, &exact);
             if (nc == 0) break;
             if (exact) {
                 n_valid += nc;
-                D4NextRows next{{&a.main, &a.extra}, {mslots, xslots}, {mslots ? a.n_main : 0, xslots ? a.n_extra : 0}};
+                D4NextRows next{{&a.main, &a.extra}, {mslots, xslots}, {mslots ? main_end : 0, xslots ? extra_end : 0}};
                 next.list = jm < next.n[0] ? 0 : 1;
                 next.j = next.list == 0 ? jm : jx;
                 attn_tiles_values_from_keys(tw, d, d, nc);
@@ -285,8 +311,8 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
             jm = jm0, jx = jx0;  // gathered again below, in fp32
         }
 #endif
-        int64_t nc = mslots ? d4_gather(a.main, mslots, a.n_main, &jm, kc, 0, C, d) : 0;
-        if (xslots) nc = d4_gather(a.extra, xslots, a.n_extra, &jx, kc, nc, C, d);
+        int64_t nc = mslots ? d4_gather(a.main, mslots, main_end, &jm, kc, 0, C, d) : 0;
+        if (xslots) nc = d4_gather(a.extra, xslots, extra_end, &jx, kc, nc, C, d);
         if (nc == 0) break;
         n_valid += nc;
         d4_chunk_fma(qf, nh, d, kc, kt, lg, nc, a.scale, a.p_bf16, st);
@@ -294,21 +320,53 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64
 #if defined(__AMX_BF16__)
     if (tiles) amx_tiles_end();
 #endif
+    if (!share.partial) return d4_store_output(a, t, h0, nh, st.acc, st.den, n_valid);
+    float* p = share.partial;
+    for (int64_t i = 0; i < nh * d; ++i) p[i] = st.acc[i];
+    for (int64_t h = 0; h < nh; ++h) p[nh * d + h] = st.mx[h], p[nh * d + nh + h] = st.den[h];
+    p[nh * d + 2 * nh] = static_cast<float>(n_valid);  // exact: a token lists far fewer than 2^24 rows
+}
+
+// Split-K merge (ops/sparse_attention.h: the online softmax over the splits' chunks): M = the largest of the
+// splits' maxima, each split's sums times e^(M_s − M) (0 for a split that never had a finite max: its sums
+// are 0, or NaN, which then stays NaN), added in row order, divided once.
+void merge_mqa_partials(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64_t h1, float* const* partials,
+                        int64_t n_splits) {
+    const int64_t d = a.head_dim, nh = h1 - h0;
+    const float ninf = -__builtin_inff();
+    int64_t n_valid = 0;
+    for (int64_t s = 0; s < n_splits; ++s) n_valid += static_cast<int64_t>(partials[s][nh * d + 2 * nh]);
+    float* acc = partials[0];  // merged in place into the first split's state
+    float* den = acc + nh * d + nh;
     for (int64_t h = 0; h < nh; ++h) {
-        char* out = static_cast<char*>(a.out) + (t * a.out_token_stride + (h0 + h) * a.out_head_stride) * o_elem;
-        // No valid row: o = 0, even with a sink (§3.8 "lonely query"); a sink of +inf takes all the weight of
-        // its zero value (dsa_mla.md §2.8): o = 0 (its den and acc are NaN from e^(inf − inf) by now).
-        if (n_valid == 0 || (a.sink && a.sink[h0 + h] == __builtin_inff())) {
-            for (int64_t i = 0; i < d; ++i) s_store(out, a.out_bf16, i, 0.0f);
-            continue;
+        float m = ninf;
+        bool nan = false;
+        for (int64_t s = 0; s < n_splits; ++s) {
+            const float ms = partials[s][nh * d + h];
+            nan |= ms != ms;
+            m = ms > m ? ms : m;
         }
-        const float inv = 1.0f / st.den[h];
-        const float* ah = st.acc + h * d;
-        const VF vinv = vf_set1(inv);
-        int64_t i = 0;
-        for (; i + kLanes <= d; i += kLanes) vf_store_row(out, a.out_bf16, i, vf_mul(vf_load(ah + i), vinv));
-        for (; i < d; ++i) s_store(out, a.out_bf16, i, ah[i] * inv);
+        if (nan) m = float_of(0x7fc00000u);  // a NaN max (a NaN sink) poisons the head, as the formula does
+        float dsum = 0.0f;
+        for (int64_t s = 0; s < n_splits; ++s) {
+            const float ms = partials[s][nh * d + h];
+            const float f = ms == ninf ? 0.0f : __builtin_expf(ms - m);
+            const float* as = partials[s] + h * d;
+            const VF vf = vf_set1(f);
+            int64_t i = 0;
+            float* ah = acc + h * d;
+            if (s == 0) {
+                for (; i + kLanes <= d; i += kLanes) vf_store(ah + i, vf_mul(vf_load(as + i), vf));
+                for (; i < d; ++i) ah[i] = as[i] * f;
+            } else {
+                for (; i + kLanes <= d; i += kLanes) vf_store(ah + i, vf_fma(vf_load(as + i), vf, vf_load(ah + i)));
+                for (; i < d; ++i) ah[i] += as[i] * f;
+            }
+            dsum += partials[s][nh * d + nh + h] * f;
+        }
+        den[h] = dsum;
     }
+    d4_store_output(a, t, h0, nh, acc, den, n_valid);
 }
 
 }  // namespace
@@ -324,6 +382,7 @@ extern const CpuDsv4Kernels SIEVE_CPU_DSV4_TABLE = {
     .tiles = false,
 #endif
     .sparse_mqa_block = SIEVE_CPU_ISA_NS::sparse_mqa_block,
+    .merge_mqa_partials = SIEVE_CPU_ISA_NS::merge_mqa_partials,
 };
 
 }  // namespace sieve::cpu
