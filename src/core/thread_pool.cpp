@@ -36,11 +36,12 @@ namespace {
 // Set while this thread runs a chunk of some pool's job: a nested parallel_for runs serially.
 thread_local bool t_inside_job = false;
 
-// Spins until done() or about kSpinMicros have passed; true when done() held.
-constexpr int64_t kSpinMicros = 30;
+// Spins until done() or about `micros` have passed; true when done() held.
+constexpr int64_t kIdleSpinMicros = 300;  // an idle worker, waiting for the next job (see thread_pool.h)
+constexpr int64_t kJoinSpinMicros = 30;   // the caller, waiting for the workers' chunks of its job
 template <typename Done>
-bool spin_until(Done done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+bool spin_until(int64_t micros, Done done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
     for (;;) {
         for (int i = 0; i < 64; ++i) {
             if (done()) return true;
@@ -77,6 +78,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         job_n_ = n;
         job_chunks_ = chunks;
         pending_.store(chunks - 1);
+        parked_.store(false, std::memory_order_relaxed);
         generation_.fetch_add(1);
     }
     start_cv_.notify_all();
@@ -84,7 +86,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     t_inside_job = true;
     fn(b, e);
     t_inside_job = false;
-    if (!spin_until([this] { return pending_.load() == 0; })) {
+    if (!spin_until(kJoinSpinMicros, [this] { return pending_.load() == 0; })) {
         std::unique_lock lock(mutex_);
         done_cv_.wait(lock, [this] { return pending_.load() == 0; });
     }
@@ -98,7 +100,9 @@ void ThreadPool::worker_loop(int index) {
         const std::function<void(int64_t, int64_t)>* job;
         int64_t n;
         int chunks;
-        spin_until([&] { return stop_.load() || generation_.load() != seen; });
+        spin_until(kIdleSpinMicros, [&] {
+            return stop_.load() || generation_.load() != seen || parked_.load(std::memory_order_relaxed);
+        });
         {
             std::unique_lock lock(mutex_);
             start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });

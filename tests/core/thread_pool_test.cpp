@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
 
 namespace sieve {
@@ -30,6 +34,26 @@ TEST(ThreadPool, RespectsMinChunkAndRunsManyJobs) {
         pool.parallel_for(64, [&](int64_t b, int64_t e) { sum += e - b; });
     EXPECT_EQ(sum.load(), 500 * 64);
     pool.parallel_for(0, [&](int64_t, int64_t) { FAIL(); });
+}
+
+// park() makes the idle workers block at once instead of spinning; the next job wakes every one of them
+// (each of its 4 chunks runs on a thread of its own), before and after their spin would have ended.
+TEST(ThreadPool, ParkedWorkersTakeTheNextJob) {
+    ThreadPool pool(4);
+    for (int rep = 0; rep < 50; ++rep) {
+        pool.park();
+        if (rep % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::atomic<int> chunks{0};
+        std::mutex m;
+        std::set<std::thread::id> threads;
+        pool.parallel_for(4, [&](int64_t b, int64_t e) {
+            chunks += static_cast<int>(e - b);
+            std::lock_guard lock(m);
+            threads.insert(std::this_thread::get_id());
+        });
+        ASSERT_EQ(chunks.load(), 4);
+        ASSERT_EQ(threads.size(), 4u) << "rep " << rep;
+    }
 }
 
 TEST(ThreadPool, NestedAndConcurrentCallsComplete) {

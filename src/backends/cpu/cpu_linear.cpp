@@ -322,6 +322,7 @@ Status cpu_linear_run(const CpuLinearContext& c, const CpuPreparedLinear& w, con
             }
             char* y_rows = static_cast<char*>(p.y) + r0 * p.y_row_stride * static_cast<int64_t>(y_elem);
             float* dst = state->stage_y ? reinterpret_cast<float*>(ws_base + state->y_offset) : reinterpret_cast<float*>(y_rows);
+            pool.park();  // oneDNN's OpenMP threads take the cores now (core/thread_pool.h)
             SIEVE_RETURN_IF_ERROR(dnnl_run(*w.dnnl, *state->gemm, src, dst, rows, ws_base + state->scratch_offset));
             if (state->stage_y)
                 parallel_chunks(pool, rows, min_chunk_for(n), [&](int64_t b, int64_t e) {
