@@ -70,7 +70,10 @@ inline void d4_widen(const void* src, bool bf16, float* dst, int64_t n) {
 // for all the heads of the call into fp32 rows kc [C, d] plus the transpose kt [d, C]; per block of
 // kAttnHeadBlock heads, the logits are a register tile (heads × 2 vectors of rows), then an online-softmax
 // update, then P·V as a register tile (heads × 2 vectors of output dims) over all d dims (K = V, §3.8).
-// All fp32: logits, weights and sums (ops/sparse_attention.h "any accumulation order").
+// All fp32: logits, weights and sums (ops/sparse_attention.h "any accumulation order"). At the amx_bf16 level,
+// chunks of exact bf16 rows go through the tile path instead (below; attention_kernels_impl.inl
+// attn_tiles_chunk). A call may cover a range of the rows only (split-K, MqaShare): it then leaves its
+// softmax state for merge_mqa_partials.
 //
 // Softmax with the sink (§3.8 "sink in softmax denominator"): the sink starts the running max M, and its
 // term e^(sink − M) starts the denominator at e^0 = 1 (0 without a sink or for sink = −inf, where the
