@@ -185,22 +185,24 @@ TEST(SparseAttentionConformance, MqaRowSplits) {
     check_mqa_cases(cases, rng);
 }
 
-// The cpu backend at the best ISA on a pool of 5 threads, whatever this machine has: a decode of fewer tokens
-// than threads splits each token's rows (split-K, cpu_sparse_attention.cpp) and merges the splits.
-NamedBackend cpu_with_five_threads() {
-    static ThreadPool pool(5);
+// The cpu backend at the best ISA on a pool of `threads` threads (kept for the process), whatever this machine
+// has: a decode of fewer tokens than threads splits each token's rows (split-K, cpu_sparse_attention.cpp)
+// and merges the splits.
+NamedBackend cpu_on_threads(int threads) {
+    static ThreadPool five(5), sixteen(16);
     CpuBackendOptions o;
     o.isa = active_isa();
-    o.pool = &pool;
+    o.pool = threads == 5 ? &five : &sixteen;
+    EXPECT_TRUE(threads == 5 || threads == 16);
     auto b = make_cpu_backend(o);
     EXPECT_TRUE(b.has_value()) << b.status().to_string();
-    return {"cpu on 5 threads", std::move(b).value()};
+    return {fmt::format("cpu on {} threads", threads), std::move(b).value()};
 }
 
 void check_mqa_cases(const std::vector<MqaCase>& cases, Rng& rng) {
     auto ref = ref_backend();
     auto backends = backends_under_test();
-    backends.push_back(cpu_with_five_threads());
+    backends.push_back(cpu_on_threads(5));
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const MqaCase& c = cases[ci];
         SCOPED_TRACE(fmt::format("case {}: T {} H {} d {} r {} window {} ({}) compressed {} ({}) sink {} ({}) q {} out {}{}", ci,
@@ -457,7 +459,8 @@ TEST(SparseAttentionKnownValues, MqaBf16MathRoundsTheWeightsNotTheirSum) {
 
 // Non-finite inputs give non-finite outputs and only a token without valid rows gives 0 (ops/sparse_attention.h),
 // on ref and every backend, q f32 and bf16, both maths, with and without a sink, over a window list and a
-// compressed list of four chunks in all. Rows of f32 or fp8_model1 (d 512, rope 64); slots 0 and 1 hold a NaN
+// compressed list of 528 rows in all (also on a backend of 16 threads, which splits them into three ranges:
+// split-K). Rows of f32 or fp8_model1 (d 512, rope 64); slots 0 and 1 hold a NaN
 // (f32: a value; fp8_model1: an e4m3 NaN byte in slot 0, a NaN scale byte 0xFF in slot 1), slot 2 an inf (a
 // rope value of the fp8_model1 rows), and slot 3 of fp8_model1 a low scale byte (MqaCase::low_scale_rows).
 // Tokens:
@@ -470,10 +473,11 @@ TEST_P(MqaNonFinite, InputsGiveNonFiniteOutputsAndEmptyRowsZero) {
     auto backends = backends_under_test();
     auto ref = ref_backend();
     backends.push_back({"ref", ref_backend()});
+    backends.push_back(cpu_on_threads(16));
     Rng rng(4205);
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     const CacheRecordLayout l{GetParam(), 512, GetParam() == CacheRecordFormat::f32 ? 0 : 64};
-    const int64_t d = l.dim, H = 16, T = 6, NW = 128, NC = 100;
+    const int64_t d = l.dim, H = 16, T = 6, NW = 128, NC = 400;
     PagedTestCache window(16, 16, l.entry_bytes(), 64), compressed(16, 16, l.entry_bytes(), 64);
     if (l.format == CacheRecordFormat::f32) {
         for (PagedTestCache* c : {&window, &compressed})
