@@ -377,6 +377,15 @@ inline void attn_interleave_pairs(const uint16_t* kb, int64_t ldk, int64_t n_key
     for (int64_t k = 0; k < n_keys; k += 2) attn_interleave_row_pair(kb + k * ldk, kb + (k + 1) * ldk, d, kv + k * d);
 }
 
+// dst[i] = bf16(e4m3(src[i]) · s) for i < n (a multiple of 32): exact where the caller has checked that every
+// product is a bf16 value, normal or zero (s a power of two in range); NaN codes give bf16 NaNs.
+inline void attn_e4m3_to_bf16(const uint8_t* src, VF s, uint16_t* dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 32) {
+        const VF x = vf_mul(vf_e4m3_values(src + i), s), y = vf_mul(vf_e4m3_values(src + i + 16), s);
+        _mm512_storeu_si512(dst + i, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y.v, x.v)));
+    }
+}
+
 // qt[(i/2)·16 + h] = the (q[h, i], q[h, i+1]) pair, as bf16, of 16 rows of q (fp32 values that are bf16:
 // widened bf16 q), rows h ≥ n_rows zero; i < d (a multiple of 32).
 inline void attn_q_pairs_t(const float* qf, int64_t n_rows, int64_t d, uint32_t* qt) {

@@ -149,10 +149,7 @@ inline bool mla_entry_bf16(const SparseAttentionParams& p, int64_t slot, uint16_
         const uint32_t ex = bits >> 23;  // a positive power of two has no sign and no mantissa bits
         if ((bits & 0x007fffffu) != 0 || ex < 10 || ex > 246) return false;
         const VF vs = {_mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(bits)))};
-        for (int64_t i = k * g; i < (k + 1) * g; i += 32) {
-            const VF x = vf_mul(vf_e4m3_values(e + i), vs), y = vf_mul(vf_e4m3_values(e + i + 16), vs);
-            _mm512_storeu_si512(out + i, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y.v, x.v)));  // exact
-        }
+        attn_e4m3_to_bf16(e + k * g, vs, out + k * g, g);
     }
     const uint8_t* rope = scales + 4 * (r / g);
     for (int64_t j = 0; j < dr; j += 32) _mm512_storeu_si512(out + r + j, _mm512_loadu_si512(rope + 2 * j));

@@ -179,10 +179,7 @@ inline bool d4_record_row_bf16(const RecordCache& c, int32_t slot, uint16_t* dst
         const uint8_t e = scales[g];
         if (e < kTileScaleMin || e > kTileScaleMax) return false;
         const VF s = {_mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(e) << 23))};
-        for (int64_t i = g * 64; i < g * 64 + 64; i += 32) {
-            const VF x = vf_mul(vf_e4m3_values(data + i), s), y = vf_mul(vf_e4m3_values(data + i + 16), s);
-            _mm512_storeu_si512(dst + i, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y.v, x.v)));  // exact
-        }
+        attn_e4m3_to_bf16(data + g * 64, s, dst + g * 64, 64);
     }
     const uint16_t* rope = reinterpret_cast<const uint16_t*>(data + c.nope);
     for (int64_t i = c.nope; i < c.dim; i += 32)
@@ -332,7 +329,8 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, const MqaShare& share, void*
 
 // Split-K merge (ops/sparse_attention.h: the online softmax over the splits' chunks): M = the largest of the
 // splits' maxima, each split's sums times e^(M_s − M) (0 for a split that never had a finite max: its sums
-// are 0, or NaN, which then stays NaN), added in row order, divided once.
+// are 0, or NaN, which then stays NaN), added in row order, divided once. A NaN max (a NaN sink) is never
+// taken as M, but its factor e^(NaN − M) is NaN, so the head's sums turn NaN, as the formula says.
 void merge_mqa_partials(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int64_t h1, float* const* partials,
                         int64_t n_splits) {
     const int64_t d = a.head_dim, nh = h1 - h0;
@@ -343,13 +341,10 @@ void merge_mqa_partials(const SparseMqaKernelArgs& a, int64_t t, int64_t h0, int
     float* den = acc + nh * d + nh;
     for (int64_t h = 0; h < nh; ++h) {
         float m = ninf;
-        bool nan = false;
         for (int64_t s = 0; s < n_splits; ++s) {
             const float ms = partials[s][nh * d + h];
-            nan |= ms != ms;
             m = ms > m ? ms : m;
         }
-        if (nan) m = float_of(0x7fc00000u);  // a NaN max (a NaN sink) poisons the head, as the formula does
         float dsum = 0.0f;
         for (int64_t s = 0; s < n_splits; ++s) {
             const float ms = partials[s][nh * d + h];
