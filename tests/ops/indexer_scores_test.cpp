@@ -63,6 +63,10 @@ std::vector<ScoreCase> score_cases() {
         {64, 128, 40, 1, 64, DType::f8_e4m3, F::fp8_row_scale, true, true, 0.0f, 1300},
         {17, 33, 24, 2, 16, DType::f8_e4m3, F::fp8_row_scale, true, false, 0.0f, 1300},
         {7, 128, 2, 2, 16, DType::f8_e4m3, F::fp8_row_scale, true, true, 0.0f},
+        // The deployed shape (cuda: the wgmma kernel), odd blocks with many heads ≤ 0, fewer heads and dims.
+        {24, 64, 128, 3, 64, DType::f8_e4m3, F::fp8_row_scale, true, true, 0.0f, 700},
+        {9, 64, 128, 2, 5, DType::f8_e4m3, F::fp8_row_scale, true, false, -0.5f, 300},
+        {6, 48, 72, 2, 16, DType::f8_e4m3, F::fp8_row_scale, true, true, 0.0f, 400},
         // Combinations no family uses today, which the contract allows.
         {5, 64, 32, 2, 8, DType::f32, F::bf16, true, true, 0.0f},
         {5, 4, 16, 2, 8, DType::f8_e4m3, F::f32, false, false, 0.0f},

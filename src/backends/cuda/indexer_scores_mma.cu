@@ -22,7 +22,7 @@
 //   keys that is the usual fragment. For e4m3 keys, ldmatrix (b16) over rows of 16 key bytes gives lane
 //   (g, t) = (lane / 4, lane % 4) the bytes of dims 4t … 4t + 3 of key g; converted in registers they are
 //   b0 (k = 2t, 2t + 1 ↔ dims 4t, 4t + 1) and b1 (k = 2t + 8, 2t + 9 ↔ dims 4t + 2, 4t + 3). q is stored
-//   with the same permutation of the k of each 16-dim chunk (q_dim_column), so the sum over k is the dot
+//   with the same permutation of the k of each 16-dim chunk (e4m3_dim_column), so the sum over k is the dot
 //   product, summed in another order (which the contract allows).
 // - Warp (wm, wn) multiplies head groups wm, wm + 2, ... of 32 heads with keys 32·wn … 32·wn + 31; each
 //   lane sums w_h·ReLU over its heads, the lanes of a key column are added by shuffles and the two head
@@ -40,6 +40,7 @@
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/dependent_launch.cuh"
+#include "backends/cuda/indexer_key_tiles.cuh"
 #include "backends/cuda/mma_sync.cuh"
 
 namespace sieve::cuda {
@@ -52,19 +53,12 @@ constexpr int kWarpHeads = 32;   // heads of one warp pass: 2 m-tiles of 16
 constexpr int kMmaK = 16;        // dims per mma
 constexpr int kMaxHeads = 128;
 constexpr int kMaxDims = 128;
+static_assert(kThreads == 2 * kTileKeys, "two threads bring each key of a tile (indexer_key_tiles.cuh)");
 constexpr int kStages = 3;       // key tiles in shared memory: one multiplied, two in flight
 // Blocks resident at once on an H100 / H200 SXM: 132 multiprocessors × 2. The split of the keys over
 // blocks is chosen for whole waves of these (split_keys); a constant, so it is a function of the shapes.
 constexpr int64_t kResidentBlocks = 132 * 2;
-constexpr int64_t kMaxWaves = 8;
-constexpr int64_t kBlockStartTiles = 2;  // a block's start (q, the pipeline's fill), in tiles of work
 constexpr int64_t kMaxGridY = 65535;
-
-// A key's status in its stage, from its location.
-constexpr uint8_t kKeyLocated = 0, kKeyNoCandidate = 1, kKeyUnlocatable = 2;
-
-// The source of zero-filled copies (cp.async with source size 0 reads nothing, but wants an address).
-__device__ __align__(16) uint8_t g_zero_source[16];
 
 // Shared memory: q_s [hp][q_row] operands, w_s [hp] head weights, red [2 head halves][kTileKeys], then
 // kStages stages of [kTileKeys][key_row] raw key bytes, [kTileKeys] fp32 scales (fp8 keys), [kTileKeys]
@@ -111,13 +105,6 @@ __device__ __forceinline__ void warp_pair_barrier(int pair) {
     }
 }
 // ---- operands --------------------------------------------------------------------------------------
-
-// The q_s column of dim p for e4m3 keys: within each 16-dim chunk, dim 4t + s sits at k = 2t + s (s < 2)
-// or 8 + 2t + (s − 2), the k that ldmatrix and the conversion give the key's dim 4t + s (header comment).
-__device__ __forceinline__ int q_dim_column(int p) {
-    const int r = p % kMmaK, t = r / 4, s = r % 4;
-    return p - r + (s < 2 ? 2 * t + s : 8 + 2 * t + (s - 2));
-}
 
 // ---- one tile ----------------------------------------------------------------------------------------
 
@@ -175,18 +162,6 @@ __device__ __forceinline__ void tile_head_sums(float (&part)[4][2], uint32_t q_l
     }
 }
 
-// This thread's share of the copies of one key's row into a stage: granules first, first + 2, … of
-// kGranule bytes of the padded row (those past the key's data_bytes, or all when the key is not located,
-// zero-filled).
-template <int kGranule>
-__device__ __forceinline__ void copy_key_values(uint32_t dst_row, const uint8_t* src_row, bool located, int first, int row_bytes,
-                                                int data_bytes) {
-    for (int b = first * kGranule; b < row_bytes; b += 2 * kGranule) {
-        const bool have = located && b < data_bytes;
-        async_copy::copy_zfill<kGranule>(dst_row + static_cast<uint32_t>(b), have ? src_row + b : g_zero_source, have ? kGranule : 0);
-    }
-}
-
 template <bool kHalf, bool kFp8Keys>
 __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresArgs a, int tiles_per_block, int granule) {
     wait_for_previous_kernel();
@@ -199,12 +174,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresA
 
     const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
     const int wm = warp / 4, wn = warp % 4, g = lane / 4, tq = lane % 4;
-    // Copies: threads 2·k and 2·k + 1 bring key k of a tile (every other granule each); the first also
-    // writes its status, the second copies its scale.
-    const int copy_key = tid / 2, copy_part = tid % 2;
     const int64_t H = a.n_heads, D = a.head_dim;
-    const int data_bytes = static_cast<int>(a.keys.data_bytes);  // head_dim (fp8) or 2·head_dim (bf16): ≤ 256
-    const uint32_t block_size_u32 = indexer_block_size_u32(a.keys);
     const int steps = L.dp / kMmaK;
 
     // Shared addresses of this lane's ldmatrix rows: q rows (lane % 16) of an m-tile, k half lane / 16;
@@ -216,76 +186,31 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresA
                  : static_cast<uint32_t>((wn * kWarpKeys + (lane >> 4) * 8 + (lane & 7)) * L.key_row + ((lane >> 3) & 1) * 16);
     const uint32_t stages_address = mma::smem_address(stages);
 
+    const auto key_stage = [&](int s) {
+        return KeyStage{stages_address + static_cast<uint32_t>(s * L.stage_bytes), stages + s * L.stage_bytes, L.key_row,
+                        L.key_data, L.scales_off, L.status_off};
+    };
+    KeyTileRing<kFp8Keys, kTileKeys, kStages, decltype(key_stage)> ring(a, key_stage, granule);
+
     for (int64_t t = blockIdx.y; t < a.n_tokens; t += gridDim.y) {
-        const int64_t n = min(max(static_cast<int64_t>(a.n_keys[t]), int64_t{0}), a.n_cols);  // ≤ INT32_MAX
-        const int64_t tiles = (n + kTileKeys - 1) / kTileKeys;
-        const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * tiles_per_block;
-        if (first_tile >= tiles) continue;  // uniform over the block
-        const int tile0 = static_cast<int>(first_tile);
-        const int tile1 = static_cast<int>(min(first_tile + tiles_per_block, tiles));
-        __syncthreads();  // the previous token's readers of q_s, w_s, red and the stages are done
-        const int64_t req = a.token_request[t];
-        const bool req_ok = req >= 0 && req < a.n_requests;  // inputs_ok: the host sends no other args here
-        const int32_t* row = a.block_table + (req_ok ? req : 0) * a.block_table_stride;
-        const uint32_t n_u32 = static_cast<uint32_t>(n);
+        if (!ring.start(t, tiles_per_block)) continue;  // the first tiles travel while q is converted
 
-        // The table entry of this thread's key of a tile, and the tile's copies into a stage.
-        const auto lookup = [&](int tile) {
-            return indexer_key_lookup(a, row, req_ok, static_cast<uint32_t>(tile) * kTileKeys + copy_key, n_u32, block_size_u32);
-        };
-        const auto issue = [&](int stage, const IndexerKeyLookup& k) {
-            const int64_t loc = indexer_key_lookup_location(a, k);
-            const bool located = loc >= 0;
-            const uint8_t* const src = a.keys.base + (located ? loc : 0);
-            const uint32_t stage_address = stages_address + static_cast<uint32_t>(stage * L.stage_bytes);
-            const uint32_t dst = stage_address + static_cast<uint32_t>(copy_key * L.key_row);
-            if (granule == 16)
-                copy_key_values<16>(dst, src, located, copy_part, L.key_data, data_bytes);
-            else if (granule == 8)
-                copy_key_values<8>(dst, src, located, copy_part, L.key_data, data_bytes);
-            else
-                copy_key_values<4>(dst, src, located, copy_part, L.key_data, data_bytes);
-            if (copy_part == 0) {
-                stages[stage * L.stage_bytes + L.status_off + copy_key] =
-                    located ? kKeyLocated : loc == kNoCandidate ? kKeyNoCandidate : kKeyUnlocatable;
-            } else if constexpr (kFp8Keys) {  // its fp32 row scale, at scales_offset + 4·entry of its block
-                const uint8_t* const scale =
-                    located ? a.keys.base + k.id * a.keys.block_bytes + a.keys.scales_offset + 4 * static_cast<int64_t>(k.entry)
-                            : g_zero_source;
-                async_copy::copy_zfill<4>(stage_address + static_cast<uint32_t>(L.scales_off + 4 * copy_key), scale, located ? 4 : 0);
-            }
-        };
-
-        // The first kStages − 1 tiles start travelling while q is converted.
-        for (int s = 0; s < kStages - 1; ++s) {
-            if (tile0 + s < tile1) issue(s, lookup(tile0 + s));
-            async_copy::commit();  // one group per tile slot, empty or not: wait_group counts stay uniform
-        }
-        IndexerKeyLookup ahead;  // the key of tile + kStages − 1, read one iteration early
-        if (tile0 + kStages - 1 < tile1) ahead = lookup(tile0 + kStages - 1);
-
-        // q[t] as operands, zero heads and dims as padding (e4m3 keys: dims permuted, q_dim_column); the
+        // q[t] as operands, zero heads and dims as padding (e4m3 keys: dims permuted, e4m3_dim_column); the
         // head weights w[t, h] (0 for padding).
         const int64_t q_base = t * a.q_token_stride;
         for (int idx = tid; idx < L.hp * L.dp; idx += kThreads) {
             const int h = idx / L.dp, p = idx % L.dp;
             const float v = h < H && p < D ? indexer_q_value(a, q_base + h * a.q_head_stride + p) : 0.0f;
-            q_s[h * L.q_row + (kFp8Keys ? q_dim_column(p) : p)] = mma::f32_to_operand<kHalf>(v);  // exact: e4m3 / bf16 (or 0)
+            q_s[h * L.q_row + (kFp8Keys ? e4m3_dim_column(p) : p)] = mma::f32_to_operand<kHalf>(v);  // exact: e4m3 / bf16 (or 0)
         }
         for (int h = tid; h < L.hp; h += kThreads) w_s[h] = h < H ? indexer_head_weight(a, t, h) : 0.0f;
 
         float* const out_row = a.out + t * a.out_row_stride;
-        int read_stage = 0, write_stage = kStages - 1;
-        for (int tile = tile0; tile < tile1; ++tile) {
-            async_copy::wait<kStages - 2>();  // this thread's copies of `tile` have landed
-            __syncthreads();               // everyone's have (and q_s, w_s); every warp is done with tile − 1
-            const int next = tile + kStages - 1;  // into the stage tile − 1 used
-            if (next < tile1) issue(write_stage, ahead);
-            async_copy::commit();
-            if (next + 1 < tile1) ahead = lookup(next + 1);
+        for (int tile = ring.tile0; tile < ring.tile1; ++tile) {
+            ring.next(tile);  // (the barrier also publishes q_s and w_s)
 
-            const uint8_t* const stage = stages + read_stage * L.stage_bytes;
-            const uint32_t keys_lane = stages_address + static_cast<uint32_t>(read_stage * L.stage_bytes) + key_lane_offset;
+            const KeyStage st = key_stage(ring.read_stage);
+            const uint32_t keys_lane = st.rows + key_lane_offset;
             float part[4][2] = {};
             if (L.dp == kMaxDims)
                 tile_head_sums<kHalf, kFp8Keys, kMaxDims / kMmaK>(part, q_lane, keys_lane, w_s, L, steps, wm, g);
@@ -306,44 +231,14 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresA
             warp_pair_barrier(wn);  // warps (0, wn) and (1, wn): both halves of keys 32·wn … are in red
             if (wm == 0) {  // red is written again only after the next __syncthreads: this warp is done by then
                 const int k = wn * kWarpKeys + lane;
-                const uint8_t status = stage[L.status_off + k];
-                if (status != kKeyNoCandidate) {  // columns j ≥ n_keys[t] are not written
-                    float v = __uint_as_float(0x7fc00000u);  // a key that cannot be located: NaN
-                    if (status == kKeyLocated) {
-                        const float s = kFp8Keys ? reinterpret_cast<const float*>(stage + L.scales_off)[k] : 1.0f;
-                        v = __fmul_rn(s, __fadd_rn(red[k], red[kTileKeys + k]));
-                    }
-                    out_row[static_cast<uint32_t>(tile) * kTileKeys + static_cast<uint32_t>(k)] = v;
-                }
+                const uint8_t status = st.base[L.status_off + k];
+                if (status != kKeyNoCandidate)  // columns j ≥ n_keys[t] are not written
+                    out_row[static_cast<uint32_t>(tile) * kTileKeys + static_cast<uint32_t>(k)] =
+                        staged_key_score<kFp8Keys>(st, k, status, __fadd_rn(red[k], red[kTileKeys + k]));
             }
-            read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
-            write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+            ring.done();
         }
     }
-}
-
-// The largest copy granule (16, 8 or 4 bytes) at which every key row and block is aligned, or 0.
-int key_copy_granule(const ScoresArgs& a) {
-    const uintptr_t base = reinterpret_cast<uintptr_t>(a.keys.base);
-    for (const int gr : {16, 8, 4})
-        if (base % gr == 0 && a.keys.block_bytes % gr == 0 && a.keys.data_bytes % gr == 0) return gr;
-    return 0;
-}
-
-// Tiles per block: the candidate splits into whole waves of kResidentBlocks (1 … kMaxWaves of them), the
-// one with the least work for the busiest block slot (its rounds × (tiles + start)). A function of the
-// shapes alone.
-int64_t split_keys(int64_t tiles, int64_t grid_y) {
-    int64_t best_tiles = tiles, best_cost = -1;
-    for (int64_t waves = 1; waves <= kMaxWaves; ++waves) {
-        const int64_t blocks_x = std::clamp<int64_t>(waves * kResidentBlocks / grid_y, 1, tiles);
-        const int64_t per_block = (tiles + blocks_x - 1) / blocks_x;
-        const int64_t grid_x = (tiles + per_block - 1) / per_block;
-        const int64_t rounds = (grid_x * grid_y + kResidentBlocks - 1) / kResidentBlocks;
-        const int64_t cost = rounds * (per_block + kBlockStartTiles);
-        if (best_cost < 0 || cost < best_cost) best_cost = cost, best_tiles = per_block;
-    }
-    return best_tiles;
 }
 
 template <bool kHalf, bool kFp8Keys>
@@ -364,7 +259,7 @@ Status launch(const ScoresArgs& a, cudaStream_t stream) {
     const SmemLayout L = smem_layout<kFp8Keys>(a.n_heads, a.head_dim);
     const int64_t tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
     const int64_t grid_y = std::min(a.n_tokens, kMaxGridY);
-    const int64_t tiles_per_block = split_keys(tiles, grid_y);
+    const int64_t tiles_per_block = split_keys(tiles, grid_y, kResidentBlocks);
     const int64_t grid_x = (tiles + tiles_per_block - 1) / tiles_per_block;
     launch_after_previous(indexer_scores_mma_kernel<kHalf, kFp8Keys>,
                           dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), kThreads,

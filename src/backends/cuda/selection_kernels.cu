@@ -1,7 +1,7 @@
 // Selection: the Lightning Indexer's scores with the optional fused top-k (ops/indexer_scores.h), top-k (ops/topk.h) and top-k → cache slots (ops/selected_slots.h).
 //
-// indexer_scores: tensor cores where q and the keys are bf16 / e4m3 (indexer_scores_mma.cu: every deployed
-// family); otherwise (f32 operands, more than 128 heads or dims) the fp32 kernel here: one thread block per
+// indexer_scores: tensor cores where q and the keys are bf16 / e4m3 (indexer_scores_wgmma.cu: the deployed
+// e4m3 q against fp8 keys of every family; indexer_scores_mma.cu: the other cases); otherwise (f32 operands, more than 128 heads or dims) the fp32 kernel here: one thread block per
 // (token, tile of keys). The block's q[t] (a chunk of heads × a
 // chunk of dims at a time) and its keys (the same dims, converted to fp32 once) are staged in shared
 // memory; each thread keeps a 4 heads × 4 keys register tile of dot products (fp32, fmaf, dims in
@@ -10,7 +10,7 @@
 // the head count alone (the thread layout is chosen from n_heads), so two runs give the same bytes.
 //
 // topk: a radix select over 32-bit rank keys in three passes, then one in-order write of the picks, no sort
-// (the "top-k" section below): a few rows spread over a cluster of blocks each, more rows a block each.
+// (the "top-k" section below): a few rows spread over a cluster of 8 blocks each, more rows 2 blocks each.
 //
 // The fused selection of indexer_scores writes the score rows (to `scores`, or to the workspace when
 // the caller wants none) and runs the same top-k kernel over them with valid_len = n_keys.
@@ -33,6 +33,7 @@
 #include "backends/cuda/fp8.cuh"
 #include "backends/cuda/indexer_scores_args.cuh"
 #include "backends/cuda/indexer_scores_mma.h"
+#include "backends/cuda/indexer_scores_wgmma.h"
 #include "backends/cuda/selection_key_cache.cuh"
 #include "sieve/ops/cache_record.h"
 
@@ -170,8 +171,8 @@ Status launch_indexer_scores(const ScoresArgs& a, cudaStream_t stream) {
 //
 // - topk_cluster_kernel (rows of at most kClusterBlocks · kClusterMaxSegment, few rows): a row spread
 //   over the blocks of one cluster, its keys read once into their shared memory.
-// - topk_row_kernel (every other case): one block per row, streaming the row from global memory (the
-//   L2 cache after the first read) once per pass.
+// - topk_row_kernel (every other case): two blocks (a cluster) per row, each streaming its half of the
+//   row from global memory (the L2 cache after the first read) once per pass.
 
 constexpr int kTopkThreads = 1024;  // one block fills a multiprocessor's warps
 constexpr int kTopkWarps = kTopkThreads / 32;
@@ -327,16 +328,45 @@ __device__ __forceinline__ void topk_part_start(const uint32_t* part_above, cons
     equal_rank = before_equal;
 }
 
-// ---- top-k, one block per row, streaming ----
+// The picks before warp `warp`'s part when a row's parts run over the blocks of a cluster in rank order:
+// this lane's counts of keys > T and = T (`above`, `equal`) summed over the warp and published per warp and
+// per block (part_above, part_equal, s_counts), then the blocks before this one read through distributed
+// shared memory. Every thread of every block of the cluster must call it.
+__device__ void topk_cluster_part_start(const cg::cluster_group& cluster, uint32_t above, uint32_t equal, uint32_t* part_above,
+                                        uint32_t* part_equal, uint32_t* s_counts, uint32_t take_equal, uint32_t& pos,
+                                        uint32_t& equal_rank) {
+    const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+    above = __reduce_add_sync(0xffffffffu, above);
+    equal = __reduce_add_sync(0xffffffffu, equal);
+    if (lane == 0) part_above[warp] = above, part_equal[warp] = equal;
+    __syncthreads();
+    if (warp == 0) {
+        const uint32_t ab = __reduce_add_sync(0xffffffffu, part_above[lane]);
+        const uint32_t eq = __reduce_add_sync(0xffffffffu, part_equal[lane]);
+        if (lane == 0) s_counts[0] = ab, s_counts[1] = eq;
+    }
+    cluster.sync();  // every block's counts are in its s_counts
+    uint32_t before_above = 0u, before_equal = 0u;
+    for (unsigned b = 0; b < cluster.block_rank(); ++b) {
+        const uint32_t* const other = cluster.map_shared_rank(s_counts, b);
+        before_above += other[0];
+        before_equal += other[1];
+    }
+    topk_part_start(part_above, part_equal, warp, before_above, before_equal, take_equal, pos, equal_rank);
+}
+
+// ---- top-k, two blocks per row, streaming ----
 //
 // The row is read as 16-byte units: unit j holds the keys 4j − off … 4j − off + 3, where off places the
 // row's first key in its 16-byte granule (a unit that reaches outside the row, the first or last, is read
-// key by key). Warp w owns the units [w·units_per_warp, (w + 1)·units_per_warp), a lane one unit per step,
-// so each warp's part is a contiguous range of the row. Four reads of the row: the first digit's
+// key by key). Warp w of block b owns the units [p·units_per_warp, (p + 1)·units_per_warp) with
+// p = b·kTopkWarps + w, a lane one unit per step, so each warp's part is a contiguous range of the row
+// and block 0's parts come first. Four reads of the row: the first digit's
 // histogram (from global memory), the second's, which also keeps the keys of the first digit's bin in
 // shared memory (when they fit: the third histograms those; otherwise it reads the row again), the
 // counts per part, and the writes.
 constexpr int kRowLoadUnroll = 4;  // units in flight per lane
+constexpr int kRowBlocks = 2;      // blocks (one cluster) per row: 64 rows fill 128 multiprocessors
 
 struct TopkRowUnits {
     const float* row = nullptr;
@@ -380,96 +410,109 @@ __device__ __forceinline__ void topk_stream_units(const TopkRowUnits& u, int lan
     }
 }
 
-// Row r of the selection (blockIdx.x = r): ops/topk.h exactly.
-__global__ void __launch_bounds__(kTopkThreads, 1) topk_row_kernel(TopkArgs a) {
+// Row r of the selection over the kRowBlocks blocks of one cluster (blockIdx.y = r, rows past the grid in
+// strides of gridDim.y): ops/topk.h exactly. Block b streams the b-th part of the row's units; each pass's
+// histogram is this block's plus the other's, read through distributed shared memory, so both take the
+// same digits. Each keeps its own candidates (the second pass's keys of the first digit's bin) when they
+// fit. Block 1's picks start after block 0's counts.
+__global__ void __cluster_dims__(kRowBlocks, 1, 1) __launch_bounds__(kTopkThreads, 1) topk_row_kernel(TopkArgs a) {
     wait_for_previous_kernel();
-    __shared__ __align__(8) uint32_t hist[kTopkBins];
-    __shared__ uint32_t cand_s[kTopkCandidates];
+    extern __shared__ uint32_t cand_s[];  // [kTopkCandidates]
+    __shared__ __align__(8) uint32_t hist[2][kTopkBins];  // pass p uses hist[p % 2]: its zeroing needs no cluster barrier
     __shared__ uint32_t warp_sums[kTopkWarps], part_above[kTopkWarps], part_equal[kTopkWarps];
-    __shared__ uint32_t s_digit, s_remaining, s_n_cand;
+    __shared__ uint32_t s_digit, s_remaining, s_n_cand, s_counts[2];  // s_counts: keys > T, keys = T in this block's part
 
+    cg::cluster_group cluster = cg::this_cluster();
     const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-    const int64_t r = blockIdx.x;
-    int32_t* o = a.out + r * a.out_row_stride;
-    const int n = topk_row_length(a, r);
-    const int picks = static_cast<int>(min(a.k, static_cast<int64_t>(n)));
-    if (picks == n) {
-        // Every candidate is picked: the picks in ascending index order are 0 … n − 1.
-        for (int i = tid; i < n; i += kTopkThreads) o[i] = i;
-    } else {
-        // 1 ≤ picks < n ≤ INT32_MAX.
-        TopkRowUnits u;
-        u.row = a.scores + r * a.scores_row_stride;
-        u.off = static_cast<int>((reinterpret_cast<uintptr_t>(u.row) & 15u) / 4u);  // f32 rows: 4-byte aligned
-        u.granules = reinterpret_cast<const float4*>(u.row - u.off);
-        u.n = n;
-        const int units = static_cast<int>((static_cast<int64_t>(n) + u.off + 3) / 4);
-        const int per_warp = ((units + kTopkWarps - 1) / kTopkWarps + 31) / 32 * 32;
-        u.begin = min(units, warp * per_warp);
-        u.end = min(units, u.begin + per_warp);
+    const int rank = static_cast<int>(cluster.block_rank());
+    for (int64_t r = blockIdx.y; r < a.n_rows; r += gridDim.y) {  // uniform over the cluster
+        int32_t* o = a.out + r * a.out_row_stride;
+        const int n = topk_row_length(a, r);
+        const int picks = static_cast<int>(min(a.k, static_cast<int64_t>(n)));
+        if (picks == n) {
+            // Every candidate is picked: the picks in ascending index order are 0 … n − 1.
+            for (int i = tid + rank * kTopkThreads; i < n; i += kRowBlocks * kTopkThreads) o[i] = i;
+        } else {
+            // 1 ≤ picks < n ≤ INT32_MAX. Warp w of block b owns part b·kTopkWarps + w of the units.
+            TopkRowUnits u;
+            u.row = a.scores + r * a.scores_row_stride;
+            u.off = static_cast<int>((reinterpret_cast<uintptr_t>(u.row) & 15u) / 4u);  // f32 rows: 4-byte aligned
+            u.granules = reinterpret_cast<const float4*>(u.row - u.off);
+            u.n = n;
+            const int units = static_cast<int>((static_cast<int64_t>(n) + u.off + 3) / 4);
+            const int parts = kRowBlocks * kTopkWarps;
+            const int per_warp = ((units + parts - 1) / parts + 31) / 32 * 32;
+            u.begin = static_cast<int>(min(static_cast<int64_t>(units), static_cast<int64_t>(rank * kTopkWarps + warp) * per_warp));
+            u.end = min(units, u.begin + per_warp);
 
-        uint32_t prefix = 0u, remaining = static_cast<uint32_t>(picks);
-        bool from_candidates = false;
-        for (int pass = 0; pass < 3; ++pass) {
-            for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0u;
-            if (tid == 0 && pass == 1) s_n_cand = 0u;
+            for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[0][i] = 0u;
+            if (tid == 0) s_n_cand = 0u;
             __syncthreads();
-            const int shift = topk_digit_shift(pass);
-            const uint32_t digit_mask = topk_digit_mask(pass), fixed = pass == 0 ? 0u : topk_fixed_mask(pass);
-            if (from_candidates) {
-                const int count = static_cast<int>(s_n_cand);
-                for (int i = tid; i < count; i += kTopkThreads) {
-                    const uint32_t key = cand_s[i];
-                    topk_histogram_add(hist, (key & fixed) == prefix, (key >> shift) & digit_mask);
-                }
-            } else {
-                topk_stream_units(u, lane, [&](int, const uint32_t (&key)[4], uint32_t valid) {
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        const bool take = ((valid >> q) & 1u) != 0u && (key[q] & fixed) == prefix;
-                        topk_histogram_add(hist, take, (key[q] >> shift) & digit_mask);
-                        if (pass == 1) topk_append(cand_s, &s_n_cand, take, key[q], lane);
+            uint32_t prefix = 0u, remaining = static_cast<uint32_t>(picks);
+            bool from_candidates = false;
+            for (int pass = 0; pass < 3; ++pass) {
+                uint32_t* const h = hist[pass % 2];
+                const int shift = topk_digit_shift(pass);
+                const uint32_t digit_mask = topk_digit_mask(pass), fixed = pass == 0 ? 0u : topk_fixed_mask(pass);
+                if (from_candidates) {
+                    const int count = static_cast<int>(s_n_cand);
+                    for (int i = tid; i < count; i += kTopkThreads) {
+                        const uint32_t key = cand_s[i];
+                        topk_histogram_add(h, (key & fixed) == prefix, (key >> shift) & digit_mask);
                     }
-                });
+                } else {
+                    topk_stream_units(u, lane, [&](int, const uint32_t (&key)[4], uint32_t valid) {
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) {
+                            const bool take = ((valid >> q) & 1u) != 0u && (key[q] & fixed) == prefix;
+                            topk_histogram_add(h, take, (key[q] >> shift) & digit_mask);
+                            if (pass == 1) topk_append(cand_s, &s_n_cand, take, key[q], lane);
+                        }
+                    });
+                }
+                cluster.sync();  // both blocks' histograms of this pass are complete (and cand_s with them)
+                // The other buffer was last read in the previous pass, before this barrier: clear it for the next.
+                if (pass < 2)
+                    for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[(pass + 1) % 2][i] = 0u;
+                const int low = topk_low_bin();
+                const uint2 mine = *reinterpret_cast<const uint2*>(h + low);
+                const uint2 other = *reinterpret_cast<const uint2*>(cluster.map_shared_rank(h, rank ^ 1) + low);
+                topk_choose_digit(make_uint2(mine.x + other.x, mine.y + other.y), remaining, warp_sums, &s_digit, &s_remaining);
+                prefix |= s_digit << shift;
+                remaining = s_remaining;
+                if (pass == 1) from_candidates = s_n_cand <= static_cast<uint32_t>(kTopkCandidates);  // after the barrier
             }
-            __syncthreads();
-            const int low = topk_low_bin();
-            topk_choose_digit(*reinterpret_cast<const uint2*>(hist + low), remaining, warp_sums, &s_digit, &s_remaining);
-            prefix |= s_digit << shift;
-            remaining = s_remaining;
-            if (pass == 1) from_candidates = s_n_cand <= static_cast<uint32_t>(kTopkCandidates);  // after the barrier
-        }
 
-        // T = prefix is the key of the last pick; `remaining` of the keys equal to T are picked.
-        const uint32_t threshold = prefix, take_equal = remaining;
-        uint32_t above = 0u, equal = 0u;
-        topk_stream_units(u, lane, [&](int, const uint32_t (&key)[4], uint32_t valid) {
+            // T = prefix is the key of the last pick; `remaining` of the keys equal to T are picked.
+            const uint32_t threshold = prefix, take_equal = remaining;
+            uint32_t above = 0u, equal = 0u;
+            topk_stream_units(u, lane, [&](int, const uint32_t (&key)[4], uint32_t valid) {
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const bool in = ((valid >> q) & 1u) != 0u;
-                above += in && key[q] > threshold ? 1u : 0u;
-                equal += in && key[q] == threshold ? 1u : 0u;
-            }
-        });
-        above = __reduce_add_sync(0xffffffffu, above);
-        equal = __reduce_add_sync(0xffffffffu, equal);
-        if (lane == 0) part_above[warp] = above, part_equal[warp] = equal;
-        __syncthreads();
-        uint32_t pos = 0u, equal_rank = 0u;
-        topk_part_start(part_above, part_equal, warp, 0u, 0u, take_equal, pos, equal_rank);
-        topk_stream_units(u, lane, [&](int j, const uint32_t (&key)[4], uint32_t valid) {
-            uint32_t ab = 0u, eq = 0u;
+                for (int q = 0; q < 4; ++q) {
+                    const bool in = ((valid >> q) & 1u) != 0u;
+                    above += in && key[q] > threshold ? 1u : 0u;
+                    equal += in && key[q] == threshold ? 1u : 0u;
+                }
+            });
+            uint32_t pos = 0u, equal_rank = 0u;
+            topk_cluster_part_start(cluster, above, equal, part_above, part_equal, s_counts, take_equal, pos, equal_rank);
+            topk_stream_units(u, lane, [&](int j, const uint32_t (&key)[4], uint32_t valid) {
+                uint32_t ab = 0u, eq = 0u;
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const bool in = ((valid >> q) & 1u) != 0u;
-                ab |= (in && key[q] > threshold ? 1u : 0u) << q;
-                eq |= (in && key[q] == threshold ? 1u : 0u) << q;
-            }
-            topk_write_picks(o, 4 * j - u.off, ab, eq, take_equal, pos, equal_rank, lane);
-        });
+                for (int q = 0; q < 4; ++q) {
+                    const bool in = ((valid >> q) & 1u) != 0u;
+                    ab |= (in && key[q] > threshold ? 1u : 0u) << q;
+                    eq |= (in && key[q] == threshold ? 1u : 0u) << q;
+                }
+                topk_write_picks(o, 4 * j - u.off, ab, eq, take_equal, pos, equal_rank, lane);
+            });
+        }
+        if (rank == 0) {
+            for (int64_t i = picks + tid; i < a.k; i += kTopkThreads) o[i] = -1;  // −1 up to width k
+            if (a.out_count != nullptr && tid == 0) a.out_count[r] = picks;
+        }
+        cluster.sync();  // no block reuses its shared memory while the other still reads it
     }
-    for (int64_t i = picks + tid; i < a.k; i += kTopkThreads) o[i] = -1;  // −1 up to width k
-    if (a.out_count != nullptr && tid == 0) a.out_count[r] = picks;
 }
 
 // ---- top-k over a cluster of blocks (sm_90 thread-block clusters) ----
@@ -609,24 +652,8 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kTopkTh
                 above += key > threshold ? 1u : 0u;
                 equal += key == threshold ? 1u : 0u;
             }
-            above = __reduce_add_sync(0xffffffffu, above);
-            equal = __reduce_add_sync(0xffffffffu, equal);
-            if (lane == 0) part_above[warp] = above, part_equal[warp] = equal;
-            __syncthreads();
-            if (warp == 0) {
-                const uint32_t ab = __reduce_add_sync(0xffffffffu, part_above[lane]);
-                const uint32_t eq = __reduce_add_sync(0xffffffffu, part_equal[lane]);
-                if (lane == 0) s_counts[0] = ab, s_counts[1] = eq;
-            }
-            cluster.sync();
-            uint32_t before_above = 0u, before_equal = 0u;
-            for (int b = 0; b < rank; ++b) {
-                const uint32_t* const other = cluster.map_shared_rank(s_counts, b);
-                before_above += other[0];
-                before_equal += other[1];
-            }
             uint32_t pos = 0u, equal_rank = 0u;
-            topk_part_start(part_above, part_equal, warp, before_above, before_equal, take_equal, pos, equal_rank);
+            topk_cluster_part_start(cluster, above, equal, part_above, part_equal, s_counts, take_equal, pos, equal_rank);
             for (int i0 = w_begin; i0 < w_end; i0 += 32) {  // warp-uniform
                 const int i = i0 + lane;
                 const uint32_t key = i < w_end ? keys[i] : 0u;
@@ -656,8 +683,11 @@ Status launch_topk(const TopkArgs& a, cudaStream_t stream) {
         launch_after_previous(topk_cluster_kernel, grid, kTopkThreads, topk_cluster_dynamic_bytes(seg), stream, a, seg);
         return cuda_status(cudaGetLastError(), "topk launch (cluster)");
     }
-    if (a.n_rows > kMaxGridX) return unsupported_error("cuda: topk over {} rows (at most 2^31 − 1)", a.n_rows);
-    launch_after_previous(topk_row_kernel, static_cast<unsigned>(a.n_rows), kTopkThreads, 0, stream, a);
+    static const cudaError_t attribute = cudaFuncSetAttribute(topk_row_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                              static_cast<int>(kTopkCandidates * sizeof(uint32_t)));
+    SIEVE_RETURN_IF_ERROR(cuda_status(attribute, "topk: shared memory of the row kernel"));
+    const dim3 grid(kRowBlocks, static_cast<unsigned>(std::min(a.n_rows, kMaxGridY)));
+    launch_after_previous(topk_row_kernel, grid, kTopkThreads, kTopkCandidates * sizeof(uint32_t), stream, a);
     return cuda_status(cudaGetLastError(), "topk launch");
 }
 
@@ -760,10 +790,13 @@ Status indexer_scores(const IndexerScoresParams& p, Workspace ws, cudaStream_t s
         a.q_head_stride = p.q_head_stride;
         a.q_scale_token_stride = p.q_scale_token_stride;
         a.weights_token_stride = p.weights_token_stride;
-        // Tensor cores where the operands allow (indexer_scores_mma.h). Otherwise the fp32 kernel, whose
-        // thread layout follows the head count (QSA: 4 heads, V4 / DSA: 64), so that few heads do not leave
-        // most threads idle.
-        if (indexer_scores_mma_supported(a)) {
+        // Tensor cores where the operands allow: warpgroup MMAs for the deployed e4m3 q against fp8 keys
+        // (indexer_scores_wgmma.h), mma.sync for other bf16 / e4m3 operands (indexer_scores_mma.h). Otherwise
+        // the fp32 kernel, whose thread layout follows the head count (QSA: 4 heads, V4 / DSA: 64), so that
+        // few heads do not leave most threads idle.
+        if (indexer_scores_wgmma_supported(a)) {
+            SIEVE_RETURN_IF_ERROR(launch_indexer_scores_wgmma(a, stream));
+        } else if (indexer_scores_mma_supported(a)) {
             SIEVE_RETURN_IF_ERROR(launch_indexer_scores_mma(a, stream));
         } else if (p.n_heads <= 4) {
             SIEVE_RETURN_IF_ERROR((launch_indexer_scores<1, 256, 8>(a, stream)));  // 4 heads × 1024 keys per block
