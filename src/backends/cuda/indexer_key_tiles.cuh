@@ -37,6 +37,7 @@ struct KeyStage {
 template <int kGranule>
 __device__ __forceinline__ void copy_key_values(uint32_t dst_row, const uint8_t* src_row, bool located, int first, int row_bytes,
                                                 int data_bytes) {
+#pragma unroll
     for (int b = first * kGranule; b < row_bytes; b += 2 * kGranule) {
         const bool have = located && b < data_bytes;
         async_copy::copy_zfill<kGranule>(dst_row + static_cast<uint32_t>(b), have ? src_row + b : g_zero_source, have ? kGranule : 0);
@@ -88,18 +89,19 @@ __host__ __device__ constexpr int e4m3_dim_column(int p) {
 
 // One token's key tiles through a ring of kStages shared-memory stages, as both kernels run them. start: the
 // token's tiles this block takes, and the first kStages − 1 of them travelling (one cp.async group per tile
-// slot, empty or not, so that the wait_group counts stay uniform). next(tile): this thread's copies of `tile`
-// have landed and, after the barrier, everyone's (and every warp is done with tile − 1); then the tile
-// kStages − 1 ahead goes into the stage tile − 1 used, its block-table entry read one iteration early, so
-// no load latency stands in front of the copies. kThreads = 2 · kTileKeys: thread i brings part i % 2 of
-// key i / 2 of each tile. stage_of(s) gives stage s as a KeyStage.
+// slot, empty or not, so that the wait_group counts stay uniform). arrive(tile): this thread's copies of
+// `tile` have landed and, after the barrier, everyone's (and every warp is done with tile − 1).
+// refill(tile), any time after arrive: the tile kStages − 1 ahead goes into the stage tile − 1 used, its
+// block-table entry read one iteration early, so no load latency stands in front of the copies.
+// kThreads = 2 · kTileKeys: thread i brings part i % 2 of key i / 2 of each tile. stage_of(s) gives stage s
+// as a KeyStage.
 template <bool kFp8Keys, int kTileKeys, int kStages, class StageOf>
 struct KeyTileRing {
     const ScoresArgs& a;
     StageOf stage_of;
     int granule = 0;
     int key = 0, part = 0;
-    uint32_t block_size_u32 = 0;
+    IndexerBlockDivisor block;
     // The token's.
     const int32_t* row = nullptr;
     bool req_ok = false;
@@ -110,11 +112,10 @@ struct KeyTileRing {
 
     __device__ KeyTileRing(const ScoresArgs& args, StageOf stages, int copy_granule)
         : a(args), stage_of(stages), granule(copy_granule), key(static_cast<int>(threadIdx.x) / 2),
-          part(static_cast<int>(threadIdx.x) % 2), block_size_u32(indexer_block_size_u32(args.keys)) {}
+          part(static_cast<int>(threadIdx.x) % 2), block(indexer_block_divisor(args.keys)) {}
 
     __device__ IndexerKeyLookup lookup(int tile) const {
-        return indexer_key_lookup(a, row, req_ok, static_cast<uint32_t>(tile) * kTileKeys + static_cast<uint32_t>(key), n,
-                                  block_size_u32);
+        return indexer_key_lookup(a, row, req_ok, static_cast<uint32_t>(tile) * kTileKeys + static_cast<uint32_t>(key), n, block);
     }
     // Token t's tiles [tile0, tile1) of this block (blockIdx.x-th run of tiles_per_block); false (uniform over
     // the block) when it takes none. The barrier first: the previous token's readers of the block's shared
@@ -140,9 +141,11 @@ struct KeyTileRing {
         return true;
     }
     // Before tile `tile` is read from stage read_stage.
-    __device__ void next(int tile) {
+    __device__ void arrive() {
         async_copy::wait<kStages - 2>();
         __syncthreads();
+    }
+    __device__ void refill(int tile) {
         const int after = tile + kStages - 1;
         if (after < tile1) stage_key<kFp8Keys>(a, ahead, stage_of(write_stage), key, part, granule);
         async_copy::commit();

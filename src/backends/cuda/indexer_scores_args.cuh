@@ -76,27 +76,36 @@ __device__ __forceinline__ int64_t indexer_key_location(const ScoresArgs& a, con
 // one step before it needs the key: indexer_key_lookup reads candidate j's table entry (or marks it),
 // indexer_key_lookup_location turns that into the offset or mark indexer_key_location gives. 32 bits
 // are exact here: j < n ≤ INT32_MAX (n_keys is int32; j itself may reach n + 127 < 2^32 in a last
-// tile), and block_size_u32 = min(block_size, 2^31) gives the same block b = j / block_size (0 for any
-// larger block) and entry j − b·block_size.
+// tile), and a block size clamped to 2^31 gives the same block b = j / block_size (0 for any larger
+// block) and entry j − b·block_size.
 struct IndexerKeyLookup {
     int32_t mark = static_cast<int32_t>(kNoCandidate);  // kNoCandidate, kUnlocatable, or 0: `id`, `entry` read
     int32_t id = 0;                                     // the table's block id (not yet checked)
     uint32_t entry = 0;                                 // entry within the block
 };
-__device__ __forceinline__ uint32_t indexer_block_size_u32(const IndexerKeyCache& c) {
-    return c.block_size >= (int64_t{1} << 31) ? 0x80000000u : static_cast<uint32_t>(c.block_size);
+// j / block_size in 32 bits: a shift for the usual power-of-two block sizes, else a division.
+struct IndexerBlockDivisor {
+    uint32_t size = 1;
+    int shift = -1;  // log2(size) when size is a power of two
+    __device__ __forceinline__ uint32_t block_of(uint32_t j) const { return shift >= 0 ? j >> shift : j / size; }
+};
+__device__ __forceinline__ IndexerBlockDivisor indexer_block_divisor(const IndexerKeyCache& c) {
+    IndexerBlockDivisor d;
+    d.size = c.block_size >= (int64_t{1} << 31) ? 0x80000000u : static_cast<uint32_t>(c.block_size);
+    if ((d.size & (d.size - 1u)) == 0u) d.shift = __ffs(static_cast<int>(d.size)) - 1;
+    return d;
 }
 __device__ __forceinline__ IndexerKeyLookup indexer_key_lookup(const ScoresArgs& a, const int32_t* row, bool req_ok, uint32_t j,
-                                                               uint32_t n, uint32_t block_size_u32) {
+                                                               uint32_t n, const IndexerBlockDivisor& block) {
     IndexerKeyLookup k;
     if (j >= n) return k;
     k.mark = static_cast<int32_t>(kUnlocatable);
     if (!req_ok) return k;
-    const uint32_t b = j / block_size_u32;  // paged_slot (ops/block_tables.h)
+    const uint32_t b = block.block_of(j);  // paged_slot (ops/block_tables.h)
     if (static_cast<int64_t>(b) >= a.block_table_stride) return k;
     k.mark = 0;
     k.id = __ldg(row + b);
-    k.entry = j - b * block_size_u32;
+    k.entry = j - b * block.size;
     return k;
 }
 __device__ __forceinline__ int64_t indexer_key_lookup_location(const ScoresArgs& a, const IndexerKeyLookup& k) {

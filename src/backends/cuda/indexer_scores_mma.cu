@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresA
                  : static_cast<uint32_t>((wn * kWarpKeys + (lane >> 4) * 8 + (lane & 7)) * L.key_row + ((lane >> 3) & 1) * 16);
     const uint32_t stages_address = mma::smem_address(stages);
 
-    const auto key_stage = [&](int s) {
+    const auto key_stage = [=](int s) {
         return KeyStage{stages_address + static_cast<uint32_t>(s * L.stage_bytes), stages + s * L.stage_bytes, L.key_row,
                         L.key_data, L.scales_off, L.status_off};
     };
@@ -207,7 +207,8 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_mma_kernel(ScoresA
 
         float* const out_row = a.out + t * a.out_row_stride;
         for (int tile = ring.tile0; tile < ring.tile1; ++tile) {
-            ring.next(tile);  // (the barrier also publishes q_s and w_s)
+            ring.arrive();  // (the barrier also publishes q_s and w_s)
+            ring.refill(tile);
 
             const KeyStage st = key_stage(ring.read_stage);
             const uint32_t keys_lane = st.rows + key_lane_offset;

@@ -15,7 +15,8 @@
 //   row by shuffles, always in the same order, so two runs give the same bytes.
 // - Keys travel as in the mma.sync kernel (indexer_key_tiles.cuh): tiles of 128 keys (64 per warpgroup) into
 //   a ring of kStages shared-memory stages with cp.async, each key's block-table entry read one tile before
-//   its copy is issued; one thread block of two warpgroups per (token, range of tiles).
+//   its copy is issued, the copies of a tile issued while the products of the tile before run; one thread
+//   block of two warpgroups per (token, range of tiles).
 #include "backends/cuda/indexer_scores_wgmma.h"
 
 #include <algorithm>
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(Score
     float* const w_s = reinterpret_cast<float*>(smem + kWOff);
     uint8_t* const stages = smem + kStagesOff;
     const uint32_t stages_address = mma::smem_address(stages);
-    const auto key_stage = [&](int s) {
+    const auto key_stage = [=](int s) {
         return KeyStage{stages_address + static_cast<uint32_t>(s * kStageBytes), stages + s * kStageBytes, kKeyRow, kDims,
                         kScalesOff, kStatusOff};
     };
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(Score
 
         float* const out_row = a.out + t * a.out_row_stride;
         for (int tile = ring.tile0; tile < ring.tile1; ++tile) {
-            ring.next(tile);  // (the barrier also publishes q and w_s)
+            ring.arrive();  // (the barrier also publishes q and w_s)
 
             // This warp's A fragments for the 8 k-steps: keys g and g + 8, f16 pairs of dims 4t, 4t + 1 (k 2t)
             // and 4t + 2, 4t + 3 (k 2t + 8).
@@ -126,6 +127,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(Score
                 wgmma::mma_rs_m64n64k16_f16<(K / 4) * kQSlabBytes + (K % 4) * 32>(acc, af[K], q_desc, K > 0);
             });
             wgmma::commit();
+            ring.refill(tile);  // the next tile's copies are issued while the products run
             wgmma::wait<0>();
             wgmma::pin(acc);
 
