@@ -37,6 +37,21 @@ TEST(LinearConformance, EveryBackendMatchesRef) {
 }
 
 
+// The pair panels (bf16 math) at the batch sizes the amx_bf16 level runs as tile products: a 16-row tile and
+// a rest of 4 rows, fp8 k-blocks with a partial last one, odd pair counts, two panels per tile and a
+// single last one, fp8 and bf16 weights.
+TEST(LinearConformance, PairPanelsAtBatchSizes) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(708);
+    for (const DType w : {DType::f8_e4m3, DType::bf16}) {
+        for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{20, 200, 300}, {4, 48, 129}, {16, 144, 1100}}) {
+            const LinearCase lc{m, n, k, w, DType::bf16, DType::f32, LinearMath::bf16, true, true, false, ScaleKind::pow2};
+            run_linear_case(rng, lc, *ref, backends);
+        }
+    }
+}
+
 // Every non-NaN e4m3 code decoded exactly by every path: with one-hot activations each output is a
 // single product W[o, i]·1 (no rounding anywhere), so all backends must return W itself, value for value.
 // (A dot-product tolerance could hide a wrong low bit in a decode table; this cannot.)

@@ -51,8 +51,8 @@ const CpuKernels& kernels_for(Isa isa) {
         case Isa::scalar: return cpu::kCpuKernelsScalar;
         case Isa::avx2: return cpu::kCpuKernelsAvx2;
         case Isa::avx512: return cpu::kCpuKernelsAvx512;
-        case Isa::avx512_bf16:
-        case Isa::amx_bf16: return cpu::kCpuKernelsAvx512Bf16;  // no tile kernel among these
+        case Isa::avx512_bf16: return cpu::kCpuKernelsAvx512Bf16;
+        case Isa::amx_bf16: return cpu::kCpuKernelsAmxBf16;
     }
     return cpu::kCpuKernelsScalar;
 }

@@ -102,5 +102,6 @@ extern const CpuKernels kCpuKernelsScalar;
 extern const CpuKernels kCpuKernelsAvx2;
 extern const CpuKernels kCpuKernelsAvx512;
 extern const CpuKernels kCpuKernelsAvx512Bf16;
+extern const CpuKernels kCpuKernelsAmxBf16;
 
 }  // namespace sieve::cpu

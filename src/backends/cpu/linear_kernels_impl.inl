@@ -243,7 +243,123 @@ void linear_tile_t(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0
     }
 }
 
-void linear_tile(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
+#if defined(__AMX_TILE__)
+// amx_bf16: the bf16 pair panels (with bf16 activations: dpbf16) and the fp8 pair panels as AMX tile
+// products, C[rows × 16 columns] += A[rows × 16 k pairs] · B[16 k pairs × 16 columns]. The pair panels are
+// already the tiles' B layout (kernels.h: 64 bytes a k pair, two bf16 per column), so a bf16 panel's B tile
+// is 16 of its rows; an fp8 panel's is decoded group by group (fp8_pairs_tile's table decode) into a
+// 1 KiB buffer. A is 16 pairs of each activation row. fp8: per 128-k block the C tiles start from zero and
+// are added to fp32 accumulators times the block's scale (a power of two), as fp8_pairs_tile does. The
+// products are bf16 with fp32 sums (inputs and outputs subnormal-flushed, as vdpbf16ps): the dpbf16
+// paths' numerics, summed in another order (ops/linear.h leaves it open). Every row count takes this path,
+// so that a row's result does not depend on the rows batched with it (the tile's sums run in the same
+// order for each row, whatever the tile's height).
+constexpr int64_t kAmxPairs = 16;  // k pairs of one tile product
+
+// B rows [pair0, pair0 + 16) of panel `panel` into buf (16 × 64 bytes), zero past k2n pairs.
+__attribute__((target("avx512vbmi"))) void amx_b_rows(const LinearKernelArgs& a, int64_t panel, int64_t pair0, int64_t k2n, uint8_t* buf) {
+    const uint8_t* w = static_cast<const uint8_t*>(a.panels) + panel * a.panel_bytes;
+    if (a.format == PanelFormat::bf16_pairs) {
+        for (int64_t j = 0; j < kAmxPairs; ++j) {
+            const __m512i row = pair0 + j < k2n ? _mm512_loadu_si512(w + (pair0 + j) * 64) : _mm512_setzero_si512();
+            _mm512_store_si512(buf + j * 64, row);
+        }
+        return;
+    }
+    const __m512i hi0 = _mm512_load_si512(kFp8Tables.hi), hi1 = _mm512_load_si512(kFp8Tables.hi + 64);
+    const __m512i lo0 = _mm512_load_si512(kFp8Tables.lo), lo1 = _mm512_load_si512(kFp8Tables.lo + 64);
+    const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int64_t j = 0; j < kAmxPairs; j += 2) {  // a group: pairs pair0 + j, pair0 + j + 1 (pair0 is even)
+        __m512i wa = _mm512_setzero_si512(), wb = _mm512_setzero_si512();
+        if (pair0 + j < k2n) {  // the group is in the panel (an odd K2's last one half zero bytes)
+            const __m512i codes = _mm512_loadu_si512(w + (pair0 + j) / 2 * 64);
+            prefetch_panel_ahead(w + (pair0 + j) / 2 * 64);
+            const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, codes, hi1), codes, sign, 0xf8);
+            const __m512i lo = _mm512_permutex2var_epi8(lo0, codes, lo1);
+            wa = _mm512_unpacklo_epi8(lo, hi);
+            wb = _mm512_unpackhi_epi8(lo, hi);
+        }
+        _mm512_store_si512(buf + j * 64, wa);
+        _mm512_store_si512(buf + (j + 1) * 64, wb);
+    }
+}
+
+// Rows [r0, r0 + m) × panels [p, p + np) (np ≤ 2; fp8: one 128-column scale block) on tiles: C tiles 0
+// and 1, A tile 2, B tiles 3 and 4.
+__attribute__((target("avx512vbmi"))) void linear_amx_block(const LinearKernelArgs& a, int64_t r0, int m, int64_t p, int np) {
+    AmxTileConfig config;
+    for (int t : {0, 1, 2}) config.rows[t] = static_cast<uint8_t>(m);
+    _tile_loadconfig(&config);
+    alignas(64) uint8_t b_buf[2][kAmxPairs * 64];
+    alignas(64) uint32_t a_buf[16][kAmxPairs];
+    alignas(64) float c_buf[16][16];
+    float acc[2][16][16] = {};
+    const bool fp8 = a.format == PanelFormat::fp8_pairs;
+    const int64_t K = a.k, k2n = (K + 1) / 2, block_pairs = fp8 ? 64 : k2n, n_kb = (K + 127) / 128;
+    const uint32_t* x = a.x_pairs + r0 * a.x_pairs_stride;
+    for (int64_t kb = 0; kb * block_pairs < k2n; ++kb) {
+        _tile_zero(0);
+        _tile_zero(1);
+        const int64_t end = s_min(k2n, (kb + 1) * block_pairs);
+        for (int64_t pair0 = kb * block_pairs; pair0 < end; pair0 += kAmxPairs) {
+            if (pair0 + kAmxPairs <= k2n) {
+                _tile_loadd(2, x + pair0, a.x_pairs_stride * 4);
+            } else {  // the last pairs, zero-padded
+                for (int r = 0; r < m; ++r)
+                    for (int64_t j = 0; j < kAmxPairs; ++j) a_buf[r][j] = pair0 + j < k2n ? x[r * a.x_pairs_stride + pair0 + j] : 0u;
+                _tile_loadd(2, a_buf, 64);
+            }
+            const bool direct = !fp8 && pair0 + kAmxPairs <= k2n;  // a bf16 panel's own rows
+            if (direct) {
+                _tile_loadd(3, static_cast<const uint8_t*>(a.panels) + p * a.panel_bytes + pair0 * 64, 64);
+            } else {
+                amx_b_rows(a, p, pair0, k2n, b_buf[0]);
+                _tile_loadd(3, b_buf[0], 64);
+            }
+            _tile_dpbf16ps(0, 2, 3);
+            if (np > 1) {
+                if (direct) {
+                    _tile_loadd(4, static_cast<const uint8_t*>(a.panels) + (p + 1) * a.panel_bytes + pair0 * 64, 64);
+                } else {
+                    amx_b_rows(a, p + 1, pair0, k2n, b_buf[1]);
+                    _tile_loadd(4, b_buf[1], 64);
+                }
+                _tile_dpbf16ps(1, 2, 4);
+            }
+        }
+        const float scale = fp8 ? a.fp8_scale[(p * kPanelCols / 128) * n_kb + kb] : 1.0f;
+        for (int q = 0; q < np; ++q) {
+            if (q == 0)
+                _tile_stored(0, c_buf, 64);
+            else
+                _tile_stored(1, c_buf, 64);
+            const __m512 sc = _mm512_set1_ps(scale);
+            for (int r = 0; r < m; ++r)
+                _mm512_storeu_ps(acc[q][r], _mm512_fmadd_ps(_mm512_load_ps(c_buf[r]), sc, _mm512_loadu_ps(acc[q][r])));
+        }
+    }
+    amx_tiles_end();
+    // y = acc + bias, cast once; the last panel may be partial.
+    for (int r = 0; r < m; ++r) {
+        const int64_t yrow = (r0 + r) * a.y_stride;
+        for (int q = 0; q < np; ++q) {
+            const int64_t col = (p + q) * kPanelCols;
+            VF out;
+            out.v = _mm512_loadu_ps(acc[q][r]);
+            if (col + kLanes <= a.n) {
+                if (a.bias) out = vf_add(out, vf_load(a.bias + col));
+                vf_store_row(a.y, a.y_bf16, yrow + col, out);
+            } else {
+                for (int l = 0; l < kLanes && col + l < a.n; ++l)
+                    s_store(a.y, a.y_bf16, yrow + col + l, a.bias ? acc[q][r][l] + a.bias[col + l] : acc[q][r][l]);
+            }
+        }
+    }
+}
+#endif
+
+// The register tiles of the format.
+void linear_tile_registers(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
     switch (a.format) {
         case PanelFormat::f32: return linear_tile_t<PanelFormat::f32>(a, r0, r1, p0, p1);
         case PanelFormat::bf16_pairs: return linear_tile_t<PanelFormat::bf16_pairs>(a, r0, r1, p0, p1);
@@ -255,6 +371,24 @@ void linear_tile(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, 
             __builtin_trap();  // packed only for the avx512_bf16 table (cpu_linear.cpp)
 #endif
     }
+}
+
+void linear_tile(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
+#if defined(__AMX_TILE__)
+    if (a.format == PanelFormat::fp8_pairs || (a.format == PanelFormat::bf16_pairs && a.dpbf16)) {
+        for (int64_t r = r0; r < r1; r += 16) {
+            const int m = static_cast<int>(s_min(16, r1 - r));
+            for (int64_t p = p0; p < p1;) {
+                // two panels at once where they share an fp8 scale block
+                const bool two = p + 1 < p1 && (a.format != PanelFormat::fp8_pairs || (p * kPanelCols) / 128 == ((p + 1) * kPanelCols) / 128);
+                linear_amx_block(a, r, m, p, two ? 2 : 1);
+                p += two ? 2 : 1;
+            }
+        }
+        return;
+    }
+#endif
+    linear_tile_registers(a, r0, r1, p0, p1);
 }
 
 void linear_convert_x(const void* x, bool x_bf16, int64_t x_stride, bool round_bf16, int64_t k, float* out,
