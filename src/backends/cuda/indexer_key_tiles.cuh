@@ -89,12 +89,12 @@ __host__ __device__ constexpr int e4m3_dim_column(int p) {
 
 // One token's key tiles through a ring of kStages shared-memory stages, as both kernels run them. start: the
 // token's tiles this block takes, and the first kStages − 1 of them travelling (one cp.async group per tile
-// slot, empty or not, so that the wait_group counts stay uniform). arrive(tile): this thread's copies of
-// `tile` have landed and, after the barrier, everyone's (and every warp is done with tile − 1).
-// refill(tile), any time after arrive: the tile kStages − 1 ahead goes into the stage tile − 1 used, its
-// block-table entry read one iteration early, so no load latency stands in front of the copies.
-// kThreads = 2 · kTileKeys: thread i brings part i % 2 of key i / 2 of each tile. stage_of(s) gives stage s
-// as a KeyStage.
+// slot, empty or not, so that the wait_group counts stay uniform). arrive(), before tile `tile` is read
+// from stage read_stage: this thread's copies of it have landed and, after the barrier, everyone's (and
+// every warp is done with tile − 1). refill(tile), any time after arrive: the tile kStages − 1 ahead goes
+// into the stage tile − 1 used, its block-table entry read one iteration early, so no load latency
+// stands in front of the copies. kThreads = 2 · kTileKeys: thread i brings part i % 2 of key i / 2 of
+// each tile. stage_of(s) gives stage s as a KeyStage.
 template <bool kFp8Keys, int kTileKeys, int kStages, class StageOf>
 struct KeyTileRing {
     const ScoresArgs& a;
@@ -140,7 +140,6 @@ struct KeyTileRing {
         read_stage = 0, write_stage = kStages - 1;
         return true;
     }
-    // Before tile `tile` is read from stage read_stage.
     __device__ void arrive() {
         async_copy::wait<kStages - 2>();
         __syncthreads();
