@@ -1,13 +1,14 @@
 // Selection: the Lightning Indexer's scores with the optional fused top-k (ops/indexer_scores.h), top-k (ops/topk.h) and top-k → cache slots (ops/selected_slots.h).
 //
 // indexer_scores: tensor cores where q and the keys are bf16 / e4m3 (indexer_scores_wgmma.cu: the deployed
-// e4m3 q against fp8 keys of every family; indexer_scores_mma.cu: the other cases); otherwise (f32 operands, more than 128 heads or dims) the fp32 kernel here: one thread block per
-// (token, tile of keys). The block's q[t] (a chunk of heads × a
-// chunk of dims at a time) and its keys (the same dims, converted to fp32 once) are staged in shared
-// memory; each thread keeps a 4 heads × 4 keys register tile of dot products (fp32, fmaf, dims in
-// ascending order), then adds w_h·ReLU(d) for its heads, and the head groups' partial sums are added in a
-// fixed order. The key scale s_j multiplies that sum once. The result is a function of the inputs and
-// the head count alone (the thread layout is chosen from n_heads), so two runs give the same bytes.
+// e4m3 q against fp8 keys of every family; indexer_scores_mma.cu: the other cases); otherwise (f32
+// operands, more than 128 heads or dims) the fp32 kernel here: one thread block per (token, tile of keys).
+// The block's q[t] (a chunk of heads × a chunk of dims at a time) and its keys (the same dims, converted
+// to fp32 once) are staged in shared memory; each thread keeps a 4 heads × 4 keys register tile of dot
+// products (fp32, fmaf, dims in ascending order), then adds w_h·ReLU(d) for its heads, and the head
+// groups' partial sums are added in a fixed order. The key scale s_j multiplies that sum once. The result
+// is a function of the inputs and the head count alone (the thread layout is chosen from n_heads), so two
+// runs give the same bytes.
 //
 // topk: a radix select over 32-bit rank keys in three passes, then one in-order write of the picks, no sort
 // (the "top-k" section below): a few rows spread over a cluster of 8 blocks each, more rows 2 blocks each.
