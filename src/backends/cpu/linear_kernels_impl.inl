@@ -99,6 +99,20 @@ __attribute__((target("avx512vbmi"))) void fp8_pairs_tile(const LinearKernelArgs
 }
 #endif
 
+// y[row, col … col + kLanes) = out + bias, cast once; columns from a.n on (the last panel's padding) are
+// not written.
+inline void linear_store_y(const LinearKernelArgs& a, int64_t yrow, int64_t col, VF out) {
+    if (col + kLanes <= a.n) {
+        if (a.bias) out = vf_add(out, vf_load(a.bias + col));
+        vf_store_row(a.y, a.y_bf16, yrow + col, out);
+    } else if (col < a.n) {
+        float lanes[kLanes];
+        vf_store(lanes, out);
+        for (int l = 0; l < kLanes && col + l < a.n; ++l)
+            s_store(a.y, a.y_bf16, yrow + col + l, a.bias ? lanes[l] + a.bias[col + l] : lanes[l]);
+    }
+}
+
 template <int MR, int NP, PanelFormat F>
 void linear_register_tile(const LinearKernelArgs& a, int64_t row0, int64_t panel0) {
     VF acc[MR][NP * kPanelVecs];
@@ -186,25 +200,10 @@ void linear_register_tile(const LinearKernelArgs& a, int64_t row0, int64_t panel
             }
         }
     }
-    // y = acc + bias, cast once; the last panel may be partial.
-    for (int r = 0; r < MR; ++r) {
-        const int64_t yrow = (row0 + r) * a.y_stride;
-        for (int p = 0; p < NP; ++p) {
-            for (int v = 0; v < kPanelVecs; ++v) {
-                const int64_t col = (panel0 + p) * kPanelCols + v * kLanes;
-                VF out = acc[r][p * kPanelVecs + v];
-                if (col + kLanes <= a.n) {
-                    if (a.bias) out = vf_add(out, vf_load(a.bias + col));
-                    vf_store_row(a.y, a.y_bf16, yrow + col, out);
-                } else if (col < a.n) {
-                    float lanes[kLanes];
-                    vf_store(lanes, out);
-                    for (int l = 0; l < kLanes && col + l < a.n; ++l)
-                        s_store(a.y, a.y_bf16, yrow + col + l, a.bias ? lanes[l] + a.bias[col + l] : lanes[l]);
-                }
-            }
-        }
-    }
+    for (int r = 0; r < MR; ++r)
+        for (int p = 0; p < NP; ++p)
+            for (int v = 0; v < kPanelVecs; ++v)
+                linear_store_y(a, (row0 + r) * a.y_stride, (panel0 + p) * kPanelCols + v * kLanes, acc[r][p * kPanelVecs + v]);
 }
 
 template <int MR, PanelFormat F>
@@ -339,22 +338,8 @@ __attribute__((target("avx512vbmi"))) void linear_amx_block(const LinearKernelAr
         }
     }
     amx_tiles_end();
-    // y = acc + bias, cast once; the last panel may be partial.
-    for (int r = 0; r < m; ++r) {
-        const int64_t yrow = (r0 + r) * a.y_stride;
-        for (int q = 0; q < np; ++q) {
-            const int64_t col = (p + q) * kPanelCols;
-            VF out;
-            out.v = _mm512_loadu_ps(acc[q][r]);
-            if (col + kLanes <= a.n) {
-                if (a.bias) out = vf_add(out, vf_load(a.bias + col));
-                vf_store_row(a.y, a.y_bf16, yrow + col, out);
-            } else {
-                for (int l = 0; l < kLanes && col + l < a.n; ++l)
-                    s_store(a.y, a.y_bf16, yrow + col + l, a.bias ? acc[q][r][l] + a.bias[col + l] : acc[q][r][l]);
-            }
-        }
-    }
+    for (int r = 0; r < m; ++r)
+        for (int q = 0; q < np; ++q) linear_store_y(a, (r0 + r) * a.y_stride, (p + q) * kPanelCols, vf_load(acc[q][r]));
 }
 #endif
 
