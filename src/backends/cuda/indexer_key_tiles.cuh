@@ -1,7 +1,7 @@
 // The key side the Lightning Indexer's two tensor-core kernels share (indexer_scores_mma.cu: mma.sync, any
 // bf16 / e4m3 operands; indexer_scores_wgmma.cu: wgmma, the deployed e4m3 q against fp8 keys): how a tile's
 // key rows travel from the paged cache into a shared-memory stage with cp.async, the status byte each key
-// leaves there, and how the candidate columns are split over thread blocks.
+// leaves there, and the grid: how the candidate columns are split over thread blocks.
 //
 // A stage holds, for each key k of a tile, its raw value bytes at row k (row_bytes per row, zero-filled past
 // the key's data and wholly when it is not located), its fp32 row scale (fp8 keys) and a status byte. Two
@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdint>
+
+#include <cuda_runtime_api.h>
 
 #include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/indexer_scores_args.cuh"
@@ -165,21 +167,31 @@ inline int key_copy_granule(const ScoresArgs& a) {
     return 0;
 }
 
-// Tiles per block: the candidate splits into whole waves of `resident_blocks` (1 … 8 of them), the one with
-// the least work for the busiest block slot (its rounds × (tiles + 2), 2 tiles standing for a block's start:
-// q and the pipeline's fill). A function of the shapes alone.
-inline int64_t split_keys(int64_t tiles, int64_t grid_y, int64_t resident_blocks) {
-    constexpr int64_t kMaxWaves = 8, kBlockStartTiles = 2;
+// The grid of both kernels over tiles of kTileKeys candidate columns: blockIdx.y a token (more tokens in
+// strides of gridDim.y), blockIdx.x a run of tiles_per_block tiles. Both keep two blocks resident on each of
+// an H100 / H200 SXM's 132 multiprocessors; tiles_per_block is the split into whole waves of those (1 … 8
+// of them) with the least work for the busiest block slot (its rounds × (tiles + 2), 2 tiles standing for a
+// block's start: q and the pipeline's fill). Constants, so that the split is a function of the shapes alone.
+struct KeyGrid {
+    dim3 grid;
+    int tiles_per_block = 1;
+};
+template <int kTileKeys>
+KeyGrid key_grid(const ScoresArgs& a) {
+    constexpr int64_t kResidentBlocks = 132 * 2, kMaxWaves = 8, kBlockStartTiles = 2, kMaxGridY = 65535;
+    const int64_t tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
+    const int64_t grid_y = std::min(a.n_tokens, kMaxGridY);
     int64_t best_tiles = tiles, best_cost = -1;
     for (int64_t waves = 1; waves <= kMaxWaves; ++waves) {
-        const int64_t blocks_x = std::clamp<int64_t>(waves * resident_blocks / grid_y, 1, tiles);
+        const int64_t blocks_x = std::clamp<int64_t>(waves * kResidentBlocks / grid_y, 1, tiles);
         const int64_t per_block = (tiles + blocks_x - 1) / blocks_x;
         const int64_t grid_x = (tiles + per_block - 1) / per_block;
-        const int64_t rounds = (grid_x * grid_y + resident_blocks - 1) / resident_blocks;
+        const int64_t rounds = (grid_x * grid_y + kResidentBlocks - 1) / kResidentBlocks;
         const int64_t cost = rounds * (per_block + kBlockStartTiles);
         if (best_cost < 0 || cost < best_cost) best_cost = cost, best_tiles = per_block;
     }
-    return best_tiles;
+    const int64_t grid_x = (tiles + best_tiles - 1) / best_tiles;
+    return {dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), static_cast<int>(best_tiles)};
 }
 
 }  // namespace

@@ -55,10 +55,6 @@ constexpr int kMaxHeads = 128;
 constexpr int kMaxDims = 128;
 static_assert(kThreads == 2 * kTileKeys, "two threads bring each key of a tile (indexer_key_tiles.cuh)");
 constexpr int kStages = 3;       // key tiles in shared memory: one multiplied, two in flight
-// Blocks resident at once on an H100 / H200 SXM: 132 multiprocessors × 2. The split of the keys over
-// blocks is chosen for whole waves of these (split_keys); a constant, so it is a function of the shapes.
-constexpr int64_t kResidentBlocks = 132 * 2;
-constexpr int64_t kMaxGridY = 65535;
 
 // Shared memory: q_s [hp][q_row] operands, w_s [hp] head weights, red [2 head halves][kTileKeys], then
 // kStages stages of [kTileKeys][key_row] raw key bytes, [kTileKeys] fp32 scales (fp8 keys), [kTileKeys]
@@ -258,14 +254,8 @@ Status launch(const ScoresArgs& a, cudaStream_t stream) {
     static const cudaError_t configured = configure_kernel<kHalf, kFp8Keys>();  // once per instantiation
     SIEVE_RETURN_IF_ERROR(cuda_status(configured, "indexer_scores: shared memory of the tensor-core kernel"));
     const SmemLayout L = smem_layout<kFp8Keys>(a.n_heads, a.head_dim);
-    const int64_t tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-    const int64_t grid_y = std::min(a.n_tokens, kMaxGridY);
-    const int64_t tiles_per_block = split_keys(tiles, grid_y, kResidentBlocks);
-    const int64_t grid_x = (tiles + tiles_per_block - 1) / tiles_per_block;
-    launch_after_previous(indexer_scores_mma_kernel<kHalf, kFp8Keys>,
-                          dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), kThreads,
-                          static_cast<size_t>(L.bytes), stream, a, static_cast<int>(tiles_per_block),
-                          key_copy_granule(a));
+    const KeyGrid g = key_grid<kTileKeys>(a);
+    launch_after_previous(indexer_scores_mma_kernel<kHalf, kFp8Keys>, g.grid, kThreads, static_cast<size_t>(L.bytes), stream, a, g.tiles_per_block, key_copy_granule(a));
     return cuda_status(cudaGetLastError(), "indexer_scores launch (tensor cores)");
 }
 

@@ -51,9 +51,6 @@ constexpr int kQSlabBytes = kHeads * wgmma::kSlabValues * 2;
 constexpr int kWOff = 2 * kQSlabBytes;
 constexpr int kStagesOff = kWOff + kHeads * 4;
 constexpr int kSmemBytes = kStagesOff + kStages * kStageBytes + wgmma::kAtomBytes;  // + the alignment's slack
-// Blocks resident at once on an H100 / H200 SXM (132 multiprocessors × 2), for split_keys.
-constexpr int64_t kResidentBlocks = 132 * 2;
-constexpr int64_t kMaxGridY = 65535;
 
 __global__ void __launch_bounds__(kThreads, 2) indexer_scores_wgmma_kernel(ScoresArgs a, int tiles_per_block, int granule) {
     wait_for_previous_kernel();
@@ -180,13 +177,8 @@ bool indexer_scores_wgmma_supported(const ScoresArgs& a) {
 Status launch_indexer_scores_wgmma(const ScoresArgs& a, cudaStream_t stream) {
     static const cudaError_t configured = configure_kernel();
     SIEVE_RETURN_IF_ERROR(cuda_status(configured, "indexer_scores: shared memory of the wgmma kernel"));
-    const int64_t tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-    const int64_t grid_y = std::min(a.n_tokens, kMaxGridY);
-    const int64_t tiles_per_block = split_keys(tiles, grid_y, kResidentBlocks);
-    const int64_t grid_x = (tiles + tiles_per_block - 1) / tiles_per_block;
-    launch_after_previous(indexer_scores_wgmma_kernel, dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)),
-                          kThreads, static_cast<size_t>(kSmemBytes), stream, a, static_cast<int>(tiles_per_block),
-                          key_copy_granule(a));
+    const KeyGrid g = key_grid<kTileKeys>(a);
+    launch_after_previous(indexer_scores_wgmma_kernel, g.grid, kThreads, static_cast<size_t>(kSmemBytes), stream, a, g.tiles_per_block, key_copy_granule(a));
     return cuda_status(cudaGetLastError(), "indexer_scores launch (wgmma)");
 }
 
