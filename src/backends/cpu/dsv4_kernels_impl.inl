@@ -108,20 +108,30 @@ inline float d4_max(const float* x, int64_t n, float m) {
     return m;
 }
 
-// Gathers the next valid rows of one slot list into kc (row stride d) from position *j on, until kc holds C
-// rows or the list ends; returns the new row count.
-inline int64_t d4_gather(const RecordCache& cache, const int32_t* slots, int64_t n, int64_t* j, float* kc, int64_t nc,
-                         int64_t C, int64_t d) {
+// Walks one slot list from position *j on, handing each valid slot and its place among the gathered rows
+// to store_row(slot, nc), until nc reaches C or the list ends (−1 skipped, rows ahead prefetched); returns
+// the new row count.
+template <class StoreRow>
+inline int64_t d4_gather_rows(const RecordCache& cache, const int32_t* slots, int64_t n, int64_t* j, int64_t nc, int64_t C,
+                              StoreRow&& store_row) {
     for (; *j < n && nc < C; ++*j) {
         if (*j + kMqaPrefetch < n && slots[*j + kMqaPrefetch] >= 0) d4_prefetch_row(cache, slots[*j + kMqaPrefetch]);
         const int32_t slot = slots[*j];
         if (slot < 0) continue;
-        float* dst = kc + nc * d;
-        const float* row = d4_record_row(cache, slot, dst);
-        if (row != dst) d4_widen(row, false, dst, d);  // f32 rows: copied from the cache
+        store_row(slot, nc);
         ++nc;
     }
     return nc;
+}
+
+// Gathers the next valid rows of one slot list into kc [C, d] (fp32); returns the new row count.
+inline int64_t d4_gather(const RecordCache& cache, const int32_t* slots, int64_t n, int64_t* j, float* kc, int64_t nc,
+                         int64_t C, int64_t d) {
+    return d4_gather_rows(cache, slots, n, j, nc, C, [&](int32_t slot, int64_t r) {
+        float* dst = kc + r * d;
+        const float* row = d4_record_row(cache, slot, dst);
+        if (row != dst) d4_widen(row, false, dst, d);  // f32 rows: copied from the cache
+    });
 }
 
 static_assert(kSparseMqaHeadBlock % 4 == 0, "the dispatch code splits heads at multiples of 4 (whole register blocks on AVX2)");
@@ -194,14 +204,9 @@ inline bool d4_tile_cache(const RecordCache& c) { return c.format == kRecordFp8M
 // taken, so that the chunk can be gathered again through d4_gather).
 inline int64_t d4_gather_bf16(const RecordCache& cache, const int32_t* slots, int64_t n, int64_t* j, uint16_t* kb,
                               int64_t nc, int64_t C, int64_t d, bool* exact) {
-    for (; *j < n && nc < C; ++*j) {
-        if (*j + kMqaPrefetch < n && slots[*j + kMqaPrefetch] >= 0) d4_prefetch_row(cache, slots[*j + kMqaPrefetch]);
-        const int32_t slot = slots[*j];
-        if (slot < 0) continue;
-        if (!d4_record_row_bf16(cache, slot, kb + nc * d)) *exact = false;
-        ++nc;
-    }
-    return nc;
+    return d4_gather_rows(cache, slots, n, j, nc, C, [&](int32_t slot, int64_t r) {
+        if (!d4_record_row_bf16(cache, slot, kb + r * d)) *exact = false;
+    });
 }
 
 // Prefetches, into L2, the rows of the chunk after the one being computed: the listed rows lie scattered in
