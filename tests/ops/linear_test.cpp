@@ -38,16 +38,73 @@ TEST(LinearConformance, EveryBackendMatchesRef) {
 
 
 // The pair panels (bf16 math) at the batch sizes the amx_bf16 level runs as tile products: a 16-row tile and
-// a rest of 4 rows, fp8 k-blocks with a partial last one, odd pair counts, two panels per tile and a
+// a rest of 4 rows, several 16-row blocks sharing decoded weights (and a partial last block, and more rows
+// than one task takes), fp8 k-blocks with a partial last one, odd pair counts, two panels per tile and a
 // single last one, fp8 and bf16 weights.
 TEST(LinearConformance, PairPanelsAtBatchSizes) {
     auto ref = ref_backend();
     auto backends = backends_under_test();
     Rng rng(708);
     for (const DType w : {DType::f8_e4m3, DType::bf16}) {
-        for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{20, 200, 300}, {4, 48, 129}, {16, 144, 1100}}) {
+        for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{20, 200, 300}, {4, 48, 129}, {16, 144, 1100}, {70, 80, 300}, {130, 48, 257}}) {
             const LinearCase lc{m, n, k, w, DType::bf16, DType::f32, LinearMath::bf16, true, true, false, ScaleKind::pow2};
             run_linear_case(rng, lc, *ref, backends);
+        }
+    }
+}
+
+// The own kernels compute each row of a batch as they compute it alone, bit for bit, whatever rows share
+// its tile or task (the amx_bf16 level's 16-row blocks over shared weights included): a model's output for
+// one request does not depend on the requests batched with it. oneDNN makes no such promise.
+TEST(LinearConformance, RowsDoNotDependOnTheBatch) {
+    Rng rng(709);
+    const int64_t m = 70, n = 80, k = 300;
+    for (const DType w_type : {DType::f8_e4m3, DType::bf16}) {
+        std::vector<uint8_t> w(static_cast<size_t>(n * k * dtype_size(w_type)));
+        for (int64_t i = 0; i < n * k; ++i) {
+            if (w_type == DType::f8_e4m3) w[static_cast<size_t>(i)] = static_cast<uint8_t>(rng.integer(0, 0x7e) | (rng.coin() ? 0x80 : 0));
+            else reinterpret_cast<uint16_t*>(w.data())[i] = f32_to_bf16(rng.normal(0.05f));
+        }
+        const float scales[3] = {0.125f, 0.5f, 2.0f};  // [1 × 3] blocks of 128
+        std::vector<uint16_t> x(static_cast<size_t>(m * k));
+        for (auto& v : x) v = f32_to_bf16(rng.normal(4.0f));
+        LinearWeights lw;
+        lw.weight = w.data();
+        lw.block_scale = w_type == DType::f8_e4m3 ? scales : nullptr;
+        lw.out_features = n;
+        lw.in_features = k;
+        lw.weight_row_stride = k;
+        lw.weight_type = w_type;
+        lw.math = LinearMath::bf16;
+        for (auto& nb : host_backends_under_test()) {
+            if (!nb.spec.ends_with(":nodnnl")) continue;
+            SCOPED_TRACE(fmt::format("{} weights {}", nb.spec, dtype_name(w_type)));
+            auto prepared = nb.backend->linear_prepare(lw);
+            ASSERT_TRUE(prepared.has_value()) << prepared.status().to_string();
+            auto run = [&](int64_t t0, int64_t rows) {
+                std::vector<float> y(static_cast<size_t>(rows * n), -1.0f);
+                LinearParams p;
+                p.x = x.data() + t0 * k;
+                p.y = y.data();
+                p.n_tokens = rows;
+                p.x_row_stride = k;
+                p.y_row_stride = n;
+                p.x_type = DType::bf16;
+                auto plan = nb.backend->linear_plan(**prepared, p);
+                EXPECT_TRUE(plan.has_value()) << plan.status().to_string();
+                if (!plan.has_value()) return y;
+                GuardedBuffer ws(std::max<size_t>(plan->workspace_bytes, 1));
+                EXPECT_TRUE(nb.backend->linear(**prepared, *plan, p, {ws.data(), plan->workspace_bytes}).is_ok());
+                return y;
+            };
+            const std::vector<float> batch = run(0, m);
+            for (const int64_t t : {int64_t{0}, int64_t{15}, int64_t{16}, int64_t{47}, int64_t{50}, int64_t{64}, int64_t{69}}) {
+                const std::vector<float> alone = run(t, 1);
+                for (int64_t o = 0; o < n; ++o)
+                    ASSERT_EQ(std::bit_cast<uint32_t>(alone[static_cast<size_t>(o)]), std::bit_cast<uint32_t>(batch[static_cast<size_t>(t * n + o)]))
+                        << "row " << t << " output " << o << ": " << alone[static_cast<size_t>(o)] << " alone, "
+                        << batch[static_cast<size_t>(t * n + o)] << " in a batch of " << m;
+            }
         }
     }
 }

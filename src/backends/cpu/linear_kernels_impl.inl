@@ -283,63 +283,102 @@ __attribute__((target("avx512vbmi"))) void amx_b_rows(const LinearKernelArgs& a,
     }
 }
 
-// Rows [r0, r0 + m) × panels [p, p + np) (np ≤ 2; fp8: one 128-column scale block) on tiles: C tiles 0
-// and 1, A tile 2, B tiles 3 and 4.
-__attribute__((target("avx512vbmi"))) void linear_amx_block(const LinearKernelArgs& a, int64_t r0, int m, int64_t p, int np) {
-    AmxTileConfig config;
-    for (int t : {0, 1, 2}) config.rows[t] = static_cast<uint8_t>(m);
-    _tile_loadconfig(&config);
-    alignas(64) uint8_t b_buf[2][kAmxPairs * 64];
+// Rows [r0, r1) × panels [p, p + np) (np ≤ 2; fp8: one 128-column scale block; at most kAmxRowBlocks
+// blocks of 16 rows) on tiles: C tiles 0 and 1, A tile 2, B tiles 3 and 4. The k pairs go in blocks of
+// kAmxBlockPairs (fp8: one 128-k scale block): each block's B tiles are decoded once (fp8) and then taken
+// by every row block in turn, so a prefill chunk decodes and reads its weights once per 16·kAmxRowBlocks
+// rows instead of once per 16. A row block's C tiles carry over from one k block to the next through its
+// fp32 accumulators (bf16: stored and loaded again, exact; fp8: added times the block's scale), so each row
+// block runs the same tile products in the same order as it would alone.
+constexpr int kAmxRowBlocks = 8;
+constexpr int64_t kAmxBlockPairs = 64;
+static_assert(kAmxBlockPairs % kAmxPairs == 0 && kAmxBlockPairs * 2 == 128, "an fp8 scale block is one k block");
+
+__attribute__((target("avx512vbmi"))) void linear_amx_rows(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p, int np) {
+    constexpr int kSteps = static_cast<int>(kAmxBlockPairs / kAmxPairs);
+    alignas(64) uint8_t b_buf[2][kSteps][kAmxPairs * 64];
     alignas(64) uint32_t a_buf[16][kAmxPairs];
     alignas(64) float c_buf[16][16];
-    float acc[2][16][16] = {};
+    alignas(64) float acc[kAmxRowBlocks][2][16][16];
     const bool fp8 = a.format == PanelFormat::fp8_pairs;
-    const int64_t K = a.k, k2n = (K + 1) / 2, block_pairs = fp8 ? 64 : k2n, n_kb = (K + 127) / 128;
-    const uint32_t* x = a.x_pairs + r0 * a.x_pairs_stride;
-    for (int64_t kb = 0; kb * block_pairs < k2n; ++kb) {
-        _tile_zero(0);
-        _tile_zero(1);
-        const int64_t end = s_min(k2n, (kb + 1) * block_pairs);
-        for (int64_t pair0 = kb * block_pairs; pair0 < end; pair0 += kAmxPairs) {
-            if (pair0 + kAmxPairs <= k2n) {
-                _tile_loadd(2, x + pair0, a.x_pairs_stride * 4);
-            } else {  // the last pairs, zero-padded
-                for (int r = 0; r < m; ++r)
-                    for (int64_t j = 0; j < kAmxPairs; ++j) a_buf[r][j] = pair0 + j < k2n ? x[r * a.x_pairs_stride + pair0 + j] : 0u;
-                _tile_loadd(2, a_buf, 64);
-            }
-            const bool direct = !fp8 && pair0 + kAmxPairs <= k2n;  // a bf16 panel's own rows
-            if (direct) {
-                _tile_loadd(3, static_cast<const uint8_t*>(a.panels) + p * a.panel_bytes + pair0 * 64, 64);
-            } else {
-                amx_b_rows(a, p, pair0, k2n, b_buf[0]);
-                _tile_loadd(3, b_buf[0], 64);
-            }
-            _tile_dpbf16ps(0, 2, 3);
-            if (np > 1) {
-                if (direct) {
-                    _tile_loadd(4, static_cast<const uint8_t*>(a.panels) + (p + 1) * a.panel_bytes + pair0 * 64, 64);
-                } else {
-                    amx_b_rows(a, p + 1, pair0, k2n, b_buf[1]);
-                    _tile_loadd(4, b_buf[1], 64);
-                }
-                _tile_dpbf16ps(1, 2, 4);
-            }
-        }
+    const int64_t K = a.k, k2n = (K + 1) / 2, n_kb = (K + 127) / 128;
+    const int n_rb = static_cast<int>((r1 - r0 + 15) / 16);
+    const uint8_t* const panel[2] = {static_cast<const uint8_t*>(a.panels) + p * a.panel_bytes,
+                                     static_cast<const uint8_t*>(a.panels) + (p + 1) * a.panel_bytes};
+    int configured_rows = 0;
+    for (int64_t kb = 0; kb * kAmxBlockPairs < k2n; ++kb) {
+        const int64_t first = kb * kAmxBlockPairs, end = s_min(k2n, first + kAmxBlockPairs);
+        const int steps = static_cast<int>((end - first + kAmxPairs - 1) / kAmxPairs);
+        // A bf16 panel's whole 16-pair steps are its own rows; the rest (fp8, a last partial step) decoded.
+        auto direct = [&](int st) { return !fp8 && first + (st + 1) * kAmxPairs <= k2n; };
+        for (int q = 0; q < np; ++q)
+            for (int st = 0; st < steps; ++st)
+                if (!direct(st)) amx_b_rows(a, p + q, first + st * kAmxPairs, k2n, b_buf[q][st]);
         const float scale = fp8 ? a.fp8_scale[(p * kPanelCols / 128) * n_kb + kb] : 1.0f;
-        for (int q = 0; q < np; ++q) {
-            if (q == 0)
-                _tile_stored(0, c_buf, 64);
-            else
-                _tile_stored(1, c_buf, 64);
+        for (int rb = 0; rb < n_rb; ++rb) {
+            const int64_t row = r0 + 16 * rb;
+            const int m = static_cast<int>(s_min(int64_t{16}, r1 - row));
+            if (m != configured_rows) {  // (loading a configuration clears the tiles: every state is in acc)
+                AmxTileConfig config;
+                for (int t : {0, 1, 2}) config.rows[t] = static_cast<uint8_t>(m);
+                _tile_loadconfig(&config);
+                configured_rows = m;
+            }
+            if (fp8 || kb == 0) {
+                _tile_zero(0);
+                _tile_zero(1);
+            } else {
+                _tile_loadd(0, acc[rb][0], 64);
+                if (np > 1) _tile_loadd(1, acc[rb][1], 64);
+            }
+            const uint32_t* x = a.x_pairs + row * a.x_pairs_stride;
+            for (int st = 0; st < steps; ++st) {
+                const int64_t pair0 = first + st * kAmxPairs;
+                if (pair0 + kAmxPairs <= k2n) {
+                    _tile_loadd(2, x + pair0, a.x_pairs_stride * 4);
+                } else {  // the last pairs, zero-padded
+                    for (int r = 0; r < m; ++r)
+                        for (int64_t j = 0; j < kAmxPairs; ++j) a_buf[r][j] = pair0 + j < k2n ? x[r * a.x_pairs_stride + pair0 + j] : 0u;
+                    _tile_loadd(2, a_buf, 64);
+                }
+                if (direct(st))
+                    _tile_loadd(3, panel[0] + pair0 * 64, 64);
+                else
+                    _tile_loadd(3, b_buf[0][st], 64);
+                _tile_dpbf16ps(0, 2, 3);
+                if (np > 1) {
+                    if (direct(st))
+                        _tile_loadd(4, panel[1] + pair0 * 64, 64);
+                    else
+                        _tile_loadd(4, b_buf[1][st], 64);
+                    _tile_dpbf16ps(1, 2, 4);
+                }
+            }
+            if (!fp8) {
+                _tile_stored(0, acc[rb][0], 64);
+                if (np > 1) _tile_stored(1, acc[rb][1], 64);
+                continue;
+            }
             const __m512 sc = _mm512_set1_ps(scale);
-            for (int r = 0; r < m; ++r)
-                _mm512_storeu_ps(acc[q][r], _mm512_fmadd_ps(_mm512_load_ps(c_buf[r]), sc, _mm512_loadu_ps(acc[q][r])));
+            for (int q = 0; q < np; ++q) {
+                if (q == 0)
+                    _tile_stored(0, c_buf, 64);
+                else
+                    _tile_stored(1, c_buf, 64);
+                for (int r = 0; r < m; ++r) {
+                    const __m512 prev = kb == 0 ? _mm512_setzero_ps() : _mm512_load_ps(acc[rb][q][r]);
+                    _mm512_store_ps(acc[rb][q][r], _mm512_fmadd_ps(_mm512_load_ps(c_buf[r]), sc, prev));
+                }
+            }
         }
     }
     amx_tiles_end();
-    for (int r = 0; r < m; ++r)
-        for (int q = 0; q < np; ++q) linear_store_y(a, (r0 + r) * a.y_stride, (p + q) * kPanelCols, vf_load(acc[q][r]));
+    for (int rb = 0; rb < n_rb; ++rb) {
+        const int64_t row = r0 + 16 * rb;
+        const int m = static_cast<int>(s_min(int64_t{16}, r1 - row));
+        for (int r = 0; r < m; ++r)
+            for (int q = 0; q < np; ++q) linear_store_y(a, (row + r) * a.y_stride, (p + q) * kPanelCols, vf_load(acc[rb][q][r]));
+    }
 }
 #endif
 
@@ -361,12 +400,12 @@ void linear_tile_registers(const LinearKernelArgs& a, int64_t r0, int64_t r1, in
 void linear_tile(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
 #if defined(__AMX_TILE__)
     if (a.format == PanelFormat::fp8_pairs || (a.format == PanelFormat::bf16_pairs && a.dpbf16)) {
-        for (int64_t r = r0; r < r1; r += 16) {
-            const int m = static_cast<int>(s_min(16, r1 - r));
+        for (int64_t r = r0; r < r1; r += 16 * kAmxRowBlocks) {
+            const int64_t r_end = s_min(r1, r + 16 * kAmxRowBlocks);
             for (int64_t p = p0; p < p1;) {
                 // two panels at once where they share an fp8 scale block
                 const bool two = p + 1 < p1 && (a.format != PanelFormat::fp8_pairs || (p * kPanelCols) / 128 == ((p + 1) * kPanelCols) / 128);
-                linear_amx_block(a, r, m, p, two ? 2 : 1);
+                linear_amx_rows(a, r, r_end, p, two ? 2 : 1);
                 p += two ? 2 : 1;
             }
         }
