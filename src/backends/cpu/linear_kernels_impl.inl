@@ -247,12 +247,13 @@ void linear_tile_t(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0
 // products, C[rows × 16 columns] += A[rows × 16 k pairs] · B[16 k pairs × 16 columns]. The pair panels are
 // already the tiles' B layout (kernels.h: 64 bytes a k pair, two bf16 per column), so a bf16 panel's B tile
 // is 16 of its rows; an fp8 panel's is decoded group by group (fp8_pairs_tile's table decode) into a
-// 1 KiB buffer. A is 16 pairs of each activation row. fp8: per 128-k block the C tiles start from zero and
-// are added to fp32 accumulators times the block's scale (a power of two), as fp8_pairs_tile does. The
+// buffer (1 KiB a tile). A is 16 pairs of each activation row. fp8: per 128-k block the C tiles start from
+// zero and are added to fp32 accumulators times the block's scale (a power of two), as fp8_pairs_tile does. The
 // products are bf16 with fp32 sums (inputs and outputs subnormal-flushed, as vdpbf16ps): the dpbf16
 // paths' numerics, summed in another order (ops/linear.h leaves it open). Every row count takes this path,
 // so that a row's result does not depend on the rows batched with it (the tile's sums run in the same
-// order for each row, whatever the tile's height).
+// order for each row, whatever the tile's height or the row blocks beside it:
+// LinearConformance.RowsDoNotDependOnTheBatch).
 constexpr int64_t kAmxPairs = 16;  // k pairs of one tile product
 
 // B rows [pair0, pair0 + 16) of panel `panel` into buf (16 × 64 bytes), zero past k2n pairs.
