@@ -6,6 +6,27 @@
 namespace sieve::test {
 namespace {
 
+// y [rows, n] (f32) of `rows` bf16 rows of x (row stride k) through a prepared weight, and the plan's kernel
+// name; a failed plan or run fails the test (y then keeps its −1 fill).
+std::pair<std::vector<float>, std::string> run_linear_rows(Backend& b, const PreparedLinear& w, const uint16_t* x,
+                                                           int64_t rows, int64_t k, int64_t n) {
+    std::vector<float> y(static_cast<size_t>(rows * n), -1.0f);
+    LinearParams p;
+    p.x = x;
+    p.y = y.data();
+    p.n_tokens = rows;
+    p.x_row_stride = k;
+    p.y_row_stride = n;
+    p.x_type = DType::bf16;
+    auto plan = b.linear_plan(w, p);
+    EXPECT_TRUE(plan.has_value()) << plan.status().to_string();
+    if (!plan.has_value()) return {std::move(y), ""};
+    GuardedBuffer ws(std::max<size_t>(plan->workspace_bytes, 1));
+    const Status st = b.linear(w, *plan, p, {ws.data(), plan->workspace_bytes});
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+    return {std::move(y), plan->kernel};
+}
+
 TEST(LinearConformance, EveryBackendMatchesRef) {
     auto ref = ref_backend();
     auto backends = backends_under_test();
@@ -81,22 +102,7 @@ TEST(LinearConformance, RowsDoNotDependOnTheBatch) {
             SCOPED_TRACE(fmt::format("{} weights {}", nb.spec, dtype_name(w_type)));
             auto prepared = nb.backend->linear_prepare(lw);
             ASSERT_TRUE(prepared.has_value()) << prepared.status().to_string();
-            auto run = [&](int64_t t0, int64_t rows) {
-                std::vector<float> y(static_cast<size_t>(rows * n), -1.0f);
-                LinearParams p;
-                p.x = x.data() + t0 * k;
-                p.y = y.data();
-                p.n_tokens = rows;
-                p.x_row_stride = k;
-                p.y_row_stride = n;
-                p.x_type = DType::bf16;
-                auto plan = nb.backend->linear_plan(**prepared, p);
-                EXPECT_TRUE(plan.has_value()) << plan.status().to_string();
-                if (!plan.has_value()) return y;
-                GuardedBuffer ws(std::max<size_t>(plan->workspace_bytes, 1));
-                EXPECT_TRUE(nb.backend->linear(**prepared, *plan, p, {ws.data(), plan->workspace_bytes}).is_ok());
-                return y;
-            };
+            auto run = [&](int64_t t0, int64_t rows) { return run_linear_rows(*nb.backend, **prepared, x.data() + t0 * k, rows, k, n).first; };
             const std::vector<float> batch = run(0, m);
             for (const int64_t t : {int64_t{0}, int64_t{15}, int64_t{16}, int64_t{47}, int64_t{50}, int64_t{64}, int64_t{69}}) {
                 const std::vector<float> alone = run(t, 1);
@@ -140,24 +146,13 @@ TEST(LinearConformance, Fp8CodesDecodeExactly) {
                 if (!prepared.has_value() && linear_unsupported_is_expected(nb.spec, math, prepared.status())) continue;
                 ASSERT_TRUE(prepared.has_value()) << prepared.status().to_string();
                 for (int64_t t0 = 0; t0 < k; t0 += m) {
-                    std::vector<float> y(static_cast<size_t>(m * n), -1.0f);
-                    LinearParams p;
-                    p.x = x.data() + t0 * k;
-                    p.y = y.data();
-                    p.n_tokens = m;
-                    p.x_row_stride = k;
-                    p.y_row_stride = n;
-                    p.x_type = DType::bf16;
-                    auto plan = nb.backend->linear_plan(**prepared, p);
-                    ASSERT_TRUE(plan.has_value()) << plan.status().to_string();
-                    GuardedBuffer ws(std::max<size_t>(plan->workspace_bytes, 1));
-                    ASSERT_TRUE(nb.backend->linear(**prepared, *plan, p, {ws.data(), plan->workspace_bytes}).is_ok());
+                    const auto [y, kernel] = run_linear_rows(*nb.backend, **prepared, x.data() + t0 * k, m, k, n);
                     for (int64_t t = 0; t < m; ++t)
                         for (int64_t o = 0; o < n; ++o) {
                             const float want = fp8_e4m3_to_f32(w[static_cast<size_t>(o * k + t0 + t)]) * scales[o / 128];
                             ASSERT_EQ(y[static_cast<size_t>(t * n + o)], want)
                                 << "row " << o << " col " << t0 + t << " code 0x" << std::hex
-                                << int{w[static_cast<size_t>(o * k + t0 + t)]} << " via " << plan->kernel;
+                                << int{w[static_cast<size_t>(o * k + t0 + t)]} << " via " << kernel;
                         }
                 }
             }
