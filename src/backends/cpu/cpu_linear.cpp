@@ -17,7 +17,7 @@ namespace sieve::cpu {
 namespace {
 
 constexpr int64_t kTaskCols = 2 * kPanelCols;  // one task: 2 panels …
-constexpr int64_t kTaskRows = 64;              // … × 64 rows (AMX: 16-row blocks sharing decoded weights)
+constexpr int64_t kTaskRows = 64;              // … × 64 rows (AMX: kAmxRowBlocks 16-row blocks sharing decoded weights)
 constexpr int64_t kConvertBlockRows = 64;      // own GEMM: activations converted 64 rows at a time
 #ifdef SIEVE_HAS_DNNL
 constexpr int64_t kDnnlChunkRows = 256;        // oneDNN: rows per call when staging buffers are needed

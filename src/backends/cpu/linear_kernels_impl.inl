@@ -290,8 +290,9 @@ __attribute__((target("avx512vbmi"))) void amx_b_rows(const LinearKernelArgs& a,
 // by every row block in turn, so a prefill chunk decodes and reads its weights once per 16·kAmxRowBlocks
 // rows instead of once per 16. A row block's C tiles carry over from one k block to the next through its
 // fp32 accumulators (bf16: stored and loaded again, exact; fp8: added times the block's scale), so each row
-// block runs the same tile products in the same order as it would alone.
-constexpr int kAmxRowBlocks = 8;
+// block runs the same tile products in the same order as it would alone. 64 rows: the dispatcher's task
+// (cpu_linear.cpp); 128-row tasks measured slower where K is large (their activation pairs outgrow L2).
+constexpr int kAmxRowBlocks = 4;
 constexpr int64_t kAmxBlockPairs = 64;
 static_assert(kAmxBlockPairs % kAmxPairs == 0 && kAmxBlockPairs * 2 == 128, "an fp8 scale block is one k block");
 
