@@ -76,11 +76,18 @@ TEST(LinearConformance, PairPanelsAtBatchSizes) {
 
 // The own kernels compute each row of a batch as they compute it alone, bit for bit, whatever rows share
 // its tile or task (the amx_bf16 level's 16-row blocks over shared weights included): a model's output for
-// one request does not depend on the requests batched with it. oneDNN makes no such promise.
+// one request does not depend on the requests batched with it. oneDNN makes no such promise. Runs of 1–3
+// rows (decode) against the batch's rows, which take other schedules (amx_bf16: 64-row tasks of 16-row
+// blocks, linear_amx_rows; the arithmetic fp8 decode: weights decoded once per chunk for every row group,
+// linear_fp8_shared_decode); K = 300: partial 128-k blocks, decode chunks and 16-pair steps, K = 301: an odd
+// K too (a half-full last pair group).
 TEST(LinearConformance, RowsDoNotDependOnTheBatch) {
     Rng rng(709);
-    const int64_t m = 70, n = 80, k = 300;
-    for (const DType w_type : {DType::f8_e4m3, DType::bf16}) {
+    const int64_t m = 70, n = 80;
+    for (const auto& c : {std::pair{int64_t{300}, DType::f8_e4m3}, std::pair{int64_t{300}, DType::bf16},
+                          std::pair{int64_t{301}, DType::f8_e4m3}, std::pair{int64_t{301}, DType::bf16}}) {
+        const int64_t k = c.first;
+        const DType w_type = c.second;
         std::vector<uint8_t> w(static_cast<size_t>(n * k * dtype_size(w_type)));
         for (int64_t i = 0; i < n * k; ++i) {
             if (w_type == DType::f8_e4m3) w[static_cast<size_t>(i)] = static_cast<uint8_t>(rng.integer(0, 0x7e) | (rng.coin() ? 0x80 : 0));
@@ -99,18 +106,21 @@ TEST(LinearConformance, RowsDoNotDependOnTheBatch) {
         lw.math = LinearMath::bf16;
         for (auto& nb : host_backends_under_test()) {
             if (!nb.spec.ends_with(":nodnnl")) continue;
-            SCOPED_TRACE(fmt::format("{} weights {}", nb.spec, dtype_name(w_type)));
+            SCOPED_TRACE(fmt::format("{} weights {}, k {}", nb.spec, dtype_name(w_type), k));
             auto prepared = nb.backend->linear_prepare(lw);
             ASSERT_TRUE(prepared.has_value()) << prepared.status().to_string();
             auto run = [&](int64_t t0, int64_t rows) { return run_linear_rows(*nb.backend, **prepared, x.data() + t0 * k, rows, k, n).first; };
             const std::vector<float> batch = run(0, m);
-            for (const int64_t t : {int64_t{0}, int64_t{15}, int64_t{16}, int64_t{47}, int64_t{50}, int64_t{64}, int64_t{69}}) {
-                const std::vector<float> alone = run(t, 1);
-                for (int64_t o = 0; o < n; ++o)
-                    ASSERT_EQ(std::bit_cast<uint32_t>(alone[static_cast<size_t>(o)]), std::bit_cast<uint32_t>(batch[static_cast<size_t>(t * n + o)]))
-                        << "row " << t << " output " << o << ": " << alone[static_cast<size_t>(o)] << " alone, "
-                        << batch[static_cast<size_t>(t * n + o)] << " in a batch of " << m;
-            }
+            for (const int64_t rows : {int64_t{1}, int64_t{2}, int64_t{3}})
+                for (const int64_t t0 : {int64_t{0}, int64_t{15}, int64_t{16}, int64_t{47}, int64_t{50}, int64_t{64}, int64_t{67}}) {
+                    const std::vector<float> alone = run(t0, rows);
+                    for (int64_t i = 0; i < rows * n; ++i) {
+                        const int64_t t = t0 + i / n, o = i % n;
+                        ASSERT_EQ(std::bit_cast<uint32_t>(alone[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(batch[static_cast<size_t>(t * n + o)]))
+                            << "row " << t << " output " << o << ": " << alone[static_cast<size_t>(i)] << " in a run of "
+                            << rows << " rows from " << t0 << ", " << batch[static_cast<size_t>(t * n + o)] << " in a batch of " << m;
+                    }
+                }
         }
     }
 }
