@@ -4,7 +4,9 @@
 //   * memory-bound ops (decode GEMV, norms): bytes moved / time against a read-bandwidth probe;
 //   * linear: own kernels against oneDNN on the same shape;
 //   * top-k: against std::nth_element + sort of the same rows.
-// Usage: bench_ops [linear|topk|norm|rope|all]
+// Usage: bench_ops [linear|topk|rows|all] [--shape TEXT]... [--m 1,2,3] [--backend TEXT]...
+//   --shape / --backend keep the linear shapes / backend specs whose name contains TEXT (any of them);
+//   --m replaces the linear batch sizes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -80,7 +82,19 @@ struct LinearShape {
     DType w;
 };
 
-void bench_linear(double bw) {
+struct LinearFilter {
+    std::vector<std::string> shapes, backends;
+    std::vector<int64_t> batches;
+};
+
+bool any_contains(const std::vector<std::string>& texts, const std::string& name) {
+    if (texts.empty()) return true;
+    for (const std::string& t : texts)
+        if (name.find(t) != std::string::npos) return true;
+    return false;
+}
+
+void bench_linear(double bw, const LinearFilter& filter) {
     std::printf("\n== linear (y = x·Wᵀ), x/y bf16, LinearMath::bf16 unless noted; bandwidth ceiling %.1f GB/s\n", bw);
     std::printf("%-34s %6s %-26s %10s %9s %8s %8s\n", "shape", "m", "backend", "us/call", "GB/s", "%bw", "GFLOP/s");
     std::mt19937_64 rng(1);
@@ -92,8 +106,14 @@ void bench_linear(double bw) {
         {"f32 [4096, 4096] (f32 math)", 4096, 4096, DType::f32},
     };
     std::vector<std::string> specs = {fmt::format("cpu:{}:nodnnl", isa_name(active_isa())), "cpu:avx2:nodnnl"};
+    // the register kernels of the level below, the baseline of the AMX tile kernels
+    if (active_isa() == Isa::amx_bf16) specs.insert(specs.begin() + 1, "cpu:avx512_bf16:nodnnl");
     if (cpu_backend_has_dnnl()) specs.push_back("cpu:dnnl");
+    specs.erase(std::unique(specs.begin(), specs.end()), specs.end());  // an avx2 machine's level is cpu:avx2
+    std::erase_if(specs, [&](const std::string& spec) { return !any_contains(filter.backends, spec); });
+    const std::vector<int64_t> all_batches = filter.batches.empty() ? std::vector<int64_t>{1, 2, 3, 4, 8, 16, 32, 64, 256} : filter.batches;
     for (const LinearShape& s : shapes) {
+        if (!any_contains(filter.shapes, s.name)) continue;
         const int64_t n = s.n, k = s.k;
         Tensor w = Tensor::zeros_or_die(s.w, {n, k});
         std::uniform_int_distribution<int> byte(0, 0x7e);
@@ -114,7 +134,7 @@ void bench_linear(double bw) {
         lw.math = s.w == DType::f32 ? LinearMath::f32 : LinearMath::bf16;
         std::vector<int64_t> batches;
         std::vector<Tensor> xs;  // the same activations for every backend
-        for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}, int64_t{256}}) {
+        for (const int64_t m : all_batches) {
             if (n * k > (int64_t{1} << 25) && m > 64) continue;
             batches.push_back(m);
             xs.push_back(Tensor::zeros_or_die(DType::bf16, {m, k}));
@@ -276,12 +296,32 @@ void bench_rows(double bw) {
 int main(int argc, char** argv) {
     const std::string what = argc > 1 ? argv[1] : "all";
     if (what == "--help" || what == "-h") {
-        std::printf("bench_ops [linear|topk|rows|all]\n");
+        std::printf("bench_ops [linear|topk|rows|all] [--shape TEXT]... [--m 1,2,3] [--backend TEXT]...\n"
+                    "  --shape, --backend: only the linear shapes / backend specs whose name contains TEXT\n"
+                    "  --m: the linear batch sizes (default 1,2,3,4,8,16,32,64,256)\n");
         return 0;
+    }
+    LinearFilter filter;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const std::string flag = argv[i], value = argv[i + 1];
+        if (flag == "--shape") {
+            filter.shapes.push_back(value);
+        } else if (flag == "--backend") {
+            filter.backends.push_back(value);
+        } else if (flag == "--m") {
+            for (size_t b = 0; b < value.size();) {
+                const size_t e = std::min(value.find(',', b), value.size());
+                filter.batches.push_back(std::stoll(value.substr(b, e - b)));
+                b = e + 1;
+            }
+        } else {
+            std::fprintf(stderr, "bench_ops: unknown option %s (see --help)\n", flag.c_str());
+            return 1;
+        }
     }
     std::printf("active ISA %s, %d threads\n", std::string(isa_name(active_isa())).c_str(), ThreadPool::global().size());
     const double bw = (what == "topk") ? 0.0 : read_bandwidth_gbs();
-    if (what == "linear" || what == "all") bench_linear(bw);
+    if (what == "linear" || what == "all") bench_linear(bw, filter);
     if (what == "topk" || what == "all") bench_topk();
     if (what == "rows" || what == "all") bench_rows(bw);
     return 0;
