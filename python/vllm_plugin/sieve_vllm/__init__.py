@@ -43,6 +43,9 @@ def register() -> None:
     from .attention import install_kv_cache_grouping
 
     install_kv_cache_grouping()
+    from .platform import install_scheduling_rules
+
+    install_scheduling_rules(ARCHITECTURES)
     # vLLM parses config.json in the main process, before any model class is imported, and unpickles the
     # config in the engine and worker processes: the translating config class is registered in each.
     from . import deepseek_v4_cpu

@@ -32,6 +32,8 @@ from vllm.utils.torch_utils import direct_register_custom_op
 from vllm.v1.attention.backend import AttentionBackend, AttentionMetadataBuilder
 from vllm.v1.kv_cache_interface import MLAAttentionSpec, SlidingWindowMLASpec
 
+from .platform import PREFIX_CACHING_VERIFIED
+
 log = init_logger("vllm.sieve_vllm")  # vLLM's handler and level
 
 _ATTENTION: dict[int, "SieveAttention"] = {}  # the custom op finds its module by this key
@@ -177,8 +179,9 @@ class SieveStack:
         # after it, and sieve reads whatever blocks and positions a step gives. Verified for the DSA models
         # (tests/test_generate.py: hits give the reference's tokens). Not for the others: deepseek_v4 got no
         # hits from vLLM 0.32 on a CPU (nothing shared was run), and qwen4_exp's tokens changed with them
-        # (vLLM's own GDN layers beside sieve's); both refuse it rather than run unverified.
-        if vllm_config.cache_config.enable_prefix_caching and model_type not in ("deepseek_v32", "hy_v4"):
+        # (vLLM's own GDN layers beside sieve's); both refuse it rather than run unverified. On a CPU without
+        # AMX vLLM would turn it off for the MLA models: sieve_vllm/platform.py keeps it for the verified ones.
+        if vllm_config.cache_config.enable_prefix_caching and model_type not in PREFIX_CACHING_VERIFIED:
             raise NotImplementedError(
                 f"sieve-vllm: prefix caching is not verified for {model_type} (only for deepseek_v32 and hy_v4); "
                 "run vLLM with enable_prefix_caching=False (--no-enable-prefix-caching)")
