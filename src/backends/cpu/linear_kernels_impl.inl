@@ -222,23 +222,23 @@ void linear_rows(const LinearKernelArgs& a, int64_t row0, int64_t p0, int64_t p1
     for (; p < p1; ++p) linear_register_tile<MR, 1, F>(a, row0, p);
 }
 
-// Rows [r0, r1) in register-tile groups: run.template operator()<MR>(row) for groups of kMaxRows rows, then 4,
-// then the last 1–3.
-template <typename Run>
+// Rows [r0, r1) in register-tile groups: run.template operator()<MR>(row) for groups of Max rows, then 4, then
+// the last 1–3.
+template <int Max = kMaxRows, typename Run>
 void for_row_groups(int64_t r0, int64_t r1, Run&& run) {
     int64_t r = r0;
-    for (; r + kMaxRows <= r1; r += kMaxRows) run.template operator()<kMaxRows>(r);
-    if constexpr (kMaxRows > 4) {
+    for (; r + Max <= r1; r += Max) run.template operator()<Max>(r);
+    if constexpr (Max > 4) {
         if (r + 4 <= r1) {
             run.template operator()<4>(r);
             r += 4;
         }
     }
-    if constexpr (kMaxRows > 1) {
+    if constexpr (Max > 1) {
         switch (r1 - r) {
             case 1: run.template operator()<1>(r); break;
-            case 2: if constexpr (kMaxRows > 2) run.template operator()<2>(r); break;
-            case 3: if constexpr (kMaxRows > 3) run.template operator()<3>(r); break;
+            case 2: if constexpr (Max > 2) run.template operator()<2>(r); break;
+            case 3: if constexpr (Max > 3) run.template operator()<3>(r); break;
             default: break;
         }
     }
@@ -249,48 +249,87 @@ void linear_tile_t(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0
     for_row_groups(r0, r1, [&]<int MR>(int64_t r) { linear_rows<MR, F>(a, r, p0, p1); });
 }
 
-// fp8 panels (the arithmetic e4m3 decode of the levels without the byte tables) over more rows than one
-// register tile: the register tiles decode every weight once per tile of kMaxRows rows, and at 4–8 decoded
-// vectors per 8–16 FMAs the decode, not the FMAs, bounds them (the avx2 GEMM ran at 55–65 GFLOP/s from 4
-// rows to 256, the bf16 one up to 150). Here each panel's weights are decoded once per chunk of
-// kFp8DecodeChunk k into an f32 buffer (16 KiB: L1) that every row group of up to kFp8SharedRows rows then
-// reads. A row group's accumulators pass from chunk to chunk through memory (f32 stored and loaded: exact),
-// and each row takes the same FMAs on the same values in the same k order as in the register tile, so its
-// result is bit for bit the register tile's, whatever rows share the task
-// (LinearConformance.RowsDoNotDependOnTheBatch). Measured with `dev/bench_ops linear` (avx2, 2 threads, three
-// interleaved rounds against the register tiles alone): the V4 projections 1.3–1.8× faster at 64–256 rows,
-// within noise at 8–32 rows, unchanged at 1–4 (the register tiles).
-constexpr int64_t kFp8DecodeChunk = 256;  // k per decode: a multiple of the 128-k scale blocks
-constexpr int64_t kFp8SharedRows = 64;    // rows per decode (the dispatcher's task, cpu_linear.cpp)
-static_assert(kFp8DecodeChunk % 128 == 0, "a chunk holds whole scale blocks");
+// Panels whose weights are decoded in the kernel (fp8 by the arithmetic e4m3 decode of the levels without the
+// byte tables; bf16 pairs on AVX2) over more rows than one register tile. The register tiles decode every
+// weight once per tile of kMaxRows rows, and at 4–8 decoded vectors per 8–16 FMAs the decode, not the FMAs,
+// bounds them: from 4 rows to 256 the avx2 GEMM ran at 55–65 GFLOP/s with fp8 weights and 130 with bf16
+// ones, of the 200 of its FMAs. Here each panel's weights are decoded once per chunk of kDecodeChunk k into
+// an f32 buffer (16 KiB: L1) that every row group of up to kSharedTaskRows rows then reads, in groups of
+// kSharedRows rows (AVX2: 6 rows × 2 vectors = 12 accumulators, the weight pair and a broadcast of its 16
+// registers, where the register tile holds 4 rows beside the decode). A row group's accumulators pass from
+// chunk to chunk through memory (f32 stored and loaded: exact), and each row takes the same FMAs on the same
+// values in the same k order as in the register tile, so its result is bit for bit the register tile's,
+// whatever rows share the task (LinearConformance.RowsDoNotDependOnTheBatch). Measured with `dev/bench_ops
+// linear` (avx2, 2 threads, three interleaved rounds, medians, against the 4-row register tiles with the fp8
+// decode shared as here): bf16 [4096, 4096] 1.3× at 16 rows, 1.6–1.7× at 64–256 (126–144 GFLOP/s); fp8
+// 1.1–1.3× at 8–256 rows.
+constexpr int64_t kDecodeChunk = 256;    // k per decode: a multiple of the 128-k fp8 scale blocks, even
+constexpr int64_t kSharedTaskRows = 64;  // rows per decode (the dispatcher's task, cpu_linear.cpp)
+static_assert(kDecodeChunk % 128 == 0, "a chunk holds whole scale blocks and whole k pairs");
+#if defined(__AVX2__) && !defined(__AVX512F__)
+constexpr int kSharedRows = 6;
+#else
+constexpr int kSharedRows = kMaxRows;
+#endif
+
+// decoded[(k − k0)·kPanelCols + c] = W[k, c] as f32 for the panel's k in [k0, k1) (exact widening). Not
+// inlined: the e4m3 decode's constants, hoisted out of the caller's loops, took two of the 16 ymm registers
+// that the 6-row FMA loop needs (an accumulator then went through the stack every k: half the speed).
+template <PanelFormat F>
+__attribute__((noinline)) void decode_panel_chunk(const char* panel, int64_t k0, int64_t k1, float* decoded) {
+    if constexpr (F == PanelFormat::fp8) {
+        const uint8_t* w = reinterpret_cast<const uint8_t*>(panel);
+        for (int64_t k = k0; k < k1; ++k)
+            for (int v = 0; v < kPanelVecs; ++v)
+                vf_store(decoded + (k - k0) * kPanelCols + v * kLanes, vf_e4m3_decode(vi_load_i8(w + k * kPanelCols + v * kLanes)));
+    } else {  // bf16 pairs: the low half of each 32-bit word is k, the high half k + 1 (k0 even)
+        const int32_t* w = reinterpret_cast<const int32_t*>(panel);
+        const VI hi_mask = vi_set1(static_cast<int32_t>(0xffff0000u));
+        for (int64_t k = k0; k < k1; k += 2)
+            for (int v = 0; v < kPanelVecs; ++v) {
+                const VI pair = vi_load(w + (k / 2) * kPanelCols + v * kLanes);
+                vf_store(decoded + (k - k0) * kPanelCols + v * kLanes, vf_from_bits(vi_shl<16>(pair)));
+                if (k + 1 < k1) vf_store(decoded + (k + 1 - k0) * kPanelCols + v * kLanes, vf_from_bits(vi_and(pair, hi_mask)));
+            }
+    }
+}
 
 // Rows [row0, row0 + MR) of one panel over the decoded k chunk [k0, k1), their accumulators in `acc_rows`.
-template <int MR>
-void fp8_decoded_chunk_rows(const LinearKernelArgs& a, int64_t row0, const float* decoded, int64_t k0, int64_t k1,
-                            const float* scales, float (*acc_rows)[kPanelCols]) {
+template <int MR, PanelFormat F>
+void decoded_chunk_rows(const LinearKernelArgs& a, int64_t row0, const float* decoded, int64_t k0, int64_t k1,
+                        const float* scales, float (*acc_rows)[kPanelCols]) {
     VF acc[MR][kPanelVecs];
     for (int r = 0; r < MR; ++r)
         for (int v = 0; v < kPanelVecs; ++v) acc[r][v] = vf_load(acc_rows[r] + v * kLanes);
-    // x·S of the chunk's k for each row, multiplied a vector at a time (the register tile's scalar x·S: the
-    // same products), so that the FMA loop broadcasts them straight from memory
-    alignas(64) float xs[MR][kFp8DecodeChunk];
+    // The factor of each k: x, or (fp8) x·S of the chunk's k, multiplied a vector at a time (the register
+    // tile's scalar x·S: the same products), so that the FMA loop broadcasts them straight from memory.
+    constexpr bool scaled = F == PanelFormat::fp8;
+    alignas(64) float xs[scaled ? MR : 1][scaled ? kDecodeChunk : 1];
+    const float* xk[MR];  // xk[r][k − xk_first] is row r's factor of k
+    const int64_t xk_first = scaled ? k0 : 0;
     for (int r = 0; r < MR; ++r) {
         const float* xr = a.x + (row0 + r) * a.x_stride;
-        for (int64_t k = k0; k < k1; k += kLanes) {
-            const int64_t n = s_min(kLanes, k1 - k);
-            const VF sc = vf_set1(scales[k / 128]);  // kLanes divides 128: one scale block a vector
-            if (n == kLanes) {
-                vf_store(xs[r] + (k - k0), vf_mul(vf_load(xr + k), sc));
-            } else {
-                for (int64_t i = 0; i < n; ++i) xs[r][k - k0 + i] = xr[k + i] * scales[k / 128];
+        if constexpr (!scaled) {
+            xk[r] = xr;
+            continue;
+        } else {
+            for (int64_t k = k0; k < k1; k += kLanes) {
+                const int64_t n = s_min(kLanes, k1 - k);
+                const VF sc = vf_set1(scales[k / 128]);  // kLanes divides 128: one scale block a vector
+                if (n == kLanes) {
+                    vf_store(xs[r] + (k - k0), vf_mul(vf_load(xr + k), sc));
+                } else {
+                    for (int64_t i = 0; i < n; ++i) xs[r][k - k0 + i] = xr[k + i] * scales[k / 128];
+                }
             }
+            xk[r] = xs[r];
         }
     }
     for (int64_t k = k0; k < k1; ++k) {
         VF wv[kPanelVecs];
         for (int v = 0; v < kPanelVecs; ++v) wv[v] = vf_load(decoded + (k - k0) * kPanelCols + v * kLanes);
         for (int r = 0; r < MR; ++r) {
-            const VF xb = vf_set1(xs[r][k - k0]);
+            const VF xb = vf_set1(xk[r][k - xk_first]);
             for (int v = 0; v < kPanelVecs; ++v) acc[r][v] = vf_fma(wv[v], xb, acc[r][v]);
         }
     }
@@ -298,25 +337,23 @@ void fp8_decoded_chunk_rows(const LinearKernelArgs& a, int64_t row0, const float
         for (int v = 0; v < kPanelVecs; ++v) vf_store(acc_rows[r] + v * kLanes, acc[r][v]);
 }
 
-void linear_fp8_shared_decode(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
-    alignas(64) float decoded[kFp8DecodeChunk * kPanelCols];
-    alignas(64) float acc_rows[kFp8SharedRows][kPanelCols];
+template <PanelFormat F>
+void linear_shared_decode(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
+    alignas(64) float decoded[kDecodeChunk * kPanelCols];
+    alignas(64) float acc_rows[kSharedTaskRows][kPanelCols];
     const int64_t K = a.k, n_kb = (K + 127) / 128;
     for (int64_t p = p0; p < p1; ++p) {
-        const uint8_t* const w = static_cast<const uint8_t*>(a.panels) + p * a.panel_bytes;
-        const float* const scales = a.fp8_scale + (p * kPanelCols / 128) * n_kb;
-        for (int64_t rb = r0; rb < r1; rb += kFp8SharedRows) {
-            const int64_t re = s_min(r1, rb + kFp8SharedRows);
+        const char* const panel = static_cast<const char*>(a.panels) + p * a.panel_bytes;
+        const float* const scales = F == PanelFormat::fp8 ? a.fp8_scale + (p * kPanelCols / 128) * n_kb : nullptr;
+        for (int64_t rb = r0; rb < r1; rb += kSharedTaskRows) {
+            const int64_t re = s_min(r1, rb + kSharedTaskRows);
             for (int64_t r = rb; r < re; ++r)
                 for (int64_t c = 0; c < kPanelCols; ++c) acc_rows[r - rb][c] = 0.0f;
-            for (int64_t k0 = 0; k0 < K; k0 += kFp8DecodeChunk) {
-                const int64_t k1 = s_min(K, k0 + kFp8DecodeChunk);
-                for (int64_t k = k0; k < k1; ++k)
-                    for (int v = 0; v < kPanelVecs; ++v)
-                        vf_store(decoded + (k - k0) * kPanelCols + v * kLanes,
-                                 vf_e4m3_decode(vi_load_i8(w + k * kPanelCols + v * kLanes)));
-                for_row_groups(rb, re, [&]<int MR>(int64_t r) {
-                    fp8_decoded_chunk_rows<MR>(a, r, decoded, k0, k1, scales, acc_rows + (r - rb));
+            for (int64_t k0 = 0; k0 < K; k0 += kDecodeChunk) {
+                const int64_t k1 = s_min(K, k0 + kDecodeChunk);
+                decode_panel_chunk<F>(panel, k0, k1, decoded);
+                for_row_groups<kSharedRows>(rb, re, [&]<int MR>(int64_t r) {
+                    decoded_chunk_rows<MR, F>(a, r, decoded, k0, k1, scales, acc_rows + (r - rb));
                 });
             }
             for (int64_t r = rb; r < re; ++r)
@@ -472,9 +509,13 @@ __attribute__((target("avx512vbmi"))) void linear_amx_rows(const LinearKernelArg
 void linear_tile_registers(const LinearKernelArgs& a, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
     switch (a.format) {
         case PanelFormat::f32: return linear_tile_t<PanelFormat::f32>(a, r0, r1, p0, p1);
-        case PanelFormat::bf16_pairs: return linear_tile_t<PanelFormat::bf16_pairs>(a, r0, r1, p0, p1);
+        case PanelFormat::bf16_pairs:
+#if defined(__AVX2__) && !defined(__AVX512F__)
+            if (r1 - r0 > kMaxRows) return linear_shared_decode<PanelFormat::bf16_pairs>(a, r0, r1, p0, p1);
+#endif
+            return linear_tile_t<PanelFormat::bf16_pairs>(a, r0, r1, p0, p1);
         case PanelFormat::fp8:
-            if (r1 - r0 > kMaxRows) return linear_fp8_shared_decode(a, r0, r1, p0, p1);
+            if (r1 - r0 > kMaxRows) return linear_shared_decode<PanelFormat::fp8>(a, r0, r1, p0, p1);
             return linear_tile_t<PanelFormat::fp8>(a, r0, r1, p0, p1);
         case PanelFormat::fp8_pairs:
 #if defined(__AVX512BF16__)
