@@ -34,10 +34,13 @@ def install_scheduling_rules(sieve_architectures) -> None:
         vllm_rules.__func__(cls, vllm_config)
         now = (scheduler.enable_chunked_prefill, scheduler.max_num_batched_tokens, cache.enable_prefix_caching)
         if sieve_runs and now != asked:
-            scheduler.enable_chunked_prefill, scheduler.max_num_batched_tokens, cache.enable_prefix_caching = asked
+            # Without chunked prefill a step must hold a whole prompt: vLLM's larger step then stays.
+            tokens = asked[1] if asked[0] else max(asked[1], now[1])
+            scheduler.enable_chunked_prefill, scheduler.max_num_batched_tokens, cache.enable_prefix_caching = (
+                asked[0], tokens, asked[2])
             init_logger("vllm.sieve_vllm").info(
                 "sieve-vllm: sieve runs the attention of %s, so chunked prefill (%s, %d tokens a step) and prefix "
-                "caching (%s) stay as asked", model_config.hf_config.model_type, asked[0], asked[1], asked[2])
+                "caching (%s) stay as asked", model_config.hf_config.model_type, asked[0], tokens, asked[2])
 
     check_and_update_config._sieve_rules = True
     CpuPlatform.check_and_update_config = classmethod(check_and_update_config)
