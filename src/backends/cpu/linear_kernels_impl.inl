@@ -309,10 +309,7 @@ void decoded_chunk_rows(const LinearKernelArgs& a, int64_t row0, const float* de
     const int64_t xk_first = scaled ? k0 : 0;
     for (int r = 0; r < MR; ++r) {
         const float* xr = a.x + (row0 + r) * a.x_stride;
-        if constexpr (!scaled) {
-            xk[r] = xr;
-            continue;
-        } else {
+        if constexpr (scaled) {
             for (int64_t k = k0; k < k1; k += kLanes) {
                 const int64_t n = s_min(kLanes, k1 - k);
                 const VF sc = vf_set1(scales[k / 128]);  // kLanes divides 128: one scale block a vector
@@ -323,6 +320,8 @@ void decoded_chunk_rows(const LinearKernelArgs& a, int64_t row0, const float* de
                 }
             }
             xk[r] = xs[r];
+        } else {
+            xk[r] = xr;
         }
     }
     for (int64_t k = k0; k < k1; ++k) {
