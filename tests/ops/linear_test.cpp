@@ -79,8 +79,8 @@ TEST(LinearConformance, PairPanelsAtBatchSizes) {
 // one request does not depend on the requests batched with it. oneDNN makes no such promise. Runs of 1–3
 // rows (decode) against the batch's rows, which take other schedules (amx_bf16: 64-row tasks of 16-row
 // blocks, linear_amx_rows; the arithmetic fp8 decode and avx2's bf16 pairs: weights decoded once per chunk
-// for every row group, linear_shared_decode); K = 300: partial 128-k blocks, decode chunks and 16-pair steps, K = 301: an odd
-// K too (a half-full last pair group).
+// for every row group, linear_shared_decode); K = 300: partial 128-k blocks, decode chunks and 16-pair
+// steps, K = 301: an odd K too (a half-full last pair group).
 TEST(LinearConformance, RowsDoNotDependOnTheBatch) {
     Rng rng(709);
     const int64_t m = 70, n = 80;
