@@ -1072,6 +1072,13 @@ constexpr int kWgMathBarrier = 1, kWgProducerBarrier = 2;  // named barriers (0 
 // arithmetic (ops/sparse_attention.h: a chunk's weights exp(l_j − M_chunk)), with weights of at most e^8 ≈ 2981
 // instead of 1, so that accumulated values overflow fp32 from |V| ≈ 10^32 on instead of 10^35.
 constexpr float kWgMaxSlack = 8.0f;
+constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.693147180559945309f;
+// 2^x by the multi-function unit (relative error within 2 ulp; 2^−inf = 0, subnormal results flushed to 0).
+__device__ __forceinline__ float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 static_assert(kWgMathThreads == kAttnThreads, "the block epilogue strides by kAttnWarps");
 static_assert(kWgMathRegisters % 8 == 0 && kWgProducerRegisters % 8 == 0 &&
                   kWgMathThreads * kWgMathRegisters + kWgProducerThreads * kWgProducerRegisters <= 65536,
@@ -1322,66 +1329,74 @@ __device__ __forceinline__ int wg_gather(const SparseAttentionArgs& a, int64_t t
     return filled;
 }
 
-// Warpgroup wg's half of the step's logits (the D fragment of its rows): fp32 sums of exact products.
-template <bool kModel1>
-__device__ __forceinline__ void wg_partial_logits(const uint8_t* sQ, const uint8_t* sK, const float* sScale, int wg,
-                                                  float (&l)[kWgLogits]) {
+// The logits' operands: k-step k of 16 values lies (k / 4) slabs + (k % 4) · 32 bytes from a descriptor's base
+// (q's slabs hold 64 rows, a step's 32).
+__host__ __device__ constexpr uint32_t wg_q_offset(int k) { return static_cast<uint32_t>((k / 4) * kWgQSlabBytes + (k % 4) * 32); }
+__host__ __device__ constexpr uint32_t wg_k_offset(int k) { return static_cast<uint32_t>((k / 4) * kWgKSlabBytes + (k % 4) * 32); }
+__device__ __forceinline__ uint64_t wg_logit_descriptor(uint32_t address) {
+    return wgmma::sw128_descriptor(address, 16, wgmma::kAtomBytes);
+}
+
+// fp8_model1: issues warpgroup wg's half of a step's logits (one chain over its 16 k-steps of 16 dims, every
+// value an exact bf16) as one wgmma group, without waiting for it: l is written once the group completes.
+__device__ __forceinline__ void wg_issue_partial_logits_model1(const uint8_t* sQ, const uint8_t* sK, int wg,
+                                                               float (&l)[kWgLogits]) {
+    const uint64_t qd = wg_logit_descriptor(mma::smem_address(sQ) + wg * 4 * kWgQSlabBytes),
+                   kd = wg_logit_descriptor(mma::smem_address(sK) + wg * 4 * kWgKSlabBytes);
+    wgmma::pin(l);
+    wgmma::fence();
+    wgmma::for_each_index<16>([&](auto k) {
+        constexpr int K = decltype(k)::value;
+        wgmma::mma_ss_m64n32k16<wg_q_offset(K), wg_k_offset(K)>(l, qd, kd, K > 0);
+    });
+    wgmma::commit();
+}
+
+// fp8_v32: warpgroup wg's half of the step's logits (the D fragment of its rows), per scale group:
+// l += s_jg · Σ_group q·e (the unscaled e4m3 values, exact products, fp32 sums), then the tail unscaled.
+__device__ __forceinline__ void wg_partial_logits_v32(const uint8_t* sQ, const uint8_t* sK, const float* sScale, int wg,
+                                                      float (&l)[kWgLogits]) {
     const uint32_t q_base = mma::smem_address(sQ), k_base = mma::smem_address(sK);
-    auto descriptor = [](uint32_t address) { return wgmma::sw128_descriptor(address, 16, wgmma::kAtomBytes); };
-    // k-step k of 16 values at (k / 4) slabs + (k % 4) · 32 bytes from the base; q's slabs hold 64 rows, a
-    // step's 32.
-    constexpr auto q_offset = [](int k) { return static_cast<uint32_t>((k / 4) * kWgQSlabBytes + (k % 4) * 32); };
-    constexpr auto k_offset = [](int k) { return static_cast<uint32_t>((k / 4) * kWgKSlabBytes + (k % 4) * 32); };
     // The warpgroup's 256 dims: 16 k-steps from slab 4·wg.
-    const uint64_t qd = descriptor(q_base + wg * 4 * kWgQSlabBytes), kd = descriptor(k_base + wg * 4 * kWgKSlabBytes);
-    if constexpr (kModel1) {  // every value an exact bf16: one chain over the warpgroup's 16 k-steps
-        wgmma::pin(l);
+    const uint64_t qd = wg_logit_descriptor(q_base + wg * 4 * kWgQSlabBytes),
+                   kd = wg_logit_descriptor(k_base + wg * 4 * kWgKSlabBytes);
+    const int tq = threadIdx.x % 4;
+    // The tail's 4 k-steps (slab 8): k-steps 2·wg, 2·wg + 1 of them.
+    const uint64_t qt = wg_logit_descriptor(q_base + 8 * kWgQSlabBytes + 64 * wg),
+                   kt = wg_logit_descriptor(k_base + 8 * kWgKSlabBytes + 64 * wg);
+    float acc[kWgLogits];
+#pragma unroll
+    for (int i = 0; i < kWgLogits; ++i) l[i] = 0.0f;
+    wgmma::for_each_index<3>([&](auto part_c) {  // the groups 2·wg, 2·wg + 1, then the tail
+        constexpr int part = decltype(part_c)::value;
+        wgmma::pin(acc);
         wgmma::fence();
-        wgmma::for_each_index<16>([&](auto k) {
-            constexpr int K = decltype(k)::value;
-            wgmma::mma_ss_m64n32k16<q_offset(K), k_offset(K)>(l, qd, kd, K > 0);
-        });
+        if constexpr (part < 2) {
+            wgmma::for_each_index<8>([&](auto k) {
+                constexpr int K = decltype(k)::value;
+                wgmma::mma_ss_m64n32k16<wg_q_offset(8 * part + K), wg_k_offset(8 * part + K)>(acc, qd, kd, K > 0);
+            });
+        } else {
+            wgmma::mma_ss_m64n32k16<0, 0>(acc, qt, kt, 0);
+            wgmma::mma_ss_m64n32k16<32, 32>(acc, qt, kt, 1);
+        }
         wgmma::commit();
         wgmma::wait<0>();
-        wgmma::pin(l);
-    } else {  // per scale group: l += s_jg · Σ_group q·e (the unscaled e4m3 values), then the tail unscaled
-        const int tq = threadIdx.x % 4;
-        // The tail's 4 k-steps (slab 8): k-steps 2·wg, 2·wg + 1 of them.
-        const uint64_t qt = descriptor(q_base + 8 * kWgQSlabBytes + 64 * wg), kt = descriptor(k_base + 8 * kWgKSlabBytes + 64 * wg);
-        float acc[kWgLogits];
+        wgmma::pin(acc);
 #pragma unroll
-        for (int i = 0; i < kWgLogits; ++i) l[i] = 0.0f;
-        wgmma::for_each_index<3>([&](auto part_c) {  // the groups 2·wg, 2·wg + 1, then the tail
-            constexpr int part = decltype(part_c)::value;
-            wgmma::pin(acc);
-            wgmma::fence();
+        for (int j = 0; j < kWgLogits / 4; ++j) {
+            float s0 = 1.0f, s1 = 1.0f;
             if constexpr (part < 2) {
-                wgmma::for_each_index<8>([&](auto k) {
-                    constexpr int K = decltype(k)::value;
-                    wgmma::mma_ss_m64n32k16<q_offset(8 * part + K), k_offset(8 * part + K)>(acc, qd, kd, K > 0);
-                });
-            } else {
-                wgmma::mma_ss_m64n32k16<0, 0>(acc, qt, kt, 0);
-                wgmma::mma_ss_m64n32k16<32, 32>(acc, qt, kt, 1);
+                const float2 s = *reinterpret_cast<const float2*>(sScale + (2 * wg + part) * kWgEntries + 8 * j + 2 * tq);
+                s0 = s.x;
+                s1 = s.y;
             }
-            wgmma::commit();
-            wgmma::wait<0>();
-            wgmma::pin(acc);
-#pragma unroll
-            for (int j = 0; j < kWgLogits / 4; ++j) {
-                float s0 = 1.0f, s1 = 1.0f;
-                if constexpr (part < 2) {
-                    const float2 s = *reinterpret_cast<const float2*>(sScale + (2 * wg + part) * kWgEntries + 8 * j + 2 * tq);
-                    s0 = s.x;
-                    s1 = s.y;
-                }
-                l[4 * j + 0] = fmaf(acc[4 * j + 0], s0, l[4 * j + 0]);
-                l[4 * j + 1] = fmaf(acc[4 * j + 1], s1, l[4 * j + 1]);
-                l[4 * j + 2] = fmaf(acc[4 * j + 2], s0, l[4 * j + 2]);
-                l[4 * j + 3] = fmaf(acc[4 * j + 3], s1, l[4 * j + 3]);
-            }
-        });
-    }
+            l[4 * j + 0] = fmaf(acc[4 * j + 0], s0, l[4 * j + 0]);
+            l[4 * j + 1] = fmaf(acc[4 * j + 1], s1, l[4 * j + 1]);
+            l[4 * j + 2] = fmaf(acc[4 * j + 2], s0, l[4 * j + 2]);
+            l[4 * j + 3] = fmaf(acc[4 * j + 3], s1, l[4 * j + 3]);
+        }
+    });
 }
 
 // The math warpgroups' named barrier (the producer goes on meanwhile), and the producer's.
@@ -1502,19 +1517,41 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
         for (int i = 0; i < 64; ++i) o[h][i] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // l_run: this thread's columns only
 
+    // Math bf16 takes its weights as exp2 of log2-scaled logits (one ex2.approx each, within 2 ulp: far below the
+    // weights' bf16 rounding), so that m_run and the slack are in log2 units until the epilogue; math f32 takes
+    // expf of natural ones.
+    const float logit_scale = kBf16P ? a.scale * kLog2e : a.scale, slack = kBf16P ? kWgMaxSlack * kLog2e : kWgMaxSlack;
+    auto weight = [](float x) {
+        if constexpr (kBf16P) return ex2_approx(x);
+        else return expf(x);
+    };
+
+    // Step j's K buffer is converted: its entry count (0: the list is done).
+    auto wait_k_full = [&](int j) {
+        async_copy::mbarrier_wait_parity(bar(s_k_full[j & 1]), static_cast<uint32_t>(j >> 1) & 1u);
+        return s_k_count[j & 1];
+    };
+    // fp8_model1 issues step j + 1's logits right behind step j's P·V, so that the tensor cores run both in one
+    // burst and the logits are ready when step j + 1 begins (one wgmma wait a step instead of two). l holds them
+    // from their issue to that wait.
+    float l[kWgLogits];
+    int n = wait_k_full(0);
+    if constexpr (kModel1)
+        if (n > 0) wg_issue_partial_logits_model1(sQ, sK(0), wg, l);
     int64_t n_rows = 0;
-    for (int j = 0;; ++j) {
+    for (int j = 0; n > 0; ++j) {
         const int b = j & 1;
-        async_copy::mbarrier_wait_parity(bar(s_k_full[b]), static_cast<uint32_t>(j >> 1) & 1u);
-        const int n = s_k_count[b];
-        if (n == 0) break;
         n_rows += n;
         const uint8_t* const k_rows = sK(b);
         const float* const scales = sScale(b);
 
         // Logits: this warpgroup's half, exchanged, summed in the same order by both.
-        float l[kWgLogits];
-        wg_partial_logits<kModel1>(sQ, k_rows, scales, wg, l);
+        if constexpr (kModel1) {
+            wgmma::wait<0>();
+            wgmma::pin(l);
+        } else {
+            wg_partial_logits_v32(sQ, k_rows, scales, wg, l);
+        }
         float* const mine = sX + (2 * b + wg) * kWgExchangeFloats;
         const float* const other = sX + (2 * b + 1 - wg) * kWgExchangeFloats;
 #pragma unroll
@@ -1537,26 +1574,26 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     float& x = l[4 * jj + 2 * r + e];
-                    x = 8 * jj + 2 * tq + e < n ? __fmul_rn(a.scale, x) : -INFINITY;
+                    x = 8 * jj + 2 * tq + e < n ? __fmul_rn(logit_scale, x) : -INFINITY;
                     mx = fmaxf(mx, x);
                 }
             mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
             // The weights' reference moves to the new max only when that exceeds it by more than
-            // kWgMaxSlack (or it is still −inf); otherwise the weights exp(x − m_run) stay ≤ e^slack and
+            // kWgMaxSlack (or it is still −inf); otherwise the weights exp(x − m_run) stay ≤ e^kWgMaxSlack and
             // the accumulators keep their scale, so most steps skip the rescale below.
-            const float m_new = mx > m_run[r] + kWgMaxSlack || m_run[r] == -INFINITY ? fmaxf(m_run[r], mx) : m_run[r];
+            const float m_new = mx > m_run[r] + slack || m_run[r] == -INFINITY ? fmaxf(m_run[r], mx) : m_run[r];
             float sum = 0.0f;
 #pragma unroll
             for (int jj = 0; jj < kWgLogits / 4; ++jj)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     float& x = l[4 * jj + 2 * r + e];
-                    const float p = expf(x - m_new);  // computed unconditionally: a select, not a branch
+                    const float p = weight(x - m_new);  // computed unconditionally: a select, not a branch
                     x = x != -INFINITY ? p : 0.0f;
                     sum += x;
                 }
-            alpha[r] = m_new == -INFINITY ? 1.0f : expf(m_run[r] - m_new);
+            alpha[r] = m_new == -INFINITY ? 1.0f : weight(m_run[r] - m_new);
             l_run[r] = l_run[r] * alpha[r] + sum;
             m_run[r] = m_new;
         }
@@ -1623,10 +1660,20 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
             });
         });
         wgmma::commit();
-        wgmma::wait<0>();
+        int n_next = 0;
+        if constexpr (kModel1) {
+            n_next = wait_k_full(j + 1);
+            if (n_next > 0) wg_issue_partial_logits_model1(sQ, sK(b ^ 1), wg, l);
+        }
+        if (kModel1 && n_next > 0)
+            wgmma::wait<1>();  // P·V is complete (the groups complete in order); the next logits may not be
+        else
+            wgmma::wait<0>();
         wgmma::pin(o[0]);
         wgmma::pin(o[1]);
         async_copy::mbarrier_arrive(bar(s_k_empty[b]));  // this thread's reads of the buffer are done
+        if constexpr (!kModel1) n_next = wait_k_full(j + 1);
+        n = n_next;
     }
 
     // Each row's sum from its quad; then the state through shared memory (over sQ and the K ring: every wgmma
@@ -1649,9 +1696,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) sparse_attention_wgmma_kernel(M
             *reinterpret_cast<float2*>(dst + 8 * kWgVDim) = make_float2(o[h][4 * jj + 2], o[h][4 * jj + 3]);
         }
     if (wg == 0 && tq == 0) {
-        sM[row0] = m_run[0];
+        // The epilogue's maxima in natural units: the weights exp2(x − m) are exp(x·ln2 − m·ln2).
+        sM[row0] = kBf16P ? m_run[0] * kLn2 : m_run[0];
         sL[row0] = l_run[0];
-        sM[row0 + 8] = m_run[1];
+        sM[row0 + 8] = kBf16P ? m_run[1] * kLn2 : m_run[1];
         sL[row0 + 8] = l_run[1];
     }
     wg_math_sync();
