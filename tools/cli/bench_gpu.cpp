@@ -507,7 +507,7 @@ Expected<bool> run_gpu_bench(const GpuBenchOptions& options, std::ostream& out) 
     bool all_met = true;
     int evaluated = 0;
     nlohmann::json j_points = nlohmann::json::array();
-    if (!options.json)
+    if (!options.json && !points.empty())
         out << fmt::format("\n| work | shape | sieve µs (min-max) | TFLOP/s (% of {:.0f}) | GB/s (% of {:.0f}) | peer µs | peer / sieve | target | met |\n"
                            "|---|---|---:|---:|---:|---:|---:|---|---|\n",
                            gemm_tflops, copy_gbps);
