@@ -541,6 +541,9 @@ Expected<bool> run_gpu_bench(const GpuBenchOptions& options, std::ostream& out) 
     if (!options.json && !steps.empty())
         out << fmt::format("\n| layer step | shape | enqueued ms (spread) | replayed ms (spread) | roofline ms | replayed share of roofline | target | met |\n"
                            "|---|---|---:|---:|---:|---:|---|---|\n");
+    auto step_shape = [](const LayerPoint& p) {
+        return fmt::format("{} layer {} ({}) b={} context={}", p.preset, p.layer, p.kind, p.batch, p.context);
+    };
     // The dense counterpart of a sparse step (same preset, layer, batch and context).
     auto dense_of = [&](const LayerPoint& p) -> const LayerPoint* {
         for (const StepPoint& s : steps)
@@ -560,7 +563,7 @@ Expected<bool> run_gpu_bench(const GpuBenchOptions& options, std::ostream& out) 
         const bool met = ratio >= kSparseOverDense;
         ++evaluated;
         all_met = all_met && met;
-        const std::string shape = fmt::format("{} layer {} ({}) b={} context={}", p.preset, p.layer, p.kind, p.batch, p.context);
+        const std::string shape = step_shape(p);
         if (options.json)
             j_ratios.push_back({{"preset", p.preset}, {"layer", p.layer}, {"kind", p.kind}, {"batch", p.batch}, {"context", p.context},
                                 {"sparse_replay_seconds", p.replay_seconds}, {"dense_replay_seconds", d->replay_seconds},
@@ -581,7 +584,7 @@ Expected<bool> run_gpu_bench(const GpuBenchOptions& options, std::ostream& out) 
             ++evaluated;
             all_met = all_met && met;
         }
-        const std::string shape = fmt::format("{} layer {} ({}) b={} context={}", p.preset, p.layer, p.kind, p.batch, p.context);
+        const std::string shape = step_shape(p);
         if (options.json) {
             j_steps.push_back({{"preset", p.preset}, {"layer", p.layer}, {"kind", p.kind}, {"batch", p.batch},
                                {"context", p.context}, {"seconds", p.seconds}, {"spread", p.spread},
