@@ -708,33 +708,29 @@ __device__ __forceinline__ void mma_stage_chunk(const MmaAttentionArgs& ma, int 
 }
 
 // Eight e4m3 values (the first in the low byte) as bf16 bits, two per 32-bit word: fp8_model1 values times
-// their group's UE8M0 scale s (exact), fp8_v32 values unscaled (exact; s unused).
+// their group's UE8M0 scale byte (fp8.cuh e4m3x8_scaled_to_bf16: exact wherever the product is a normal bf16),
+// fp8_v32 values unscaled (exact; the scale unused).
 template <bool kModel1>
-__device__ __forceinline__ uint4 e4m3_octet_to_bf16(uint2 eight, float s) {
-    const uint32_t pairs[4] = {eight.x & 0xffffu, eight.x >> 16, eight.y & 0xffffu, eight.y >> 16};
-    uint32_t out[4];
+__device__ __forceinline__ uint4 e4m3_octet_to_bf16(uint2 eight, uint32_t scale) {
     if constexpr (kModel1) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pairs[k]), __NV_E4M3);
-            const float2 f = __half22float2(__half2(h));
-            out[k] = mma::pack_bf16x2(f.x * s, f.y * s);
-        }
+        return e4m3x8_scaled_to_bf16(eight, scale);
     } else {
+        const uint32_t pairs[4] = {eight.x & 0xffffu, eight.x >> 16, eight.y & 0xffffu, eight.y >> 16};
+        uint32_t out[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) out[k] = mma::e4m3x2_to_operand<false>(pairs[k]);
+        return make_uint4(out[0], out[1], out[2], out[3]);
     }
-    return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
-// Eight consecutive e4m3 values [i, i + 8) of a staged entry as bf16 bits, two per 32-bit word: fp8_model1
-// values times their UE8M0 scale (exact), fp8_v32 values unscaled (exact). Staged rows are 16-byte
-// aligned; i is a multiple of 8 below quant_dim, so the eight share one scale group.
+// Eight consecutive e4m3 values [i, i + 8) of a staged entry as bf16 bits, two per 32-bit word (as
+// e4m3_octet_to_bf16). Staged rows are 16-byte aligned; i is a multiple of 8 below quant_dim, so the eight
+// share one scale group.
 template <bool kModel1>
 __device__ __forceinline__ uint4 mma_entry_octet(const uint8_t* staged, const MmaRecordNumbers& r, int i) {
     static_assert(kFp8Model1Tile == 64, "fp8_model1 groups are 64 values (ops/cache_record.h)");
-    const float s = kModel1 ? ue8m0_to_f32(staged[r.scales_offset + (i >> 6)]) : 1.0f;
-    return e4m3_octet_to_bf16<kModel1>(*reinterpret_cast<const uint2*>(staged + i), s);
+    const uint32_t scale = kModel1 ? staged[r.scales_offset + (i >> 6)] : 0u;
+    return e4m3_octet_to_bf16<kModel1>(*reinterpret_cast<const uint2*>(staged + i), scale);
 }
 
 // Row r of a chunk as bf16 values in `dst` (S.row values per row): the e4m3 part eight values per lane step,
@@ -1091,6 +1087,11 @@ struct WgFormat {
     // An entry's bytes (ops/cache_record.h): its data part, one bulk copy; fp8_model1's scales, kept apart.
     static constexpr int data_bytes = kModel1 ? 576 : 656;
     static constexpr int scale_bytes = kModel1 ? 8 : 0;
+    // Where a staged entry's scales and bf16 tail begin (the launcher's MmaRecordNumbers, fixed for the shapes
+    // wgmma_attention_supported takes): fp8_model1 data (e4m3, tail) then its UE8M0 bytes; fp8_v32 data
+    // (e4m3, four fp32 group scales, tail).
+    static constexpr int scales_offset = kModel1 ? data_bytes : quant_dim;
+    static constexpr int tail_offset = kModel1 ? quant_dim : quant_dim + 16;
 };
 
 struct WgAttentionShape {
@@ -1151,12 +1152,11 @@ int64_t wgmma_split_positions(const SparseAttentionParams& p, int64_t splits) {
     return (wgmma_steps(p) + splits - 1) / splits * kWgEntries;
 }
 
-// The producer converts a step's n staged entries into bf16 rows of the swizzled slabs of sK (zeros past n);
-// fp8_v32: their group scales into sScale [group][entry]. Producer thread i converts octet column i % 64 of
-// rows i / 64 + 4k, so that its source offset and scale byte are fixed across the step and its rows' swizzle
-// takes two values: the 64 columns are the quant_dim / 8 e4m3 octets, and for fp8_model1 the tail's eight
-// 16-byte pieces after them. Rows past n are converted from stale bytes and replaced by zeros (a select,
-// not a branch).
+// The producer converts a step's staged entries into bf16 rows of the swizzled slabs of sK (wg_stage_step
+// zero-fills the rows past its n entries, so that they convert to zeros); fp8_v32: their group scales into
+// sScale [group][entry]. Producer thread i converts octet column i % 64 of rows i / 64 + 4k, so that its source
+// offset and scale byte are fixed across the step and its rows' swizzle takes two values: the 64 columns are
+// the quant_dim / 8 e4m3 octets, and for fp8_model1 the tail's eight 16-byte pieces after them.
 template <bool kModel1>
 __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_row, const MmaRecordNumbers& R, int n,
                                                 uint8_t* sK, float* sScale) {
@@ -1166,19 +1166,21 @@ __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_
     static_assert(kRowsAtOnce == wgmma::kSwizzleRows / 2, "row r0 + 4k swizzles as r0 (k even) or r0 + 4 (k odd)");
     const int pt = static_cast<int>(threadIdx.x) - kWgMathThreads;
     const int c = pt % kColumns, r0 = pt / kColumns;
-    const bool quant = c < kQuantOctets;
-    const uint8_t* const src = stage + r0 * stage_row + (quant ? 8 * c : R.tail_offset + 16 * (c - kQuantOctets));
-    const uint8_t* const scale_src = stage + r0 * stage_row + R.scales_offset + c / 8;  // fp8_model1: the UE8M0 byte
+    const uint8_t* const src = stage + r0 * stage_row;
     uint8_t* const row0 = sK + (c / 8) * kWgKSlabBytes + wgmma::swizzle_chunk(r0, c % 8);
     uint8_t* const row4 = sK + (c / 8) * kWgKSlabBytes + wgmma::swizzle_chunk(r0 + kRowsAtOnce, c % 8) - kRowsAtOnce * 128;
+    auto put = [&](int k, uint4 v) { *reinterpret_cast<uint4*>((k % 2 ? row4 : row0) + kRowsAtOnce * k * 128) = v; };
+    if (c < kQuantOctets) {
 #pragma unroll
-    for (int k = 0; k < kWgEntries / kRowsAtOnce; ++k) {
-        const int from = kRowsAtOnce * k * stage_row;
-        uint4 v = quant ? e4m3_octet_to_bf16<kModel1>(*reinterpret_cast<const uint2*>(src + from),
-                                                      kModel1 ? ue8m0_to_f32(scale_src[from]) : 1.0f)
-                        : *reinterpret_cast<const uint4*>(src + from);
-        if (r0 + kRowsAtOnce * k >= n) v = make_uint4(0u, 0u, 0u, 0u);
-        *reinterpret_cast<uint4*>((k % 2 ? row4 : row0) + kRowsAtOnce * k * 128) = v;
+        for (int k = 0; k < kWgEntries / kRowsAtOnce; ++k) {
+            const uint8_t* const row = src + kRowsAtOnce * k * stage_row;
+            const uint32_t scale = kModel1 ? row[F::scales_offset + c / 8] : 0u;
+            put(k, e4m3_octet_to_bf16<kModel1>(*reinterpret_cast<const uint2*>(row + 8 * c), scale));
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < kWgEntries / kRowsAtOnce; ++k)
+            put(k, *reinterpret_cast<const uint4*>(src + kRowsAtOnce * k * stage_row + F::tail_offset + 16 * (c - kQuantOctets)));
     }
     if constexpr (!kModel1) {
         // The bf16 tail (slab quant_dim / 64) in 16-byte pieces, one a thread, and one group scale each of the
@@ -1188,9 +1190,8 @@ __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_
                       "one piece a thread, one scale a thread");
         uint8_t* const tail_slab = sK + (F::quant_dim / wgmma::kSlabValues) * kWgKSlabBytes;
         const int r = pt / kTailPieces, piece = pt % kTailPieces;
-        const uint4 v = r < n ? *reinterpret_cast<const uint4*>(stage + r * stage_row + R.tail_offset + 16 * piece)
-                              : make_uint4(0u, 0u, 0u, 0u);
-        *reinterpret_cast<uint4*>(tail_slab + wgmma::swizzle_chunk(r, piece)) = v;
+        *reinterpret_cast<uint4*>(tail_slab + wgmma::swizzle_chunk(r, piece)) =
+            *reinterpret_cast<const uint4*>(stage + r * stage_row + F::tail_offset + 16 * piece);
         if (pt < kWgEntries * 4) {
             const int gi = pt / kWgEntries, e = pt % kWgEntries;
             sScale[pt] = e < n ? mma_entry_scale(stage + e * stage_row, R, gi) : 0.0f;
@@ -1199,38 +1200,47 @@ __device__ __forceinline__ void wg_convert_step(const uint8_t* stage, int stage_
 }
 
 // The producer stages a step's n gathered entries (their addresses in s_data / s_scales, published by the
-// gathering warp before the producer's last barrier): the threads of the other producer warps copy its
-// 16-byte pieces, piece i of the step being piece i % P of entry i / P (P pieces an entry's data part), so
-// that every lane of every copy instruction moves one; then (fp8_model1) thread e the 8-byte scales of entry
-// e. The gathering warp copies none, its gathering being its share. Every producer thread then arrives on the
-// stage buffer's barrier once its copies have landed, so that the barrier's phase completes when the whole
-// step is staged. Views the contract allows but no cache pool makes (not 16-byte aligned) are copied byte by
-// byte before the arrival.
+// gathering warp before the producer's last barrier) and zero-fills the kWgEntries − n rows after them (a step
+// that has entries): copier thread c (the threads of the other producer warps) copies 16-byte piece c % P of
+// entries c / P + kEntriesAtOnce·i (P pieces an entry's data part, kEntriesAtOnce = ⌊copiers / P⌋ entries at
+// once: a fixed piece a thread, no division in the loop); then (fp8_model1) thread e the 8-byte scales of
+// entry e. The gathering warp copies none, its gathering being its share. Every producer thread then arrives
+// on the stage buffer's barrier once its copies have landed, so that the barrier's phase completes when the
+// whole step is staged. Views the contract allows but no cache pool makes (not 16-byte aligned) are copied
+// byte by byte before the arrival.
 template <bool kModel1>
 __device__ __forceinline__ void wg_stage_step(bool async_ok, int stage_row, int n, const uint8_t* const* s_data,
                                               const uint8_t* const* s_scales, uint8_t* stage, uint32_t bar) {
     using F = WgFormat<kModel1>;
-    constexpr int kCopiers = kWgProducerThreads - kWarp, kPieces = F::data_bytes / 16;
-    static_assert(F::data_bytes % 16 == 0 && kWgEntries <= kCopiers, "16-byte pieces; a copier per entry's scales");
+    constexpr int kCopiers = kWgProducerThreads - kWarp, kPieces = F::data_bytes / 16, kEntriesAtOnce = kCopiers / kPieces;
+    static_assert(F::data_bytes % 16 == 0 && kEntriesAtOnce >= 1 && kWgEntries <= kCopiers,
+                  "16-byte pieces; a copier per entry's scales");
     const int c = static_cast<int>(threadIdx.x) - kWgMathThreads - kWarp;  // < 0: the gathering warp
+    const int rows = n > 0 ? kWgEntries : 0;  // a step without entries is not converted
     if (c >= 0 && async_ok) {
-        for (int i = c; i < n * kPieces; i += kCopiers) {
-            const int e = i / kPieces, k = i % kPieces;
-            async_copy::copy<16>(mma::smem_address(stage + e * stage_row + 16 * k), s_data[e] + 16 * k);
+        // A zero-filled piece reads nothing: its source is any gathered entry.
+        if (c < kEntriesAtOnce * kPieces) {
+            const int k = c % kPieces;
+#pragma unroll 1
+            for (int e = c / kPieces; e < rows; e += kEntriesAtOnce)
+                async_copy::copy_zfill<16>(mma::smem_address(stage + e * stage_row + 16 * k), s_data[e < n ? e : 0] + 16 * k,
+                                           e < n ? 16 : 0);
         }
         if constexpr (kModel1)
-            if (c < n) async_copy::copy<F::scale_bytes>(mma::smem_address(stage + c * stage_row + F::data_bytes), s_scales[c]);
+            if (c < rows)
+                async_copy::copy_zfill<F::scale_bytes>(mma::smem_address(stage + c * stage_row + F::data_bytes),
+                                                       s_scales[c < n ? c : 0], c < n ? F::scale_bytes : 0);
     } else if (c >= 0) {
 #pragma unroll 1
-        for (int i = c; i < n * F::data_bytes; i += kCopiers) {
+        for (int i = c; i < rows * F::data_bytes; i += kCopiers) {
             const int e = i / F::data_bytes, k = i % F::data_bytes;
-            stage[e * stage_row + k] = static_cast<uint8_t>(load_u8(s_data[e] + k));
+            stage[e * stage_row + k] = e < n ? static_cast<uint8_t>(load_u8(s_data[e] + k)) : uint8_t{0};
         }
         if constexpr (kModel1) {
 #pragma unroll 1
-            for (int i = c; i < n * F::scale_bytes; i += kCopiers) {
+            for (int i = c; i < rows * F::scale_bytes; i += kCopiers) {
                 const int e = i / F::scale_bytes, k = i % F::scale_bytes;
-                stage[e * stage_row + F::data_bytes + k] = static_cast<uint8_t>(load_u8(s_scales[e] + k));
+                stage[e * stage_row + F::data_bytes + k] = e < n ? static_cast<uint8_t>(load_u8(s_scales[e] + k)) : uint8_t{0};
             }
         }
     }
