@@ -118,6 +118,7 @@ std::vector<GqaCase> gqa_cases() {
     const DType f = DType::f32, b = DType::bf16;
     return {
         {1, 24, 2, 256, 2051, 64, b, b, b, M::bf16, true, false},  // the real model's decode shape (deployed)
+        {32, 32, 1, 256, 600, 64, b, b, b, M::bf16, true, false},  // cuda: 2 splits, rows enough for the warps' combine
         {1, 24, 2, 256, 300, 64, f, f, f, M::f32, true, false},
         {5, 4, 2, 32, 19, 64, f, f, f, M::f32, true, true},         // the fixture's shape (exact)
         {5, 4, 2, 32, 19, 64, b, b, b, M::bf16, true, true},        // ... deployed

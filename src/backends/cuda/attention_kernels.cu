@@ -293,38 +293,175 @@ __device__ __forceinline__ void attention_write_split(const SplitOut& so, int64_
 // The merge of a row's split states (and of the sink σ, a virtual key of zero value): with
 //   M = max(σ, max_s m_s),  f_s = exp(m_s − M) (attention_split_weight),
 //   den = Σ_s f_s · L_s + exp(σ − M)  (no term for σ = −inf: no sink),  out_i = Σ_s f_s · acc_s,i / den,
-// which is the contract's quotient in exact arithmetic. One block per (token, head) row; warp 0 merges the
-// statistics, the threads then merge the accumulators. Returns through shared memory.
-struct CombineState {
-    float f[kMaxSplits];
-    float den;
-    bool zero;  // the row gets 0: no listed entry, or σ = +inf (ops/sparse_attention.h)
+// which is the contract's quotient in exact arithmetic. A warp merges a row's statistics (its lanes stride the
+// splits, their loads in flight together); then each thread sums f_s · acc_s,i over the splits in order for its
+// own values of the row and divides once. combine_shape says which threads take which values.
+constexpr int kCombineMaxSlabs = 4;            // slabs a warp at most (1, 2 or 4): 512 values of float4 reads
+constexpr int kCombineInFlight = 8;            // reads a lane has in flight (attention_combine_slabs)
+constexpr int64_t kCombineTargetWarps = 1024;  // ~8 a multiprocessor, every lane with loads to wait on
+constexpr int kCombineBlockWarps = 2;          // small blocks: a thousand warps still spread over every multiprocessor
+constexpr int64_t kCombineWarpMinSlabs = 2048;  // fewer slabs in all (under 512 rows of 512 values): row blocks
+constexpr int kCombineRowThreads = 512;        // a row block: one thread a value of a 512-value row
+constexpr int combine_threads(bool row_blocks) { return row_blocks ? kCombineRowThreads : kCombineBlockWarps * kWarp; }
+// How the combine kernels spread the rows: with enough rows for kCombineWarpMinSlabs slabs (a slab: 32 float4,
+// one read a lane per split; 512 rows of 512 values), a warp takes slabs_per_warp consecutive slabs of one row,
+// as many as keep about kCombineTargetWarps warps busy, whole rows for a large batch (attention_combine_part);
+// with fewer (a split-K decode of one token, whose many splits make as many bytes) a block of one thread a value
+// takes a row, its first warp merging the statistics once for all (attention_combine_row_block). Timed on one
+// H100 with the attention kernel before them (medians of 20 L2-flushed calls, interleaved processes): against
+// row blocks for every row count, the warps took DeepSeek-V4 b=64 from 60.8 µs to 52.7, b=16 with two query
+// tokens from 42.0 to 38.0, V3.2 b=16 from 62.4 to 56.6; at one token, warps for every row count were the
+// slower (V4 21.2 µs against 19.1, V3.2 26.1 against 24.5, and 26.7 against 25.4 with two query tokens).
+struct CombineShape {
+    int64_t rows = 0;
+    bool row_blocks = false;
+    int slabs_per_warp = 1, warps_per_row = 1;  // the warps' split of a row (not row_blocks)
+    unsigned blocks = 0, threads = 0;
 };
-__device__ __forceinline__ void attention_combine_stats(const float* stats, int64_t splits, float sigma,
-                                                        CombineState* cs) {
-    // Warp 0, its lanes striding the splits (their loads in flight together, not one after another).
-    if (threadIdx.x < kWarp) {
-        const int lane = static_cast<int>(threadIdx.x);
-        float M = sigma, rows = 0.0f;
-        for (int64_t s = lane; s < splits; s += kWarp) {
-            M = fmaxf(M, stats[s * kStats]);
-            rows += stats[s * kStats + 2];
-        }
-        M = warp_max(M);
-        rows = warp_sum(rows);
-        float den = 0.0f;
-        for (int64_t s = lane; s < splits; s += kWarp) {
-            const float f = attention_split_weight(stats[s * kStats], M);
-            cs->f[s] = f;
-            den += f * stats[s * kStats + 1];
-        }
-        den = warp_sum(den);
-        if (lane == 0) {
-            cs->den = den + (sigma == -INFINITY ? 0.0f : expf(sigma - M));  // a NaN σ makes den NaN
-            cs->zero = rows == 0.0f || sigma == INFINITY;
+inline CombineShape combine_shape(int64_t rows, int v_dim) {
+    CombineShape c;
+    c.rows = rows;
+    const int64_t slabs = (v_dim + 4 * kWarp - 1) / (4 * kWarp);
+    if (v_dim % 4 != 0 || rows * slabs < kCombineWarpMinSlabs) {  // float4 reads need 16-byte aligned rows
+        c.row_blocks = true;
+        c.threads = static_cast<unsigned>(std::min<int64_t>(kCombineRowThreads, (v_dim + kWarp - 1) / kWarp * kWarp));
+        c.blocks = static_cast<unsigned>(rows);
+        return c;
+    }
+    const int64_t fit =
+        std::clamp<int64_t>(rows * slabs / kCombineTargetWarps, 1, std::min<int64_t>(slabs, kCombineMaxSlabs));
+    c.slabs_per_warp = fit >= 4 ? 4 : fit >= 2 ? 2 : 1;  // attention_combine_slabs' instances
+    c.warps_per_row = static_cast<int>((slabs + c.slabs_per_warp - 1) / c.slabs_per_warp);
+    c.threads = combine_threads(false);
+    c.blocks = static_cast<unsigned>((rows * c.warps_per_row + kCombineBlockWarps - 1) / kCombineBlockWarps);
+    return c;
+}
+struct CombineStats {
+    float M = 0.0f, den = 0.0f;
+    bool zero = true;  // the row gets 0: no listed entry, or σ = +inf (ops/sparse_attention.h)
+};
+__device__ __forceinline__ CombineStats attention_combine_stats(const float* stats, int64_t splits, float sigma) {
+    const int lane = static_cast<int>(threadIdx.x % kWarp);
+    float M = sigma, rows = 0.0f;
+    for (int64_t s = lane; s < splits; s += kWarp) {
+        M = fmaxf(M, stats[s * kStats]);
+        rows += stats[s * kStats + 2];
+    }
+    M = warp_max(M);
+    rows = warp_sum(rows);
+    float den = 0.0f;
+    for (int64_t s = lane; s < splits; s += kWarp)
+        den += attention_split_weight(stats[s * kStats], M) * stats[s * kStats + 1];
+    den = warp_sum(den);
+    CombineStats c;
+    c.M = M;
+    c.den = den + (sigma == -INFINITY ? 0.0f : expf(sigma - M));  // a NaN σ makes den NaN
+    c.zero = rows == 0.0f || sigma == INFINITY;
+    return c;
+}
+// kSlabs slabs of a row from first_slab on: out_i through store(i, out_i). Each lane sums f_s · acc_s,i over the
+// splits in order for its four values of each slab and divides once. The splits go 32 at a time, lane l
+// computing f_s of split s0 + l once and handing it to the others by shuffles, and within those in groups whose
+// loads are all issued before the group's first addition: kCombineInFlight reads in flight a lane, whatever the
+// slab count, so that a row of many splits (a one-token decode split 64 ways) waits for few round trips.
+template <int kSlabs, typename Store>
+__device__ __forceinline__ void attention_combine_slabs(const float* stats, const float* acc, int64_t splits, int v_dim,
+                                                        const CombineStats& cs, int first_slab, Store&& store) {
+    constexpr int kGroup = kCombineInFlight / kSlabs;
+    static_assert(kWarp % kGroup == 0, "groups do not cross the 32 splits of a shuffle round");
+    const int lane = static_cast<int>(threadIdx.x % kWarp);
+    auto first = [&](int j) { return ((first_slab + j) * kWarp + lane) * 4; };  // 4 divides v_dim
+    float4 a[kSlabs];
+#pragma unroll
+    for (int j = 0; j < kSlabs; ++j) a[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int64_t s0 = 0; s0 < splits; s0 += kWarp) {
+        const float f_lane = s0 + lane < splits ? attention_split_weight(stats[(s0 + lane) * kStats], cs.M) : 0.0f;
+        const int n = static_cast<int>(min(static_cast<int64_t>(kWarp), splits - s0));
+        for (int g0 = 0; g0 < n; g0 += kGroup) {
+            float f[kGroup];
+            float4 v[kGroup][kSlabs];
+#pragma unroll
+            for (int g = 0; g < kGroup; ++g) {
+                f[g] = __shfl_sync(kFullMask, f_lane, g0 + g);
+#pragma unroll
+                for (int j = 0; j < kSlabs; ++j) {
+                    const int i = first(j);
+                    if (g0 + g >= n || i >= v_dim) continue;
+                    v[g][j] = *reinterpret_cast<const float4*>(acc + (s0 + g0 + g) * v_dim + i);
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+                for (int j = 0; j < kSlabs; ++j)
+                    if (g0 + g < n && first(j) < v_dim)
+                        a[j] = make_float4(fmaf(f[g], v[g][j].x, a[j].x), fmaf(f[g], v[g][j].y, a[j].y),
+                                           fmaf(f[g], v[g][j].z, a[j].z), fmaf(f[g], v[g][j].w, a[j].w));
         }
     }
+#pragma unroll
+    for (int j = 0; j < kSlabs; ++j) {
+        const int i = first(j);
+        if (i >= v_dim) continue;
+        const float q[4] = {a[j].x, a[j].y, a[j].z, a[j].w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) store(i + k, cs.zero ? 0.0f : __fdiv_rn(q[k], cs.den));
+    }
+}
+// The merge of row blockIdx.x by a block of one thread a value (CombineShape::row_blocks): its first warp merges
+// the statistics and the weights f_s once, the threads then sum their values over the splits in order.
+template <typename Store>
+__device__ __forceinline__ void attention_combine_row_block(const float* stats_base, const float* acc_base, int64_t splits,
+                                                            int v_dim, const float* sink, int64_t n_heads,
+                                                            Store&& store_row) {
+    __shared__ float s_f[kMaxSplits];
+    __shared__ CombineStats s_cs;
+    const int64_t row = blockIdx.x;
+    const float* const stats = stats_base + row * splits * kStats;
+    if (threadIdx.x < kWarp) {
+        const CombineStats cs = attention_combine_stats(stats, splits, sink ? sink[row % n_heads] : -INFINITY);
+        for (int64_t s = threadIdx.x; s < splits; s += kWarp) s_f[s] = attention_split_weight(stats[s * kStats], cs.M);
+        if (threadIdx.x == 0) s_cs = cs;
+    }
     __syncthreads();
+    const CombineStats cs = s_cs;
+    const float* const acc = acc_base + row * splits * v_dim;
+    for (int i = threadIdx.x; i < v_dim; i += blockDim.x) {
+        float a = 0.0f;
+#pragma unroll 8  // eight loads in flight: the splits' accumulators are read once each
+        for (int64_t s = 0; s < splits; ++s) a = fmaf(s_f[s], acc[s * v_dim + i], a);
+        store_row(row, i, cs.zero ? 0.0f : __fdiv_rn(a, cs.den));
+    }
+}
+// The merge of one row's part by the calling warp (not CombineShape::row_blocks): store_row(row, i, out_i).
+template <typename Store>
+__device__ __forceinline__ void attention_combine_part(const CombineShape& shape, const float* stats_base,
+                                                       const float* acc_base, int64_t splits, int v_dim,
+                                                       const float* sink, int64_t n_heads, Store&& store_row) {
+    const int64_t warp = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+    const int64_t row = warp / shape.warps_per_row;
+    if (row >= shape.rows) return;  // a whole warp
+    const int part = static_cast<int>(warp % shape.warps_per_row);
+    const float* const stats = stats_base + row * splits * kStats;
+    const CombineStats cs = attention_combine_stats(stats, splits, sink ? sink[row % n_heads] : -INFINITY);
+    auto store = [&](int i, float o) { store_row(row, i, o); };
+    const float* const acc = acc_base + row * splits * v_dim;
+    const int first_slab = part * shape.slabs_per_warp;
+    switch (shape.slabs_per_warp) {
+        case 4: attention_combine_slabs<4>(stats, acc, splits, v_dim, cs, first_slab, store); break;
+        case 2: attention_combine_slabs<2>(stats, acc, splits, v_dim, cs, first_slab, store); break;
+        default: attention_combine_slabs<1>(stats, acc, splits, v_dim, cs, first_slab, store); break;
+    }
+}
+// Either way (combine_shape), a kernel instance each, so that the row blocks keep the few registers they need.
+template <bool kRowBlocks, typename Store>
+__device__ __forceinline__ void attention_combine(const CombineShape& shape, const float* stats, const float* acc,
+                                                  int64_t splits, int v_dim, const float* sink, int64_t n_heads,
+                                                  Store&& store_row) {
+    if constexpr (kRowBlocks)
+        attention_combine_row_block(stats, acc, splits, v_dim, sink, n_heads, store_row);
+    else
+        attention_combine_part(shape, stats, acc, splits, v_dim, sink, n_heads, store_row);
 }
 // One split: attention_combine_stats' merge over the one running state of a row (max m, sum L) and the sink
 // σ, computed once per row; then each accumulator value acc gives out = f · acc / den, one IEEE division.
@@ -375,14 +512,6 @@ __device__ __forceinline__ bool attention_one_split_values8(float (&v)[8], const
     }
     return true;
 }
-__device__ __forceinline__ float attention_combine_value(const float* acc, int64_t splits, int v_dim, int i,
-                                                         const CombineState& cs) {
-    float a = 0.0f;
-#pragma unroll 8  // eight loads in flight: the splits' accumulators are read once each
-    for (int64_t s = 0; s < splits; ++s) a = fmaf(cs.f[s], acc[s * v_dim + i], a);
-    return __fdiv_rn(a, cs.den);
-}
-
 // ===================================== sparse_attention =====================================
 
 struct SparseListArgs {
@@ -1220,11 +1349,16 @@ __device__ __forceinline__ void wg_stage_step(bool async_ok, int stage_row, int 
     if (c >= 0 && async_ok) {
         // A zero-filled piece reads nothing: its source is any gathered entry.
         if (c < kEntriesAtOnce * kPieces) {
-            const int k = c % kPieces;
-#pragma unroll 1
-            for (int e = c / kPieces; e < rows; e += kEntriesAtOnce)
-                async_copy::copy_zfill<16>(mma::smem_address(stage + e * stage_row + 16 * k), s_data[e < n ? e : 0] + 16 * k,
-                                           e < n ? 16 : 0);
+            // Unrolled, so that the entries' addresses are read from shared memory before the first copy.
+            constexpr int kRounds = (kWgEntries + kEntriesAtOnce - 1) / kEntriesAtOnce;
+            const int k = c % kPieces, e0 = c / kPieces;
+#pragma unroll
+            for (int r = 0; r < kRounds; ++r) {
+                const int e = e0 + r * kEntriesAtOnce;
+                if (e < rows)
+                    async_copy::copy_zfill<16>(mma::smem_address(stage + e * stage_row + 16 * k),
+                                               s_data[e < n ? e : 0] + 16 * k, e < n ? 16 : 0);
+            }
         }
         if constexpr (kModel1)
             if (c < rows)
@@ -1726,20 +1860,16 @@ struct SparseCombineArgs {
     bool out_bf16 = false;
 };
 
-constexpr int kCombineThreads = 512;  // one thread per value of a 512-value row: its splits' loads in flight at once
-
-// The merge of the splits of one (token, head) row (attention_combine_stats), then the cast (once).
-__global__ void __launch_bounds__(kCombineThreads) sparse_attention_combine_kernel(SparseCombineArgs c) {
-    __shared__ CombineState cs;
+// The merge of the splits of each (token, head) row (attention_combine), then the cast (once).
+template <bool kRowBlocks>
+__global__ void __launch_bounds__(combine_threads(kRowBlocks)) sparse_attention_combine_kernel(SparseCombineArgs c,
+                                                                                               CombineShape shape) {
     wait_for_previous_kernel();  // the splits' states (launched after the attention kernel: dependent_launch.cuh)
-    const int64_t row = blockIdx.x, t = row / c.n_heads, h = row % c.n_heads;
-    const float sigma = c.sink ? c.sink[h] : -INFINITY;
-    attention_combine_stats(c.stats + row * c.splits * kStats, c.splits, sigma, &cs);
-    const float* acc = c.acc + row * c.splits * c.v_dim;
-    for (int i = threadIdx.x; i < c.v_dim; i += kCombineThreads) {
-        const float o = cs.zero ? 0.0f : attention_combine_value(acc, c.splits, c.v_dim, i, cs);
-        store_act(c.out, c.out_bf16, t * c.out_token_stride + h * c.out_head_stride + i, o);
-    }
+    attention_combine<kRowBlocks>(shape, c.stats, c.acc, c.splits, c.v_dim, c.sink, c.n_heads,
+                                  [&](int64_t row, int i, float o) {
+                                      const int64_t t = row / c.n_heads, h = row % c.n_heads;
+                                      store_act(c.out, c.out_bf16, t * c.out_token_stride + h * c.out_head_stride + i, o);
+                                  });
 }
 
 SparseListArgs sparse_list_args(const SparseAttentionParams& p, const SparseKvList& l) {
@@ -1943,17 +2073,13 @@ __global__ void __launch_bounds__(kAttnThreads) qsa_sparse_gqa_kernel(QsaGqaArgs
     }
 }
 
-// The merge of the splits of one (token, query head) row (attention_combine_stats, no sink), then the gate.
-__global__ void __launch_bounds__(kCombineThreads) qsa_sparse_gqa_combine_kernel(QsaGqaArgs a) {
-    __shared__ CombineState cs;
+// The merge of the splits of each (token, query head) row (attention_combine, no sink), then the gate.
+template <bool kRowBlocks>
+__global__ void __launch_bounds__(combine_threads(kRowBlocks)) qsa_sparse_gqa_combine_kernel(QsaGqaArgs a,
+                                                                                             CombineShape shape) {
     wait_for_previous_kernel();  // the splits' states (launched after the attention kernel: dependent_launch.cuh)
-    const int64_t row = blockIdx.x, t = row / a.n_heads, h = row % a.n_heads;
-    attention_combine_stats(a.split.stats + row * a.split.splits * kStats, a.split.splits, -INFINITY, &cs);
-    const float* acc = a.split.acc + row * a.split.splits * a.head_dim;
-    for (int i = threadIdx.x; i < a.head_dim; i += kCombineThreads) {
-        const float o = cs.zero ? 0.0f : attention_combine_value(acc, a.split.splits, a.head_dim, i, cs);
-        qsa_gqa_store(a, t, h, i, o);
-    }
+    attention_combine<kRowBlocks>(shape, a.split.stats, a.split.acc, a.split.splits, a.head_dim, nullptr, a.n_heads,
+                      [&](int64_t row, int i, float o) { qsa_gqa_store(a, row / a.n_heads, row % a.n_heads, i, o); });
 }
 
 // ------------------------------- tensor-core sparse GQA -------------------------------
@@ -2632,8 +2758,10 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
     c.out_head_stride = p.out_head_stride;
     c.v_dim = a.v_dim;
     c.out_bf16 = a.out_bf16;
-    return cuda_status(launch_after_previous(sparse_attention_combine_kernel, static_cast<unsigned>(rows), kCombineThreads, 0,
-                                             stream, c),
+    const CombineShape combine = combine_shape(rows, c.v_dim);
+    return cuda_status(launch_after_previous(combine.row_blocks ? sparse_attention_combine_kernel<true>
+                                                                : sparse_attention_combine_kernel<false>,
+                                             combine.blocks, combine.threads, 0, stream, c, combine),
                        "sparse_attention combine launch");
 }
 
@@ -2758,8 +2886,10 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
                               stream, a);
     SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "qsa_sparse_gqa launch"));
     if (splits == 1) return Status::ok();
-    return cuda_status(launch_after_previous(qsa_sparse_gqa_combine_kernel, static_cast<unsigned>(rows), kCombineThreads, 0,
-                                             stream, a),
+    const CombineShape combine = combine_shape(rows, a.head_dim);
+    return cuda_status(launch_after_previous(combine.row_blocks ? qsa_sparse_gqa_combine_kernel<true>
+                                                                : qsa_sparse_gqa_combine_kernel<false>,
+                                             combine.blocks, combine.threads, 0, stream, a, combine),
                        "qsa_sparse_gqa combine launch");
 }
 
