@@ -293,110 +293,106 @@ __device__ __forceinline__ void attention_write_split(const SplitOut& so, int64_
 // The merge of a row's split states (and of the sink σ, a virtual key of zero value): with
 //   M = max(σ, max_s m_s),  f_s = exp(m_s − M) (attention_split_weight),
 //   den = Σ_s f_s · L_s + exp(σ − M)  (no term for σ = −inf: no sink),  out_i = Σ_s f_s · acc_s,i / den,
-// which is the contract's quotient in exact arithmetic. A warp merges a row's statistics (its lanes stride the
-// splits, their loads in flight together); then each thread sums f_s · acc_s,i over the splits in order for its
-// own values of the row and divides once. combine_shape says which threads take which values.
+// which is the contract's quotient in exact arithmetic. A warp merges a row's statistics, each lane reading
+// the 16-byte states of two splits; each thread then sums f_s · acc_s,i over the splits in order for its own
+// values of the row and divides once. combine_shape says which threads take which values.
 constexpr int kCombineMaxSlabs = 4;            // slabs a warp at most (1, 2 or 4): 512 values of float4 reads
-constexpr int kCombineInFlight = 8;            // reads a lane has in flight (attention_combine_slabs)
+// float4 reads a lane has in flight (attention_combine_slabs): a warp of one slab serves few rows, each split many
+// ways (a one-token decode: 20 to 64), a warp of more slabs many rows split a few ways (kTargetBlocks)
+constexpr int kCombineInFlightOneSlab = 32;
+constexpr int kCombineInFlight = 8;
 constexpr int64_t kCombineTargetWarps = 1024;  // ~8 a multiprocessor, every lane with loads to wait on
 constexpr int kCombineBlockWarps = 2;          // small blocks: a thousand warps still spread over every multiprocessor
-constexpr int64_t kCombineWarpMinSlabs = 2048;  // fewer slabs in all (under 512 rows of 512 values): row blocks
 constexpr int kCombineRowThreads = 512;        // a row block: one thread a value of a 512-value row
-constexpr int combine_threads(bool row_blocks) { return row_blocks ? kCombineRowThreads : kCombineBlockWarps * kWarp; }
-// How the combine kernels spread the rows: with enough rows for kCombineWarpMinSlabs slabs (a slab: 32 float4,
-// one read a lane per split; 512 rows of 512 values), a warp takes slabs_per_warp consecutive slabs of one row,
-// as many as keep about kCombineTargetWarps warps busy, whole rows for a large batch (attention_combine_part);
-// with fewer (a split-K decode of one token, whose many splits make as many bytes) a block of one thread a value
-// takes a row, its first warp merging the statistics once for all (attention_combine_row_block). Timed on one
-// H100 with the attention kernel before them (medians of 20 L2-flushed calls, interleaved processes): against
-// row blocks for every row count, the warps took DeepSeek-V4 b=64 from 60.8 µs to 52.7, b=16 with two query
-// tokens from 42.0 to 38.0, V3.2 b=16 from 62.4 to 56.6; at one token, warps for every row count were the
-// slower (V4 21.2 µs against 19.1, V3.2 26.1 against 24.5, and 26.7 against 25.4 with two query tokens).
+constexpr int combine_threads(int slabs_per_warp) { return slabs_per_warp == 0 ? kCombineRowThreads : kCombineBlockWarps * kWarp; }
+static_assert(kMaxSplits <= 2 * kWarp, "a lane holds the states of two splits (attention_combine_stats)");
+// How the combine kernels spread the rows: where v_dim is a multiple of 4, a warp takes slabs_per_warp
+// consecutive slabs (a slab: 32 float4) of one row, as many as keep about kCombineTargetWarps warps busy, whole
+// rows for a large batch (attention_combine_part); otherwise (slabs_per_warp 0) a block of one thread a value
+// takes a row, its first warp merging the statistics once for all (attention_combine_row_block). A kernel
+// instance each, so that each keeps the registers it needs: the reads in flight of one slab take 128. Timed
+// on one H100 with the attention kernel before them (medians of 20 L2-flushed calls, interleaved processes),
+// against row blocks below 512 rows and statistics read before the values: DeepSeek-V4 b=1 18.2 µs → 17.0,
+// b=16 30.8 → 28.0, b=64 52.0 → 47.7; V3.2 b=1 23.6 → 22.2, b=16 56.3 → 53.4; QSA b=1 20.0 → 18.6.
 struct CombineShape {
     int64_t rows = 0;
-    bool row_blocks = false;
-    int slabs_per_warp = 1, warps_per_row = 1;  // the warps' split of a row (not row_blocks)
+    int slabs_per_warp = 0, warps_per_row = 1;  // 0: row blocks
     unsigned blocks = 0, threads = 0;
 };
 inline CombineShape combine_shape(int64_t rows, int v_dim) {
     CombineShape c;
     c.rows = rows;
-    const int64_t slabs = (v_dim + 4 * kWarp - 1) / (4 * kWarp);
-    if (v_dim % 4 != 0 || rows * slabs < kCombineWarpMinSlabs) {  // float4 reads need 16-byte aligned rows
-        c.row_blocks = true;
+    if (v_dim % 4 != 0) {  // float4 reads need 16-byte aligned rows
         c.threads = static_cast<unsigned>(std::min<int64_t>(kCombineRowThreads, (v_dim + kWarp - 1) / kWarp * kWarp));
         c.blocks = static_cast<unsigned>(rows);
         return c;
     }
+    const int64_t slabs = (v_dim + 4 * kWarp - 1) / (4 * kWarp);
     const int64_t fit =
         std::clamp<int64_t>(rows * slabs / kCombineTargetWarps, 1, std::min<int64_t>(slabs, kCombineMaxSlabs));
     c.slabs_per_warp = fit >= 4 ? 4 : fit >= 2 ? 2 : 1;  // attention_combine_slabs' instances
     c.warps_per_row = static_cast<int>((slabs + c.slabs_per_warp - 1) / c.slabs_per_warp);
-    c.threads = combine_threads(false);
+    c.threads = combine_threads(c.slabs_per_warp);
     c.blocks = static_cast<unsigned>((rows * c.warps_per_row + kCombineBlockWarps - 1) / kCombineBlockWarps);
     return c;
 }
 struct CombineStats {
     float M = 0.0f, den = 0.0f;
-    bool zero = true;  // the row gets 0: no listed entry, or σ = +inf (ops/sparse_attention.h)
+    float f[2] = {0.0f, 0.0f};  // f_s of the calling lane's splits, s = lane and lane + 32 (0 past the last)
+    bool zero = true;           // the row gets 0: no listed entry, or σ = +inf (ops/sparse_attention.h)
 };
 __device__ __forceinline__ CombineStats attention_combine_stats(const float* stats, int64_t splits, float sigma) {
     const int lane = static_cast<int>(threadIdx.x % kWarp);
-    float M = sigma, rows = 0.0f;
-    for (int64_t s = lane; s < splits; s += kWarp) {
-        M = fmaxf(M, stats[s * kStats]);
-        rows += stats[s * kStats + 2];
+    float4 st[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int64_t s = lane + r * kWarp;
+        st[r] = s < splits ? *reinterpret_cast<const float4*>(stats + s * kStats) : make_float4(-INFINITY, 0.0f, 0.0f, 0.0f);
     }
-    M = warp_max(M);
-    rows = warp_sum(rows);
-    float den = 0.0f;
-    for (int64_t s = lane; s < splits; s += kWarp)
-        den += attention_split_weight(stats[s * kStats], M) * stats[s * kStats + 1];
-    den = warp_sum(den);
     CombineStats c;
-    c.M = M;
-    c.den = den + (sigma == -INFINITY ? 0.0f : expf(sigma - M));  // a NaN σ makes den NaN
+    c.M = warp_max(fmaxf(sigma, fmaxf(st[0].x, st[1].x)));
+    const float rows = warp_sum(st[0].z + st[1].z);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) c.f[r] = attention_split_weight(st[r].x, c.M);
+    const float den = warp_sum(c.f[0] * st[0].y + c.f[1] * st[1].y);
+    c.den = den + (sigma == -INFINITY ? 0.0f : expf(sigma - c.M));  // a NaN σ makes den NaN
     c.zero = rows == 0.0f || sigma == INFINITY;
     return c;
 }
 // kSlabs slabs of a row from first_slab on: out_i through store(i, out_i). Each lane sums f_s · acc_s,i over the
-// splits in order for its four values of each slab and divides once. The splits go 32 at a time, lane l
-// computing f_s of split s0 + l once and handing it to the others by shuffles, and within those in groups whose
-// loads are all issued before the group's first addition: kCombineInFlight reads in flight a lane, whatever the
-// slab count, so that a row of many splits (a one-token decode split 64 ways) waits for few round trips.
+// splits in order for its four values of each slab and divides once. The splits go in groups whose reads are
+// all issued before the group's first addition, and the first group's before the statistics are read, which
+// they do not wait for: a row of up to 32 splits (a one-token decode split 20 ways) waits for one round trip,
+// not one for the statistics and more for the values. f_s comes from the lane holding split s by a shuffle.
 template <int kSlabs, typename Store>
 __device__ __forceinline__ void attention_combine_slabs(const float* stats, const float* acc, int64_t splits, int v_dim,
-                                                        const CombineStats& cs, int first_slab, Store&& store) {
-    constexpr int kGroup = kCombineInFlight / kSlabs;
+                                                        float sigma, int first_slab, Store&& store) {
+    constexpr int kGroup = (kSlabs == 1 ? kCombineInFlightOneSlab : kCombineInFlight) / kSlabs;
     static_assert(kWarp % kGroup == 0, "groups do not cross the 32 splits of a shuffle round");
     const int lane = static_cast<int>(threadIdx.x % kWarp);
     auto first = [&](int j) { return ((first_slab + j) * kWarp + lane) * 4; };  // 4 divides v_dim
     float4 a[kSlabs];
 #pragma unroll
     for (int j = 0; j < kSlabs; ++j) a[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int64_t s0 = 0; s0 < splits; s0 += kWarp) {
-        const float f_lane = s0 + lane < splits ? attention_split_weight(stats[(s0 + lane) * kStats], cs.M) : 0.0f;
-        const int n = static_cast<int>(min(static_cast<int64_t>(kWarp), splits - s0));
-        for (int g0 = 0; g0 < n; g0 += kGroup) {
-            float f[kGroup];
-            float4 v[kGroup][kSlabs];
+    CombineStats cs;  // set by the first group (a split row has two splits at least)
+    for (int64_t s0 = 0; s0 < splits; s0 += kGroup) {
+        const int n = static_cast<int>(min(static_cast<int64_t>(kGroup), splits - s0));
+        float4 v[kGroup][kSlabs];
 #pragma unroll
-            for (int g = 0; g < kGroup; ++g) {
-                f[g] = __shfl_sync(kFullMask, f_lane, g0 + g);
+        for (int g = 0; g < kGroup; ++g)
 #pragma unroll
-                for (int j = 0; j < kSlabs; ++j) {
-                    const int i = first(j);
-                    if (g0 + g >= n || i >= v_dim) continue;
-                    v[g][j] = *reinterpret_cast<const float4*>(acc + (s0 + g0 + g) * v_dim + i);
-                }
-            }
+            for (int j = 0; j < kSlabs; ++j)
+                if (g < n && first(j) < v_dim) v[g][j] = *reinterpret_cast<const float4*>(acc + (s0 + g) * v_dim + first(j));
+        if (s0 == 0) cs = attention_combine_stats(stats, splits, sigma);
+        const float f_lane = s0 < kWarp ? cs.f[0] : cs.f[1];
 #pragma unroll
-            for (int g = 0; g < kGroup; ++g)
+        for (int g = 0; g < kGroup; ++g) {
+            const float f = __shfl_sync(kFullMask, f_lane, static_cast<int>(s0 % kWarp) + g);
 #pragma unroll
-                for (int j = 0; j < kSlabs; ++j)
-                    if (g0 + g < n && first(j) < v_dim)
-                        a[j] = make_float4(fmaf(f[g], v[g][j].x, a[j].x), fmaf(f[g], v[g][j].y, a[j].y),
-                                           fmaf(f[g], v[g][j].z, a[j].z), fmaf(f[g], v[g][j].w, a[j].w));
+            for (int j = 0; j < kSlabs; ++j)
+                if (g < n && first(j) < v_dim)
+                    a[j] = make_float4(fmaf(f, v[g][j].x, a[j].x), fmaf(f, v[g][j].y, a[j].y), fmaf(f, v[g][j].z, a[j].z),
+                                       fmaf(f, v[g][j].w, a[j].w));
         }
     }
 #pragma unroll
@@ -408,19 +404,20 @@ __device__ __forceinline__ void attention_combine_slabs(const float* stats, cons
         for (int k = 0; k < 4; ++k) store(i + k, cs.zero ? 0.0f : __fdiv_rn(q[k], cs.den));
     }
 }
-// The merge of row blockIdx.x by a block of one thread a value (CombineShape::row_blocks): its first warp merges
-// the statistics and the weights f_s once, the threads then sum their values over the splits in order.
+// The merge of row blockIdx.x by a block of one thread a value (CombineShape::slabs_per_warp 0): its first warp merges
+// the statistics, the threads then sum their values over the splits in order.
 template <typename Store>
 __device__ __forceinline__ void attention_combine_row_block(const float* stats_base, const float* acc_base, int64_t splits,
                                                             int v_dim, const float* sink, int64_t n_heads,
                                                             Store&& store_row) {
-    __shared__ float s_f[kMaxSplits];
+    __shared__ float s_f[2 * kWarp];
     __shared__ CombineStats s_cs;
     const int64_t row = blockIdx.x;
-    const float* const stats = stats_base + row * splits * kStats;
     if (threadIdx.x < kWarp) {
-        const CombineStats cs = attention_combine_stats(stats, splits, sink ? sink[row % n_heads] : -INFINITY);
-        for (int64_t s = threadIdx.x; s < splits; s += kWarp) s_f[s] = attention_split_weight(stats[s * kStats], cs.M);
+        const CombineStats cs =
+            attention_combine_stats(stats_base + row * splits * kStats, splits, sink ? sink[row % n_heads] : -INFINITY);
+        s_f[threadIdx.x] = cs.f[0];
+        s_f[threadIdx.x + kWarp] = cs.f[1];
         if (threadIdx.x == 0) s_cs = cs;
     }
     __syncthreads();
@@ -433,8 +430,8 @@ __device__ __forceinline__ void attention_combine_row_block(const float* stats_b
         store_row(row, i, cs.zero ? 0.0f : __fdiv_rn(a, cs.den));
     }
 }
-// The merge of one row's part by the calling warp (not CombineShape::row_blocks): store_row(row, i, out_i).
-template <typename Store>
+// The merge of one row's part, kSlabs slabs, by the calling warp: store_row(row, i, out_i).
+template <int kSlabs, typename Store>
 __device__ __forceinline__ void attention_combine_part(const CombineShape& shape, const float* stats_base,
                                                        const float* acc_base, int64_t splits, int v_dim,
                                                        const float* sink, int64_t n_heads, Store&& store_row) {
@@ -443,25 +440,30 @@ __device__ __forceinline__ void attention_combine_part(const CombineShape& shape
     if (row >= shape.rows) return;  // a whole warp
     const int part = static_cast<int>(warp % shape.warps_per_row);
     const float* const stats = stats_base + row * splits * kStats;
-    const CombineStats cs = attention_combine_stats(stats, splits, sink ? sink[row % n_heads] : -INFINITY);
+    const float sigma = sink ? sink[row % n_heads] : -INFINITY;
     auto store = [&](int i, float o) { store_row(row, i, o); };
     const float* const acc = acc_base + row * splits * v_dim;
-    const int first_slab = part * shape.slabs_per_warp;
-    switch (shape.slabs_per_warp) {
-        case 4: attention_combine_slabs<4>(stats, acc, splits, v_dim, cs, first_slab, store); break;
-        case 2: attention_combine_slabs<2>(stats, acc, splits, v_dim, cs, first_slab, store); break;
-        default: attention_combine_slabs<1>(stats, acc, splits, v_dim, cs, first_slab, store); break;
-    }
+    attention_combine_slabs<kSlabs>(stats, acc, splits, v_dim, sigma, part * kSlabs, store);
 }
-// Either way (combine_shape), a kernel instance each, so that the row blocks keep the few registers they need.
-template <bool kRowBlocks, typename Store>
+// The merge of the instance for CombineShape::slabs_per_warp kSlabs.
+template <int kSlabs, typename Store>
 __device__ __forceinline__ void attention_combine(const CombineShape& shape, const float* stats, const float* acc,
                                                   int64_t splits, int v_dim, const float* sink, int64_t n_heads,
                                                   Store&& store_row) {
-    if constexpr (kRowBlocks)
+    if constexpr (kSlabs == 0)
         attention_combine_row_block(stats, acc, splits, v_dim, sink, n_heads, store_row);
     else
-        attention_combine_part(shape, stats, acc, splits, v_dim, sink, n_heads, store_row);
+        attention_combine_part<kSlabs>(shape, stats, acc, splits, v_dim, sink, n_heads, store_row);
+}
+// The kernel instance of a shape, of the four a combine kernel has (0, 1, 2, 4 slabs a warp).
+template <typename Kernel>
+Kernel combine_instance(const CombineShape& shape, Kernel row_blocks, Kernel one, Kernel two, Kernel four) {
+    switch (shape.slabs_per_warp) {
+        case 0: return row_blocks;
+        case 1: return one;
+        case 2: return two;
+        default: return four;
+    }
 }
 // One split: attention_combine_stats' merge over the one running state of a row (max m, sum L) and the sink
 // σ, computed once per row; then each accumulator value acc gives out = f · acc / den, one IEEE division.
@@ -1861,11 +1863,11 @@ struct SparseCombineArgs {
 };
 
 // The merge of the splits of each (token, head) row (attention_combine), then the cast (once).
-template <bool kRowBlocks>
-__global__ void __launch_bounds__(combine_threads(kRowBlocks)) sparse_attention_combine_kernel(SparseCombineArgs c,
+template <int kSlabs>
+__global__ void __launch_bounds__(combine_threads(kSlabs)) sparse_attention_combine_kernel(SparseCombineArgs c,
                                                                                                CombineShape shape) {
     wait_for_previous_kernel();  // the splits' states (launched after the attention kernel: dependent_launch.cuh)
-    attention_combine<kRowBlocks>(shape, c.stats, c.acc, c.splits, c.v_dim, c.sink, c.n_heads,
+    attention_combine<kSlabs>(shape, c.stats, c.acc, c.splits, c.v_dim, c.sink, c.n_heads,
                                   [&](int64_t row, int i, float o) {
                                       const int64_t t = row / c.n_heads, h = row % c.n_heads;
                                       store_act(c.out, c.out_bf16, t * c.out_token_stride + h * c.out_head_stride + i, o);
@@ -2074,11 +2076,11 @@ __global__ void __launch_bounds__(kAttnThreads) qsa_sparse_gqa_kernel(QsaGqaArgs
 }
 
 // The merge of the splits of each (token, query head) row (attention_combine, no sink), then the gate.
-template <bool kRowBlocks>
-__global__ void __launch_bounds__(combine_threads(kRowBlocks)) qsa_sparse_gqa_combine_kernel(QsaGqaArgs a,
+template <int kSlabs>
+__global__ void __launch_bounds__(combine_threads(kSlabs)) qsa_sparse_gqa_combine_kernel(QsaGqaArgs a,
                                                                                              CombineShape shape) {
     wait_for_previous_kernel();  // the splits' states (launched after the attention kernel: dependent_launch.cuh)
-    attention_combine<kRowBlocks>(shape, a.split.stats, a.split.acc, a.split.splits, a.head_dim, nullptr, a.n_heads,
+    attention_combine<kSlabs>(shape, a.split.stats, a.split.acc, a.split.splits, a.head_dim, nullptr, a.n_heads,
                       [&](int64_t row, int i, float o) { qsa_gqa_store(a, row / a.n_heads, row % a.n_heads, i, o); });
 }
 
@@ -2759,8 +2761,8 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
     c.v_dim = a.v_dim;
     c.out_bf16 = a.out_bf16;
     const CombineShape combine = combine_shape(rows, c.v_dim);
-    return cuda_status(launch_after_previous(combine.row_blocks ? sparse_attention_combine_kernel<true>
-                                                                : sparse_attention_combine_kernel<false>,
+    return cuda_status(launch_after_previous(combine_instance(combine, sparse_attention_combine_kernel<0>, sparse_attention_combine_kernel<1>,
+                                                              sparse_attention_combine_kernel<2>, sparse_attention_combine_kernel<4>),
                                              combine.blocks, combine.threads, 0, stream, c, combine),
                        "sparse_attention combine launch");
 }
@@ -2887,8 +2889,8 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
     SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "qsa_sparse_gqa launch"));
     if (splits == 1) return Status::ok();
     const CombineShape combine = combine_shape(rows, a.head_dim);
-    return cuda_status(launch_after_previous(combine.row_blocks ? qsa_sparse_gqa_combine_kernel<true>
-                                                                : qsa_sparse_gqa_combine_kernel<false>,
+    return cuda_status(launch_after_previous(combine_instance(combine, qsa_sparse_gqa_combine_kernel<0>, qsa_sparse_gqa_combine_kernel<1>,
+                                                              qsa_sparse_gqa_combine_kernel<2>, qsa_sparse_gqa_combine_kernel<4>),
                                              combine.blocks, combine.threads, 0, stream, a, combine),
                        "qsa_sparse_gqa combine launch");
 }
