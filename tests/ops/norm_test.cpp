@@ -44,7 +44,16 @@ TEST(RmsNormConformance, EveryBackendMatchesRef) {
     auto ref = ref_backend();
     auto backends = backends_under_test();
     int case_index = 0;
-    for (const NormCase& c : norm_cases(101, 36)) {
+    // Then a decode step's per-head norms: 1024 rows (the cuda backend then takes a warp a row).
+    std::vector<NormCase> cases = norm_cases(101, 36), many_rows = norm_cases(103, 3);
+    const int64_t many_rows_dims[] = {100, 512, 31};
+    for (size_t i = 0; i < many_rows.size(); ++i) {
+        many_rows[i].n_tokens = 64;
+        many_rows[i].n_heads = 16;
+        many_rows[i].dim = many_rows_dims[i];
+        cases.push_back(many_rows[i]);
+    }
+    for (const NormCase& c : cases) {
         const RmsNormWeight mode = std::vector<RmsNormWeight>{RmsNormWeight::none, RmsNormWeight::multiply,
                                                               RmsNormWeight::one_plus}[case_index++ % 3];
         SCOPED_TRACE(describe(c) + fmt::format(" mode {}", static_cast<int>(mode)));

@@ -15,6 +15,8 @@
 #include "backends/cuda/dtype_access.cuh"
 #include "backends/cuda/row_rope.cuh"
 
+#include <algorithm>
+
 namespace sieve::cuda {
 namespace {
 
@@ -25,22 +27,27 @@ constexpr unsigned kFullMask = 0xffffffffu;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ---- rope ------------------------------------------------------------------------------------------
-// One block per (token, group of up to kRopeHeadsPerBlock heads). The block computes c/s of its token
+// One block per (token, group of up to kRopeHeadsPerBlock heads), fewer heads a block while the grid would
+// not fill the GPU (a decode step's few tokens: rope_heads_per_block). The block computes c/s of its token
 // chunk by chunk (kRopeChunk pairs at a time, any rot_dim) into shared memory, once for all its heads, then
-// each thread rotates one (head, pair) at a time: consecutive threads take consecutive pairs of a head, so
-// a warp's loads cover a contiguous span of the slice. Dims outside the slice are copied first (not when
-// in place: validate() makes y == x the same view, so they are already there). Each thread writes exactly
-// the elements it read, so in place needs no barrier.
+// each thread rotates kRopeBatch (head, pair)s at a time: consecutive threads take consecutive pairs of a
+// head, so that a warp's loads cover a contiguous span of the slice, and a thread issues all its loads of a
+// batch before its first store (the compiler may not move a load of x above a store to y: they may alias).
+// Dims outside the slice are copied first, in batches the same way (not when in place: validate() makes
+// y == x the same view, so they are already there). Each thread writes exactly the elements it read, so in
+// place needs no barrier.
 
 constexpr int kRopeChunk = 128;        // pairs per c/s chunk = the largest block
-constexpr int kRopeHeadsPerBlock = 8;  // heads sharing one token's c/s
+constexpr int kRopeHeadsPerBlock = 8;  // heads sharing one token's c/s, at most
+constexpr int kRopeBatch = 4;          // elements (copy) or pairs (rotation) a thread loads before storing
+constexpr int64_t kRopeTargetBlocks = 2 * 132;  // two blocks a multiprocessor of an H100 / H200 SXM
 
-__global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p) {
+__global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p, int heads_per_block) {
     wait_for_previous_kernel();
     __shared__ float cos_s[kRopeChunk], sin_s[kRopeChunk];
     const int64_t t = blockIdx.x;
-    const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kRopeHeadsPerBlock;
-    const int nh = static_cast<int>(p.n_heads - h0 < kRopeHeadsPerBlock ? p.n_heads - h0 : kRopeHeadsPerBlock);
+    const int64_t h0 = static_cast<int64_t>(blockIdx.y) * heads_per_block;
+    const int nh = static_cast<int>(p.n_heads - h0 < heads_per_block ? p.n_heads - h0 : heads_per_block);
     const bool xb = p.x_type == DType::bf16, yb = p.y_type == DType::bf16;
     const bool interleaved = p.pairing == RopePairing::interleaved;
     const int64_t half = p.rot_dim / 2;
@@ -49,45 +56,79 @@ __global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p) {
                                                        : static_cast<const int32_t*>(p.positions)[t];
     const int64_t xt = t * p.x_token_stride + h0 * p.x_head_stride;
     const int64_t yt = t * p.y_token_stride + h0 * p.y_head_stride;
+    const int step = static_cast<int>(blockDim.x);
 
     if (p.x != p.y) {  // dims outside the slice are copied (ops/rope.h); cast once to y_type
-        const int64_t n_copy = p.head_dim - p.rot_dim;
-        for (int hh = 0; hh < nh; ++hh) {
-            const int64_t xo = xt + hh * p.x_head_stride, yo = yt + hh * p.y_head_stride;
-            for (int64_t i = threadIdx.x; i < n_copy; i += blockDim.x) {
-                const int64_t d = i < start ? i : i + p.rot_dim;
-                store_act(p.y, yb, yo + d, load_act(p.x, xb, xo + d));
+        // Element k of the block's copy: head k / n_copy, its (k % n_copy)-th dim outside the slice (32-bit:
+        // the launch keeps heads_per_block · head_dim below 2^31).
+        const int n_copy = static_cast<int>(p.head_dim - p.rot_dim), total = nh * n_copy;
+        const int rot = static_cast<int>(p.rot_dim), first_rotated = static_cast<int>(start);
+        int64_t xo[kRopeBatch], yo[kRopeBatch];
+        for (int k0 = threadIdx.x; k0 < total; k0 += kRopeBatch * step) {
+            float v[kRopeBatch];
+#pragma unroll
+            for (int j = 0; j < kRopeBatch; ++j) {
+                const int k = k0 + j * step, hh = k / n_copy, i = k % n_copy;
+                const int d = i < first_rotated ? i : i + rot;
+                xo[j] = xt + hh * p.x_head_stride + d;
+                yo[j] = yt + hh * p.y_head_stride + d;
+                if (k < total) v[j] = load_act(p.x, xb, xo[j]);
             }
+#pragma unroll
+            for (int j = 0; j < kRopeBatch; ++j)
+                if (k0 + j * step < total) store_act(p.y, yb, yo[j], v[j]);
         }
     }
 
     for (int64_t c0 = 0; c0 < half; c0 += kRopeChunk) {
         const int nc = static_cast<int>(half - c0 < kRopeChunk ? half - c0 : kRopeChunk);
-        for (int i = threadIdx.x; i < nc; i += blockDim.x)
+        for (int i = threadIdx.x; i < nc; i += step)
             rope_cos_sin_one(pos, p.inv_freq[c0 + i], p.attention_factor, cos_s[i], sin_s[i]);
         __syncthreads();
-        for (int k = threadIdx.x; k < nh * nc; k += blockDim.x) {
-            const int hh = k / nc, i = k % nc;
-            const int64_t pair = c0 + i;
-            // interleaved (GPT-J): (x[n+2i], x[n+2i+1]); half_split (NeoX): (x[n+i], x[n+i+r/2])  (ops/rope.h)
-            const int64_t i0 = start + (interleaved ? 2 * pair : pair);
-            const int64_t i1 = start + (interleaved ? 2 * pair + 1 : pair + half);
-            const int64_t xo = xt + hh * p.x_head_stride, yo = yt + hh * p.y_head_stride;
-            const float x0 = load_act(p.x, xb, xo + i0), x1 = load_act(p.x, xb, xo + i1);
-            const float c = cos_s[i], s = sin_s[i];
-            float y0, y1;
-            if (p.inverse) {  // y0 = x0·c + x1·s ; y1 = x1·c − x0·s   (conjugate rotation, deepseek_v4.md §2.3)
-                y0 = __fadd_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-                y1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
-            } else {  // y0 = x0·c − x1·s ; y1 = x0·s + x1·c   (each product rounded, then the sum: no FMA)
-                y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-                y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+        // Pair k of the chunk: head k / nc, pair c0 + k % nc. interleaved (GPT-J): (x[n+2i], x[n+2i+1]);
+        // half_split (NeoX): (x[n+i], x[n+i+r/2])  (ops/rope.h).
+        auto first = [&](int k) { const int64_t pair = c0 + k % nc; return start + (interleaved ? 2 * pair : pair); };
+        auto second = [&](int k) { const int64_t pair = c0 + k % nc; return start + (interleaved ? 2 * pair + 1 : pair + half); };
+        const int total = nh * nc;
+        for (int k0 = threadIdx.x; k0 < total; k0 += kRopeBatch * step) {
+            float x0[kRopeBatch], x1[kRopeBatch];
+#pragma unroll
+            for (int j = 0; j < kRopeBatch; ++j) {
+                const int k = k0 + j * step;
+                if (k >= total) continue;
+                const int64_t xo = xt + (k / nc) * p.x_head_stride;
+                x0[j] = load_act(p.x, xb, xo + first(k));
+                x1[j] = load_act(p.x, xb, xo + second(k));
             }
-            store_act(p.y, yb, yo + i0, y0);
-            store_act(p.y, yb, yo + i1, y1);
+#pragma unroll
+            for (int j = 0; j < kRopeBatch; ++j) {
+                const int k = k0 + j * step;
+                if (k >= total) continue;
+                const float c = cos_s[k % nc], s = sin_s[k % nc];
+                float y0, y1;
+                if (p.inverse) {  // y0 = x0·c + x1·s ; y1 = x1·c − x0·s   (conjugate rotation, deepseek_v4.md §2.3)
+                    y0 = __fadd_rn(__fmul_rn(x0[j], c), __fmul_rn(x1[j], s));
+                    y1 = __fsub_rn(__fmul_rn(x1[j], c), __fmul_rn(x0[j], s));
+                } else {  // y0 = x0·c − x1·s ; y1 = x0·s + x1·c   (each product rounded, then the sum: no FMA)
+                    y0 = __fsub_rn(__fmul_rn(x0[j], c), __fmul_rn(x1[j], s));
+                    y1 = __fadd_rn(__fmul_rn(x0[j], s), __fmul_rn(x1[j], c));
+                }
+                const int64_t yo = yt + (k / nc) * p.y_head_stride;
+                store_act(p.y, yb, yo + first(k), y0);
+                store_act(p.y, yb, yo + second(k), y1);
+            }
         }
         __syncthreads();  // cos_s / sin_s are refilled by the next chunk
     }
+}
+
+// Heads a block: kRopeHeadsPerBlock, halved while the grid has fewer than kRopeTargetBlocks blocks (a decode
+// step of 64 tokens rotating 8 heads: 256 blocks of 2 heads, not 64 of 8, whose threads each wait on many
+// round trips in turn).
+int rope_heads_per_block(int64_t n_tokens, int64_t n_heads) {
+    int h = kRopeHeadsPerBlock;
+    while (h > 1 && n_tokens * ceil_div(n_heads, h) < kRopeTargetBlocks) h /= 2;
+    return h;
 }
 
 // ---- quant_fp8 --------------------------------------------------------------------------------------
@@ -295,16 +336,21 @@ Status launch_hadamard_block(const HadamardParams& p, int64_t rows, cudaStream_t
 
 Status rope(const RopeParams& p, cudaStream_t stream) {
     if (p.n_tokens == 0 || p.n_heads == 0) return Status::ok();
-    const int64_t head_groups = ceil_div(p.n_heads, kRopeHeadsPerBlock);
+    const int heads_per_block = rope_heads_per_block(p.n_tokens, p.n_heads);
+    const int64_t head_groups = ceil_div(p.n_heads, heads_per_block);
+    if (p.head_dim > INT32_MAX / kRopeHeadsPerBlock)  // rope_kernel's 32-bit offsets within a block
+        return unsupported_error("cuda: rope over heads of {} dims (at most 2^31 / {})", p.head_dim, kRopeHeadsPerBlock);
     if (p.n_tokens > kMaxGridX || head_groups > kMaxGridY)
         return unsupported_error("cuda: rope over {} tokens × {} heads (at most 2^31 − 1 tokens and {} heads)", p.n_tokens,
-                                 p.n_heads, kMaxGridY * kRopeHeadsPerBlock);
-    // Threads: enough for one chunk of pairs of every head of a block, in whole warps, at most kRopeChunk.
-    const int64_t half = p.rot_dim / 2;
-    const int64_t work = (p.n_heads < kRopeHeadsPerBlock ? p.n_heads : kRopeHeadsPerBlock) * (half < kRopeChunk ? half : kRopeChunk);
+                                 p.n_heads, kMaxGridY * heads_per_block);
+    // Threads: enough for one chunk of pairs of every head of a block, or for one batch of the copy of its
+    // dims outside the slice, in whole warps, at most kRopeChunk.
+    const int64_t half = p.rot_dim / 2, heads = std::min<int64_t>(p.n_heads, heads_per_block);
+    const int64_t work = std::max(heads * std::min<int64_t>(half, kRopeChunk),
+                                  p.x != p.y ? ceil_div(heads * (p.head_dim - p.rot_dim), kRopeBatch) : 0);
     const int threads = static_cast<int>(work >= kRopeChunk ? kRopeChunk : ceil_div(work, 32) * 32);
     const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(head_groups));
-    launch_after_previous(rope_kernel, grid, threads, 0, stream, p);
+    launch_after_previous(rope_kernel, grid, threads, 0, stream, p, heads_per_block);
     return cuda_status(cudaGetLastError(), "rope launch");
 }
 

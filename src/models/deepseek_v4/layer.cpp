@@ -255,32 +255,12 @@ Status AttentionLayer::forward(const StepBatch& batch, const StepPlan& plan, con
     // ---- inverse RoPE and grouped output projection (§3.9) ----
     {
         ScopedStageTimer timer(times, Stage::output);
-        // The inverse rotation writes each group's heads as one contiguous [N, (H/G)·d] block, so that every
-        // wo_a GEMM reads a dense input (a strided one can be far slower, e.g. in oneDNN).
-        void* og = b.q;  // [G, N, (H/G)·d] act, in the queries' buffer: attention has read them
-        for (int64_t g = 0; g < G; ++g) {
-            RopeParams p;
-            p.x = at(b.o, g * Hg * d, act_);
-            p.y = at(og, g * N * Hg * d, act_);
-            p.positions = positions;
-            p.inv_freq = rope_.inv_freq.as<float>();
-            p.n_tokens = N;
-            p.n_heads = Hg;
-            p.head_dim = d;
-            p.rot_dim = config_.rope_head_dim;
-            p.x_token_stride = H * d;
-            p.y_token_stride = Hg * d;
-            p.x_head_stride = p.y_head_stride = d;
-            p.attention_factor = rope_.attention_factor;
-            p.pairing = RopePairing::interleaved;
-            p.slice = RopeSlice::last;
-            p.inverse = true;  // undo the query position (§3.9)
-            p.x_type = p.y_type = act_;
-            p.positions_type = DType::i64;
-            SIEVE_RETURN_IF_ERROR(backend_.rope(p));
-        }
+        // The inverse rotation in place over every head (only the rope dims change: nothing is copied, one
+        // launch); each wo_a GEMM then reads its group's heads as rows H·d apart (a backend that wants dense
+        // rows stages them, as it would any strided input).
+        SIEVE_RETURN_IF_ERROR(rope(b.o, act_, b.o, act_, positions, N, H, d, true));  // undo the query position
         for (int64_t g = 0; g < G; ++g)
-            SIEVE_RETURN_IF_ERROR(w_.wo_a[static_cast<size_t>(g)].run(at(og, g * N * Hg * d, act_), act_, Hg * d,
+            SIEVE_RETURN_IF_ERROR(w_.wo_a[static_cast<size_t>(g)].run(at(b.o, g * Hg * d, act_), act_, H * d,
                                                                        at(b.z, g * Ro, act_), act_, G * Ro, N, b.op));
         SIEVE_RETURN_IF_ERROR(w_.wo_b.run(b.z, act_, G * Ro, out, DType::f32, D, N, b.op));
     }

@@ -37,7 +37,7 @@ struct ScratchShape {
 struct LayerScratch {
     void* qa = nullptr;                  // [N, q_lora_rank] act: wq_a output
     void* qr = nullptr;                  // [N, q_lora_rank] act: q_norm output, also the indexer's input
-    void* q = nullptr;                   // [N, H, d] act: wq_b output, rotated queries, then o grouped for wo_a
+    void* q = nullptr;                   // [N, H, d] act: wq_b output, then rotated queries
     float* q32 = nullptr;                // [norm_tokens, H, d] f32: head-normed queries of a few tokens
     void* kv_raw = nullptr;              // [N, d] act: wkv output
     void* kv = nullptr;                  // [N, d] act: normed and rotated K = V rows
