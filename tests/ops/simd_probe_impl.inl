@@ -24,6 +24,7 @@ void SIEVE_SIMD_PROBE(const float* a, const float* b, int64_t n, const SimdProbe
     for (int b = 0; b < 256; ++b) bytes[b] = static_cast<uint8_t>(b);
     for (int b = 0; b < 256; b += kLanes) vf_store(out.e4m3_vector + b, vf_e4m3_values(bytes + b));
     for (int b = 0; b < 256; ++b) out.e4m3_scalar[b] = s_e4m3_value(static_cast<uint8_t>(b));
+    for (int b = 0; b < 256; b += kLanes) vf_store(out.e4m3_loaded + b, vf_load_e4m3(bytes + b));
 }
 
 }  // namespace sieve::test

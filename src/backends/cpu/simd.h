@@ -105,6 +105,12 @@ inline float s_e4m3_decode(uint8_t b) {
 inline float s_e4m3_scaled(uint8_t b) {
     return float_of((static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(b))) << 20) & 0x87f00000u);
 }
+// vf_load_e4m3 (AVX2): each e4m3 code becomes the binary16 of its value · 2^-8, exactly: the
+// sign to bit 15, the 4 exponent and 3 mantissa bits under binary16's 5 and 10 (its exponent bias 15 = 7 + 8),
+// so that a normal code gives a normal binary16 and a subnormal one (m·2^-9) a subnormal one (m·2^-17); from
+// the code sign-extended to 16 bits that is (code << 7) & 0xBF80, the sign's copy in bit 14 cleared. F16C's
+// conversion to fp32 is exact (a binary16 subnormal widens to a normal fp32), and · 2^8 gives the value: five
+// instructions a vector where vf_e4m3_decode of vi_load_i8 takes ten. Not for NaN bytes.
 
 // ---- software prefetch ------------------------------------------------------------------------
 
@@ -241,6 +247,9 @@ inline VF vf_e4m3_decode(VI code) {
     return {_mm512_castsi512_ps(
         _mm512_ternarylogic_epi32(_mm512_castps_si512(a), u, _mm512_set1_epi32(static_cast<int32_t>(0x80000000u)), 0xf8))};
 }
+// kLanes e4m3 codes at p → their exact fp32 values. AVX-512's masked decode is already six instructions; the
+// binary16 route (the comment on vf_load_e4m3 above) is AVX2's.
+inline VF vf_load_e4m3(const uint8_t* p) { return vf_e4m3_decode(vi_load_i8(p)); }
 
 #elif defined(__AVX2__)
 
@@ -356,6 +365,12 @@ inline VF vf_e4m3_decode(VI code) {
     const __m256 v = _mm256_blendv_ps(a, fixed, _mm256_castsi256_ps(sub));
     return {_mm256_or_ps(v, _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int32_t>(0x80000000u)))))};
 }
+// kLanes e4m3 codes at p → their exact fp32 values, through binary16 (the comment on vf_load_e4m3 above).
+inline VF vf_load_e4m3(const uint8_t* p) {
+    const __m128i c = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256 v = _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(c, 7), _mm_set1_epi16(static_cast<int16_t>(0xbf80))));
+    return {_mm256_mul_ps(v, _mm256_set1_ps(0x1p8f))};
+}
 
 #else  // portable scalar: one lane
 
@@ -420,6 +435,7 @@ inline int vi_compress_store(int32_t* out, uint32_t mask, VI a) {
 }
 inline VI vi_iota() { return {0}; }
 inline VF vf_e4m3_decode(VI code) { return {s_e4m3_decode(static_cast<uint8_t>(code.v))}; }
+inline VF vf_load_e4m3(const uint8_t* p) { return {s_e4m3_decode(*p)}; }
 
 #endif
 
