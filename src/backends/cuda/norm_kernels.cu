@@ -31,6 +31,13 @@ __device__ float block_sum(float v) {
     return out;
 }
 
+// The factor of value i by the weight mode (ops/rms_norm.h): 1, w_i or 1 + w_i (that sum rounded, as in ref).
+__device__ __forceinline__ float rms_norm_gain(const RmsNormParams& p, int64_t i) {
+    if (p.weight_mode == RmsNormWeight::multiply) return p.weight[i];
+    if (p.weight_mode == RmsNormWeight::one_plus) return __fadd_rn(1.0f, p.weight[i]);
+    return 1.0f;
+}
+
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     wait_for_previous_kernel();
     const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
@@ -44,10 +51,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     const float ms = block_sum(sum_sq) / static_cast<float>(p.dim);
     const float inv = 1.0f / sqrtf(ms + p.eps);
     for (int64_t i = threadIdx.x; i < p.dim; i += kThreads) {
-        float g = 1.0f;
-        if (p.weight_mode == RmsNormWeight::multiply) g = p.weight[i];
-        if (p.weight_mode == RmsNormWeight::one_plus) g = __fadd_rn(1.0f, p.weight[i]);
-        store_act(p.y, y_bf16, yo + i, __fmul_rn(__fmul_rn(load_act(p.x, x_bf16, xo + i), inv), g));
+        store_act(p.y, y_bf16, yo + i, __fmul_rn(__fmul_rn(load_act(p.x, x_bf16, xo + i), inv), rms_norm_gain(p, i)));
     }
 }
 
@@ -76,9 +80,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_warp_kernel(RmsNormParams p
     for (int j = 0; j < kPerLane; ++j) {
         const int i = lane + 32 * j;
         v[j] = i < dim ? load_act(p.x, x_bf16, xo + i) : 0.0f;
-        g[j] = 1.0f;
-        if (i < dim && p.weight_mode == RmsNormWeight::multiply) g[j] = p.weight[i];
-        if (i < dim && p.weight_mode == RmsNormWeight::one_plus) g[j] = __fadd_rn(1.0f, p.weight[i]);
+        g[j] = i < dim ? rms_norm_gain(p, i) : 1.0f;
     }
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) sum_sq += v[j] * v[j];
