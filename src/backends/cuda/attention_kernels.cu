@@ -2761,9 +2761,9 @@ Status sparse_attention(const SparseAttentionParams& p, Workspace ws, cudaStream
     c.v_dim = a.v_dim;
     c.out_bf16 = a.out_bf16;
     const CombineShape combine = combine_shape(rows, c.v_dim);
-    return cuda_status(launch_after_previous(combine_instance(combine, sparse_attention_combine_kernel<0>, sparse_attention_combine_kernel<1>,
-                                                              sparse_attention_combine_kernel<2>, sparse_attention_combine_kernel<4>),
-                                             combine.blocks, combine.threads, 0, stream, c, combine),
+    const auto kernel = combine_instance(combine, sparse_attention_combine_kernel<0>, sparse_attention_combine_kernel<1>,
+                                         sparse_attention_combine_kernel<2>, sparse_attention_combine_kernel<4>);
+    return cuda_status(launch_after_previous(kernel, combine.blocks, combine.threads, 0, stream, c, combine),
                        "sparse_attention combine launch");
 }
 
@@ -2889,9 +2889,9 @@ Status qsa_sparse_gqa(const QsaSparseGqaParams& p, Workspace ws, cudaStream_t st
     SIEVE_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "qsa_sparse_gqa launch"));
     if (splits == 1) return Status::ok();
     const CombineShape combine = combine_shape(rows, a.head_dim);
-    return cuda_status(launch_after_previous(combine_instance(combine, qsa_sparse_gqa_combine_kernel<0>, qsa_sparse_gqa_combine_kernel<1>,
-                                                              qsa_sparse_gqa_combine_kernel<2>, qsa_sparse_gqa_combine_kernel<4>),
-                                             combine.blocks, combine.threads, 0, stream, a, combine),
+    const auto kernel = combine_instance(combine, qsa_sparse_gqa_combine_kernel<0>, qsa_sparse_gqa_combine_kernel<1>,
+                                         qsa_sparse_gqa_combine_kernel<2>, qsa_sparse_gqa_combine_kernel<4>);
+    return cuda_status(launch_after_previous(kernel, combine.blocks, combine.threads, 0, stream, a, combine),
                        "qsa_sparse_gqa combine launch");
 }
 

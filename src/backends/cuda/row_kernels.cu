@@ -87,8 +87,14 @@ __global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p, int head
         __syncthreads();
         // Pair k of the chunk: head k / nc, pair c0 + k % nc. interleaved (GPT-J): (x[n+2i], x[n+2i+1]);
         // half_split (NeoX): (x[n+i], x[n+i+r/2])  (ops/rope.h).
-        auto first = [&](int k) { const int64_t pair = c0 + k % nc; return start + (interleaved ? 2 * pair : pair); };
-        auto second = [&](int k) { const int64_t pair = c0 + k % nc; return start + (interleaved ? 2 * pair + 1 : pair + half); };
+        auto first = [&](int k) {
+            const int64_t pair = c0 + k % nc;
+            return start + (interleaved ? 2 * pair : pair);
+        };
+        auto second = [&](int k) {
+            const int64_t pair = c0 + k % nc;
+            return start + (interleaved ? 2 * pair + 1 : pair + half);
+        };
         const int total = nh * nc;
         for (int k0 = threadIdx.x; k0 < total; k0 += kRopeBatch * step) {
             float x0[kRopeBatch], x1[kRopeBatch];
