@@ -67,6 +67,11 @@ std::vector<ScoreCase> score_cases() {
         {24, 64, 128, 3, 64, DType::f8_e4m3, F::fp8_row_scale, true, true, 0.0f, 700},
         {9, 64, 128, 2, 5, DType::f8_e4m3, F::fp8_row_scale, true, false, -0.5f, 300},
         {6, 48, 72, 2, 16, DType::f8_e4m3, F::fp8_row_scale, true, true, 0.0f, 400},
+        // Deployed key layouts in larger blocks (cuda: runs of 64 entries inside a block), bf16 and e4m3 q.
+        {12, 64, 128, 2, 128, DType::bf16, F::fp8_row_scale, true, false, 0.0f, 900},
+        {10, 32, 128, 3, 256, DType::f8_e4m3, F::fp8_row_scale, true, true, -0.5f, 1500},
+        // Many key tiles for every thread block (cuda: each kernel's ring of stages wraps around).
+        {64, 8, 128, 1, 64, DType::bf16, F::fp8_row_scale, true, false, 0.0f, 6000, true, 6000},
         // Combinations no family uses today, which the contract allows.
         {5, 64, 32, 2, 8, DType::f32, F::bf16, true, true, 0.0f},
         {5, 4, 16, 2, 8, DType::f8_e4m3, F::f32, false, false, 0.0f},
@@ -355,6 +360,52 @@ TEST(IndexerScoresConformance, OneDecodeTokenOverManyKeys) {
         ASSERT_TRUE(ref->topk(s.topk_params(got.as<float>(), k, want_sel.data()), {}).is_ok());
         ASSERT_TRUE(run_scores(*nb.backend, s.fused_params(nullptr, sel.data(), k)).is_ok());
         EXPECT_EQ(want_sel, sel);
+    }
+}
+
+// A GPU reads no index array on the host (the validate test below), so its kernels meet bad block-table
+// entries themselves: every candidate of a released block or of a block past the cache scores NaN, the
+// sentinel a downstream top-k ranks last, and every other candidate scores as ever. The cases take the
+// copy-engine kernel (bf16 and e4m3 q) and the mma.sync one (16-entry blocks).
+TEST(IndexerScoresConformance, GpuScoresKeysOfBadBlocksAsNaN) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    std::erase_if(backends, [](const NamedBackend& nb) { return !nb.spec.starts_with("cuda"); });
+    if (backends.empty()) GTEST_SKIP() << "no cuda backend under test";
+    Rng rng(4406);
+    using F = CacheRecordFormat;
+    for (const ScoreCase& sc : {ScoreCase{6, 64, 128, 1, 64, DType::bf16, F::fp8_row_scale, true, false, 0.0f, 400, true, 300},
+                                ScoreCase{5, 32, 128, 1, 128, DType::f8_e4m3, F::fp8_row_scale, true, true, 0.0f, 600, true, 450},
+                                ScoreCase{5, 64, 128, 1, 16, DType::f8_e4m3, F::fp8_row_scale, true, false, 0.0f, 100, true, 60}}) {
+        SCOPED_TRACE(case_name(sc));
+        ScoreSetup s(rng, sc, *ref);
+        const int64_t B = sc.block_size;
+        std::vector<double> want, tol;
+        for (int64_t t = 0; t < sc.n_tokens; ++t)
+            for (int64_t j = 0; j < s.n_keys[static_cast<size_t>(t)]; ++j) {
+                if (j / B == 1 || j / B == 2) continue;
+                const auto [v, e] = s.exact(t, j);
+                want.push_back(v);
+                tol.push_back(e);
+            }
+        s.keys->table[1] = -1;                                        // released
+        s.keys->table[2] = static_cast<int32_t>(s.keys->n_blocks);  // past the cache
+        for (auto& nb : backends) {
+            SCOPED_TRACE(nb.spec);
+            GuardedBuffer got(s.score_bytes());
+            const Status st = run_scores(*nb.backend, s.params(got.as<float>()));
+            ASSERT_TRUE(st.is_ok()) << st.to_string();
+            std::vector<double> got_v;
+            for (int64_t t = 0; t < sc.n_tokens; ++t)
+                for (int64_t j = 0; j < s.n_keys[static_cast<size_t>(t)]; ++j) {
+                    const float v = got.as<float>()[t * s.row_stride + j];
+                    if (j / B == 1 || j / B == 2)
+                        ASSERT_TRUE(std::isnan(v)) << "token " << t << " candidate " << j << " of a bad block scored " << v;
+                    else
+                        got_v.push_back(v);
+                }
+            EXPECT_TRUE(all_close(want, got_v, tol, "scores of the other blocks"));
+        }
     }
 }
 

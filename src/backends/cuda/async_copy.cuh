@@ -64,6 +64,16 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
                  "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(bar)
                  : "memory");
 }
+// A tensor copy (sm_90): one thread moves the box of the tensor map `map` (a __grid_constant__ kernel
+// parameter) at coordinates (c0, c1, c2) into shared memory at dst, laid out as the map says (its swizzle
+// wants dst aligned to the swizzle's atom); completion counts against the mbarrier as for bulk_copy.
+__device__ __forceinline__ void tensor_copy_3d(uint32_t dst, const void* map, int32_t c0, int32_t c1, int32_t c2, uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+            dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+}
 // An arrival on the mbarrier once every cp.async this thread issued before it has landed (.noinc: the
 // barrier's init count includes these arrivals), so that waiting on the phase also covers those copies.
 __device__ __forceinline__ void mbarrier_arrive_on_copies(uint32_t bar) {

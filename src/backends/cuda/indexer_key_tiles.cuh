@@ -1,7 +1,8 @@
-// The key side the Lightning Indexer's two tensor-core kernels share (indexer_scores_mma.cu: mma.sync, any
-// bf16 / e4m3 operands; indexer_scores_wgmma.cu: wgmma, the deployed e4m3 q against fp8 keys): how a tile's
-// key rows travel from the paged cache into a shared-memory stage with cp.async, the status byte each key
-// leaves there, and the grid: how the candidate columns are split over thread blocks.
+// The key side of the Lightning Indexer's tensor-core kernels: how a tile's key rows travel from the paged
+// cache into a shared-memory stage with cp.async and the status byte each key leaves there
+// (indexer_scores_mma.cu: mma.sync, any bf16 / e4m3 operands); the columns of e4m3 key bytes read by ldmatrix,
+// and the grid: how the candidate columns are split over thread blocks (that kernel's and
+// indexer_scores_wgmma.cu's, whose keys the copy engine brings).
 //
 // A stage holds, for each key k of a tile, its raw value bytes at row k (row_bytes per row, zero-filled past
 // the key's data and wholly when it is not located), its fp32 row scale (fp8 keys) and a status byte. Two

@@ -1,7 +1,7 @@
 // The Lightning Indexer's scores with warpgroup MMAs (ops/indexer_scores.h), private to selection_kernels.cu:
-// the deployed operands of DeepSeek-V3.2, Hy4 and DeepSeek-V4 (e4m3 q with its scale, fp8_row_scale keys), up
-// to 64 heads and 128 dims, with every key row and block of the cache at least 4-byte aligned (as for
-// indexer_scores_mma.h). The mma.sync kernel takes the other bf16 / e4m3 cases.
+// the deployed key layout of DeepSeek-V3.2, Hy4 and DeepSeek-V4 (fp8_row_scale keys of 128 dims in blocks of
+// a multiple of 64 entries, 16-byte aligned), with e4m3 q and its scale or bf16 q, up to 64 heads; the copy
+// engine brings the keys. The mma.sync kernel (indexer_scores_mma.h) takes the other bf16 / e4m3 cases.
 #pragma once
 
 #include <cuda_runtime_api.h>

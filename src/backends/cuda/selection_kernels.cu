@@ -791,8 +791,8 @@ Status indexer_scores(const IndexerScoresParams& p, Workspace ws, cudaStream_t s
         a.q_head_stride = p.q_head_stride;
         a.q_scale_token_stride = p.q_scale_token_stride;
         a.weights_token_stride = p.weights_token_stride;
-        // Tensor cores where the operands allow: warpgroup MMAs for the deployed e4m3 q against fp8 keys
-        // (indexer_scores_wgmma.h), mma.sync for other bf16 / e4m3 operands (indexer_scores_mma.h). Otherwise
+        // Tensor cores where the operands allow: warpgroup MMAs for the deployed key layout with e4m3 or bf16
+        // q (indexer_scores_wgmma.h), mma.sync for other bf16 / e4m3 operands (indexer_scores_mma.h). Otherwise
         // the fp32 kernel, whose thread layout follows the head count (QSA: 4 heads, V4 / DSA: 64), so that
         // few heads do not leave most threads idle.
         if (indexer_scores_wgmma_supported(a)) {

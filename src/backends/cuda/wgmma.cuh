@@ -131,22 +131,29 @@ __device__ __forceinline__ void mma_rs_m64n128k16_bt(float (&d)[64], const uint3
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d), "n"(static_cast<uint64_t>(kOffset >> 4)));
 }
 
-// d[0 … 32) += A · B over k16 (m64n64k16, f16 operands): A in registers (the mma.sync m16n8k16 A fragment of
-// the warp's 16 rows, f16 pairs), B in shared memory, K-major, at b_desc moved kOffset bytes on.
-template <uint32_t kOffset>
-__device__ __forceinline__ void mma_rs_m64n64k16_f16(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 db;\n"
-        "setp.ne.b32 p, %37, 0;\nadd.s64 db, %36, %38;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, {%32, %33, %34, %35}, db, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d), "n"(static_cast<uint64_t>(kOffset >> 4)));
+// d[0 … 32) += A · B over k16 (m64n64k16): f16 operands (kHalf) or bf16 ones. A in registers (the mma.sync
+// m16n8k16 A fragment of the warp's 16 rows, pairs of the operand type), B in shared memory, K-major, at b_desc
+// moved kOffset bytes on.
+#define SIEVE_WGMMA_M64N64K16_RS(TYPE)                                                                                   \
+    asm volatile(                                                                                                        \
+        "{\n.reg .pred p;\n.reg .b64 db;\n"                                                                              \
+        "setp.ne.b32 p, %37, 0;\nadd.s64 db, %36, %38;\n"                                                                 \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                                                 \
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                         \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                                 \
+        "}, {%32, %33, %34, %35}, db, p, 1, 1, 0;\n}\n"                                                                  \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),   \
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),        \
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),       \
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                      \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d), "n"(static_cast<uint64_t>(kOffset >> 4)))
+template <uint32_t kOffset, bool kHalf>
+__device__ __forceinline__ void mma_rs_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
+    if constexpr (kHalf)
+        SIEVE_WGMMA_M64N64K16_RS("f16");
+    else
+        SIEVE_WGMMA_M64N64K16_RS("bf16");
 }
+#undef SIEVE_WGMMA_M64N64K16_RS
 
 }  // namespace sieve::cuda::wgmma
