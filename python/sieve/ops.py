@@ -269,8 +269,9 @@ class Linear:
 
 class GroupedLinear:
     """G independent linears over G slices of the input: z[t, g] = x[t, g]·W_gᵀ, with W_g the row block
-    ``weight[g·R:(g+1)·R]`` (DeepSeek-V4's wo_a: ``einsum("tgk,grk->tgr", x, weight.view(G, R, K))``,
-    include/sieve/ops/linear.h per group; vLLM CPU's ``bmm_cpu`` over its packed ``wo_a``).
+    ``weight[g·R:(g+1)·R]`` (DeepSeek-V4's wo_a: ``einsum("tgk,grk->tgr", x, weight.view(G, R, K))``;
+    include/sieve/ops/linear.h "Groups", one call for every group; vLLM CPU's ``bmm_cpu`` over its packed
+    ``wo_a``).
 
     weight: [G·R, K] as for :class:`Linear`; FP8 weights need R a multiple of 128 (each group whole scale
     blocks; the release checkpoints have R = o_lora_rank = 1024): otherwise pass them dequantized.
@@ -287,11 +288,7 @@ class GroupedLinear:
                 f"sieve.ops.GroupedLinear: FP8 groups of {rows} rows split 128-row scale blocks; dequantize the "
                 "weight first")
         self.groups, self.rows = groups, rows
-        self._linears = [
-            Linear(weight[g * rows:(g + 1) * rows],
-                   block_scale=None if block_scale is None else block_scale[g * rows // 128:(g + 1) * rows // 128],
-                   math=math)
-            for g in range(groups)]
+        self._linear = _ops.Linear(weight, block_scale, None, math, groups)
 
     def __call__(self, x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """x: [n_tokens, G, K] (or [n_tokens, G·K]) float32 | bfloat16 → [n_tokens, G·R], in x's dtype unless
@@ -302,9 +299,7 @@ class GroupedLinear:
                 f"sieve.ops.GroupedLinear: x {list(x.shape)}, expected [n_tokens, {self.groups}, in_features]")
         if out is None:
             out = torch.empty((x3.shape[0], self.groups * self.rows), dtype=x3.dtype)
-        for g, linear in enumerate(self._linears):
-            # each group's input dense, as the engine's layer gives its GEMMs (src/models/deepseek_v4/layer.cpp)
-            linear(x3[:, g].contiguous(), out=out[:, g * self.rows:(g + 1) * self.rows])
+        self._linear.run(x3.reshape(x3.shape[0], -1), out)  # each row: the G groups' values one after another
         return out
 
 

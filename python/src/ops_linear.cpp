@@ -30,7 +30,7 @@ LinearMath parse_math(const std::string& s) {
 class Linear {
 public:
     Linear(const Array& weight_array, std::optional<Array> block_scale_array, std::optional<Array> bias_array,
-           const std::string& math)
+           const std::string& math, int64_t groups)
         : backend_(current_op_backend()) {
         const char* op = "Linear";
         const TensorArg weight(op, "weight", weight_array);
@@ -40,6 +40,7 @@ public:
         w.weight = weight.data();
         w.out_features = weight.dim(0);
         w.in_features = weight.dim(1);
+        w.groups = groups;  // ops/linear.h "Groups"; validated by the backend's prepare
         w.weight_row_stride = weight.stride(0);
         w.weight_type = weight.dtype();
         w.math = parse_math(math);
@@ -69,13 +70,13 @@ public:
         });
     }
 
-    // y[t] = x[t]·Wᵀ (+ b) for every row t of x.
+    // y[t] = x[t]·Wᵀ (+ b) for every row t of x (group by group for a grouped linear).
     void run(const Array& x_array, const Array& y_array) {
         const char* op = "Linear";
         const TensorArg x(op, "x", x_array), y(op, "out", y_array);
         x.expect_host();
         y.expect_host();
-        x.expect_dtype({DType::f32, DType::bf16}).expect_shape({-1, weights_->in_features()}, "n_tokens, in_features").expect_rows_contiguous();
+        x.expect_dtype({DType::f32, DType::bf16}).expect_shape({-1, weights_->x_features()}, "n_tokens, groups · in_features").expect_rows_contiguous();
         y.expect_dtype({DType::f32, DType::bf16}).expect_shape({x.dim(0), weights_->out_features()}, "n_tokens, out_features").expect_rows_contiguous();
         LinearParams p;
         p.x = x.data();
@@ -111,8 +112,8 @@ private:
 
 void bind_linear(nb::module_& ops) {
     nb::class_<Linear>(ops, "Linear")
-        .def(nb::init<const Array&, std::optional<Array>, std::optional<Array>, const std::string&>(), nb::arg("weight"),
-             nb::arg("block_scale").none(), nb::arg("bias").none(), nb::arg("math"))
+        .def(nb::init<const Array&, std::optional<Array>, std::optional<Array>, const std::string&, int64_t>(), nb::arg("weight"),
+             nb::arg("block_scale").none(), nb::arg("bias").none(), nb::arg("math"), nb::arg("groups") = 1)
         .def("run", &Linear::run, nb::arg("x"), nb::arg("out"))
         .def_prop_ro("in_features", &Linear::in_features)
         .def_prop_ro("out_features", &Linear::out_features)

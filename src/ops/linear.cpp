@@ -1,5 +1,7 @@
 #include "sieve/ops/linear.h"
 
+#include <limits>
+
 #include "sieve/ops/op_common.h"
 
 namespace sieve {
@@ -37,6 +39,14 @@ Status validate(const LinearWeights& w) {
         return invalid_argument_error("{}: math = {} is not a LinearMath", op, static_cast<int>(w.math));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "out_features", w.out_features, 1));
     SIEVE_RETURN_IF_ERROR(require_at_least(op, "in_features", w.in_features, 1));
+    SIEVE_RETURN_IF_ERROR(require_at_least(op, "groups", w.groups, 1));
+    if (w.out_features % w.groups != 0)
+        return invalid_argument_error("{}: out_features {} is not a multiple of groups {}", op, w.out_features, w.groups);
+    if (w.groups > 1 && w.weight_type == DType::f8_e4m3 && (w.out_features / w.groups) % kLinearFp8Block != 0)
+        return invalid_argument_error("{}: f8_e4m3 groups of {} rows: each group must be whole {}-row scale blocks", op,
+                                      w.out_features / w.groups, kLinearFp8Block);
+    if (w.in_features > std::numeric_limits<int64_t>::max() / w.groups)
+        return invalid_argument_error("{}: groups {} · in_features {} overflows int64", op, w.groups, w.in_features);
     if (w.weight_row_stride < w.in_features)
         return invalid_argument_error("{}: weight_row_stride = {} < in_features {}", op, w.weight_row_stride,
                                       w.in_features);

@@ -175,6 +175,7 @@ struct LinearCase {
     LinearMath math;
     bool bias, padded, x_broadcast;
     ScaleKind scales;
+    int64_t groups = 1;  // ops/linear.h "Groups": n in groups of n / groups rows, x rows of groups · k values
 };
 // Prepares, plans and runs the case on ref and every backend; compares with dot_tolerance.
 void run_linear_case(Rng& rng, const LinearCase& c, Backend& ref, const std::vector<NamedBackend>& backends);

@@ -11,9 +11,9 @@ namespace sieve::test {
 namespace {
 
 std::string describe(const LinearCase& c) {
-    return fmt::format("m {} n {} k {} W {} x {} y {} math {} bias {} padded {} x_broadcast {} scales {}", c.m, c.n,
-                       c.k, dtype_name(c.w_type), dtype_name(c.x_type), dtype_name(c.y_type), linear_math_name(c.math),
-                       c.bias, c.padded, c.x_broadcast, static_cast<int>(c.scales));
+    return fmt::format("m {} n {} k {} W {} x {} y {} math {} bias {} padded {} x_broadcast {} scales {} groups {}", c.m,
+                       c.n, c.k, dtype_name(c.w_type), dtype_name(c.x_type), dtype_name(c.y_type), linear_math_name(c.math),
+                       c.bias, c.padded, c.x_broadcast, static_cast<int>(c.scales), c.groups);
 }
 
 // The weights of one case, as stored and as the math sees them ([n, k] fp32, ops/linear.h).
@@ -86,17 +86,19 @@ void run_linear_case(Rng& rng, const LinearCase& c, Backend& ref, const std::vec
     lw.bias = c.bias ? w.bias.data() : nullptr;
     lw.out_features = c.n;
     lw.in_features = c.k;
+    lw.groups = c.groups;
     lw.weight_row_stride = w.row_stride;
     lw.weight_type = c.w_type;
     lw.bias_type = DType::f32;
     lw.math = c.math;
 
-    const int64_t x_stride = c.x_broadcast ? 0 : c.k + (c.padded ? rng.integer(1, 7) : 0);
+    const int64_t kx = c.groups * c.k, group_rows = c.n / c.groups;  // x values per row; output rows per group
+    const int64_t x_stride = c.x_broadcast ? 0 : kx + (c.padded ? rng.integer(1, 7) : 0);
     const int64_t y_stride = c.n + (c.padded ? rng.integer(1, 7) : 0);
-    const size_t x_bytes = static_cast<size_t>(std::max<int64_t>((c.m - 1) * x_stride + c.k, 1)) * dtype_size(c.x_type);
+    const size_t x_bytes = static_cast<size_t>(std::max<int64_t>((c.m - 1) * x_stride + kx, 1)) * dtype_size(c.x_type);
     const size_t y_bytes = static_cast<size_t>(std::max<int64_t>((c.m - 1) * y_stride + c.n, 1)) * dtype_size(c.y_type);
     GuardedBuffer x(x_bytes);
-    fill_rows(x.data(), c.x_type, c.m, 1, c.k, x_stride, 0, [&] { return rng.normal(1.0f); });
+    fill_rows(x.data(), c.x_type, c.m, 1, kx, x_stride, 0, [&] { return rng.normal(1.0f); });
     LinearParams p;
     p.x = x.data();
     p.n_tokens = c.m;
@@ -118,20 +120,26 @@ void run_linear_case(Rng& rng, const LinearCase& c, Backend& ref, const std::vec
     GuardedBuffer y_ref(y_bytes);
     const Status st_ref = run(ref, y_ref);
     ASSERT_TRUE(st_ref.is_ok()) << st_ref.to_string();
-    std::vector<double> want, tol;
+    // ref's y against the contract's sum (double), then every backend against ref's y.
+    std::vector<double> want, tol, exact;
     for (int64_t t = 0; t < c.m; ++t)
         for (int64_t o = 0; o < c.n; ++o) {
             const double yv = load_as_f32(y_ref.data(), c.y_type, t * y_stride + o);
-            double sum_abs = 0;
+            const int64_t x0 = (o / group_rows) * c.k;  // output o reads its group's x values
+            double sum = w.bias_values[static_cast<size_t>(o)], sum_abs = 0;
             for (int64_t i = 0; i < c.k; ++i) {
-                float xv = load_as_f32(x.data(), c.x_type, t * x_stride + i);
+                float xv = load_as_f32(x.data(), c.x_type, t * x_stride + x0 + i);
                 if (c.math == LinearMath::bf16) xv = round_to_bf16(xv);
-                sum_abs += std::fabs(xv * w.effective[static_cast<size_t>(o * c.k + i)]);
+                const double pr = static_cast<double>(xv) * w.effective[static_cast<size_t>(o * c.k + i)];
+                sum += pr;
+                sum_abs += std::fabs(pr);
             }
             want.push_back(yv);
+            exact.push_back(sum);
             tol.push_back(dot_tolerance(c.k, sum_abs, std::fabs(yv), std::fabs(w.bias_values[static_cast<size_t>(o)]),
                                         c.y_type == DType::bf16));
         }
+    EXPECT_TRUE(all_close(exact, want, tol, "ref linear y against the contract's sum"));
     for (auto& nb : backends) {
         SCOPED_TRACE(nb.spec);
         GuardedBuffer y(y_bytes);

@@ -62,6 +62,22 @@ TEST(LinearConformance, EveryBackendMatchesRef) {
 // a rest of 4 rows, several 16-row blocks sharing decoded weights (and a partial last block, and more rows
 // than one task takes), fp8 k-blocks with a partial last one, odd pair counts, two panels per tile and a
 // single last one, fp8 and bf16 weights.
+// Grouped linears (ops/linear.h "Groups", DeepSeek-V4's wo_a): FP8 groups of whole 128-row scale blocks, bf16
+// and f32 weights with bias, padded strides, one and several tokens.
+TEST(LinearConformance, GroupsReadOnlyTheirOwnInputs) {
+    auto ref = ref_backend();
+    auto backends = backends_under_test();
+    Rng rng(7131);
+    const std::vector<LinearCase> cases = {
+        {3, 256, 96, DType::f8_e4m3, DType::bf16, DType::bf16, LinearMath::bf16, false, false, false, ScaleKind::pow2, 2},
+        {1, 512, 130, DType::f8_e4m3, DType::f32, DType::f32, LinearMath::f32, false, true, false, ScaleKind::arbitrary, 4},
+        {5, 64, 64, DType::bf16, DType::bf16, DType::f32, LinearMath::bf16, true, true, false, ScaleKind::pow2, 4},
+        {2, 30, 40, DType::f32, DType::f32, DType::bf16, LinearMath::f32, true, false, false, ScaleKind::pow2, 6},
+        {17, 48, 24, DType::bf16, DType::f32, DType::bf16, LinearMath::bf16, false, true, false, ScaleKind::pow2, 3},
+    };
+    for (const LinearCase& c : cases) run_linear_case(rng, c, *ref, backends);
+}
+
 TEST(LinearConformance, PairPanelsAtBatchSizes) {
     auto ref = ref_backend();
     auto backends = backends_under_test();

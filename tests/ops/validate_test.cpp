@@ -264,6 +264,16 @@ TEST(Validate, Linear) {
     bad = lw;
     bad.out_features = 0;
     EXPECT_TRUE(rejected(validate(bad), kInvalid, "out_features = 0"));
+    auto grouped = lw;  // ops/linear.h "Groups"
+    grouped.groups = 0;
+    EXPECT_TRUE(rejected(validate(grouped), kInvalid, "groups = 0"));
+    grouped.groups = 3;
+    EXPECT_TRUE(rejected(validate(grouped), kInvalid, "out_features 64 is not a multiple of groups 3"));
+    grouped.groups = 2;
+    EXPECT_TRUE(validate(grouped).is_ok());
+    grouped.weight_type = DType::f8_e4m3;  // groups of 32 rows inside one 128-row scale block
+    grouped.block_scale = scale.data();
+    EXPECT_TRUE(rejected(validate(grouped), kInvalid, "each group must be whole 128-row scale blocks"));
 
     LinearParams p;
     p.x = x.data();

@@ -80,7 +80,9 @@ class PreparedLinear {
 public:
     virtual ~PreparedLinear() = default;
     int64_t out_features() const { return out_features_; }
-    int64_t in_features() const { return in_features_; }
+    int64_t in_features() const { return in_features_; }  // the weight's columns: each group's x values
+    int64_t groups() const { return groups_; }            // ops/linear.h "Groups"
+    int64_t x_features() const { return groups_ * in_features_; }  // values of an x row
     LinearMath math() const { return math_; }
     DType weight_type() const { return weight_type_; }
     // Bytes held by the prepared weights (all packs).
@@ -90,11 +92,11 @@ public:
     virtual std::string describe() const = 0;
 
 protected:
-    PreparedLinear(int64_t out_features, int64_t in_features, LinearMath math, DType weight_type)
-        : out_features_(out_features), in_features_(in_features), math_(math), weight_type_(weight_type) {}
+    PreparedLinear(int64_t out_features, int64_t in_features, LinearMath math, DType weight_type, int64_t groups = 1)
+        : out_features_(out_features), in_features_(in_features), groups_(groups), math_(math), weight_type_(weight_type) {}
 
 private:
-    int64_t out_features_, in_features_;
+    int64_t out_features_, in_features_, groups_;
     LinearMath math_;
     DType weight_type_;
 };

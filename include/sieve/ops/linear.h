@@ -19,6 +19,14 @@
 //         with power-of-two scales — so every product is exact in fp32 and only the accumulation order varies.
 // The [ref] FP8 path with FP8-quantized activations (act_quant + fp8_gemm) is not offered.
 //
+// Groups (a block-diagonal map: DeepSeek-V4's grouped wo_a, deepseek_v4.md §3.9). With G = groups, the outputs
+// fall into G equal groups of out_features / G rows, x's rows into G groups of K = in_features values, and
+// output o of group g = ⌊o·G / out_features⌋ reads x's group g only:
+//   y[t, o] = Σ_{i<K} X[t, g·K + i] · W[o, i]  (+ B[o])
+// so x rows hold G·in_features values (PreparedLinear::x_features()) and the weight keeps its stored shape
+// [out_features, in_features]. G = 1 is the plain linear; G separate linears over the groups give the same
+// values. FP8 weights: each group's rows are whole 128-row scale blocks ((out_features / G) % 128 = 0).
+//
 // A backend prepares weights once (load time: widen, dequantize, repack), plans per batch shape
 // (workspace size, GEMM primitives) and runs without allocating; see backends/backend.h.
 #pragma once
@@ -42,6 +50,7 @@ struct LinearWeights {
     const float* block_scale = nullptr; // [ceil(out/128), ceil(in/128)] row-major; f8_e4m3 only, else nullptr
     const void* bias = nullptr;         // [out_features], bias_type; or nullptr
     int64_t out_features = 0, in_features = 0;
+    int64_t groups = 1;                 // ≥ 1, dividing out_features: x rows hold groups·in_features values (Groups)
     int64_t weight_row_stride = 0;      // elements, ≥ in_features
     DType weight_type = DType::f32;     // f32 | bf16 | f8_e4m3
     DType bias_type = DType::f32;       // f32 | bf16
@@ -58,7 +67,7 @@ float linear_weight_value(const LinearWeights& w, int64_t o, int64_t i);
 inline Status check_indices(const LinearWeights&) { return Status::ok(); }
 
 struct LinearParams {
-    const void* x = nullptr;  // [n_tokens, in_features], x_type; row t at x + t·x_row_stride
+    const void* x = nullptr;  // [n_tokens, groups·in_features], x_type; row t at x + t·x_row_stride
     void* y = nullptr;        // [n_tokens, out_features], y_type; row t at y + t·y_row_stride
     int64_t n_tokens = 0;
     int64_t x_row_stride = 0;  // elements, ≥ 0
@@ -67,7 +76,7 @@ struct LinearParams {
     DType y_type = DType::f32;  // f32 | bf16
 };
 
-// Against the prepared weights' in_features/out_features. With check_pointers = false only the
+// Against the prepared weights' x_features (groups·in_features) and out_features. With check_pointers = false only the
 // shapes, strides and dtypes are checked (what a plan needs); x and y must not overlap. validate never
 // reads memory behind the pointers.
 Status validate(const LinearParams& p, int64_t in_features, int64_t out_features, bool check_pointers = true);

@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_dsv4_ops.h"
 #include "backends/cpu/cpu_indexer_scores.h"
 #include "backends/cpu/cpu_linear.h"
+#include "backends/grouped_linear.h"
 #include "backends/cpu/cpu_sparse_attention.h"
 #include "backends/cpu/dsa_cpu_ops.h"
 #include "backends/cpu/kernels.h"
@@ -86,14 +87,20 @@ public:
     const std::string& name() const override { return name_; }
 
     size_t prepared_weight_bytes() const override { return cpu::cpu_live_pack_bytes(); }
+    // A grouped linear runs as one linear per group (grouped_linear.h): the groups are few and each is a
+    // whole GEMM that fills the threads.
     Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w) override {
+        if (w.groups > 1)
+            return GroupedPreparedLinear::prepare(w, [this](const LinearWeights& one) { return linear_prepare(one); });
         return cpu::cpu_linear_prepare(context(), w);
     }
     Expected<LinearPlan> linear_plan(const PreparedLinear& w, const LinearParams& shape) override {
+        if (const auto* grouped = dynamic_cast<const GroupedPreparedLinear*>(&w)) return grouped_linear_plan(*this, *grouped, shape);
         SIEVE_ASSIGN_OR_RETURN(const cpu::CpuPreparedLinear* prepared, own(w));
         return cpu::cpu_linear_plan(context(), *prepared, shape);
     }
     Status linear(const PreparedLinear& w, const LinearPlan& plan, const LinearParams& p, Workspace ws) override {
+        if (const auto* grouped = dynamic_cast<const GroupedPreparedLinear*>(&w)) return grouped_linear(*this, *grouped, plan, p, ws);
         SIEVE_ASSIGN_OR_RETURN(const cpu::CpuPreparedLinear* prepared, own(w));
         return cpu::cpu_linear_run(context(), *prepared, plan, p, ws);
     }

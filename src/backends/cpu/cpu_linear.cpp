@@ -175,6 +175,7 @@ std::string CpuPreparedLinear::describe() const {
 
 Expected<std::unique_ptr<PreparedLinear>> cpu_linear_prepare(const CpuLinearContext& c, const LinearWeights& w) {
     SIEVE_RETURN_IF_ERROR(validate_and_check_indices(w));
+    if (w.groups != 1) return internal_error("cpu linear: {} groups reach the plain pack (the backend splits them)", w.groups);
     auto out = std::make_unique<CpuPreparedLinear>(w);
     const int64_t n = w.out_features;
     if (w.bias != nullptr) {

@@ -33,7 +33,7 @@ LinearScratch linear_scratch(int64_t m, int64_t n, int64_t k, LinearMath math) {
 
 CudaPreparedLinear::CudaPreparedLinear(const LinearWeights& w, std::unique_ptr<DeviceBuffer> weight,
                                        std::unique_ptr<DeviceBuffer> bias)
-    : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type), weight_(std::move(weight)),
+    : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type, w.groups), weight_(std::move(weight)),
       bias_(std::move(bias)) {
     g_live_weight_bytes += static_cast<int64_t>(bytes());
 }
@@ -78,37 +78,41 @@ Expected<std::unique_ptr<PreparedLinear>> linear_prepare(Backend& backend, const
 }
 
 Expected<LinearPlan> linear_plan(const CudaPreparedLinear& w, const LinearParams& shape) {
-    SIEVE_RETURN_IF_ERROR(validate(shape, w.in_features(), w.out_features(), /*check_pointers=*/false));
+    SIEVE_RETURN_IF_ERROR(validate(shape, w.x_features(), w.out_features(), /*check_pointers=*/false));
     LinearPlan plan;
     plan.n_tokens = shape.n_tokens;
     plan.x_row_stride = shape.x_row_stride;
     plan.y_row_stride = shape.y_row_stride;
     plan.x_type = shape.x_type;
     plan.y_type = shape.y_type;
-    plan.workspace_bytes = shape.n_tokens == 0 ? 0 : linear_scratch(shape.n_tokens, w.out_features(), w.in_features(), w.math()).total;
+    plan.workspace_bytes = shape.n_tokens == 0 ? 0 : linear_scratch(shape.n_tokens, w.out_features(), w.x_features(), w.math()).total;
     plan.kernel = w.math() == LinearMath::bf16 ? "cublas_gemm_bf16_f32acc" : "cublas_sgemm_pedantic";
+    if (w.groups() > 1) plan.kernel += fmt::format(" (strided-batched over {} groups)", w.groups());
     return plan;
 }
 
 Status linear_run(cublasHandle_t cublas, cudaStream_t stream, const CudaPreparedLinear& w, const LinearPlan& plan,
                   const LinearParams& p, Workspace ws) {
     SIEVE_RETURN_IF_ERROR(check_linear_plan(plan, p));
-    SIEVE_RETURN_IF_ERROR(validate(p, w.in_features(), w.out_features()));
+    SIEVE_RETURN_IF_ERROR(validate(p, w.x_features(), w.out_features()));
     SIEVE_RETURN_IF_ERROR(check_workspace("linear", ws, plan.workspace_bytes));
-    const int64_t m = p.n_tokens, n = w.out_features(), k = w.in_features();
+    // G groups (ops/linear.h "Groups"): group g is the GEMM of x's values g·k … with weight rows and outputs
+    // g·n_g …, n_g = n / G: one strided-batched GEMM, the groups its batch.
+    const int64_t m = p.n_tokens, n = w.out_features(), k = w.in_features(), groups = w.groups(), n_g = n / groups;
+    const int64_t kx = w.x_features();  // x's values per row: groups · k
     if (m == 0) return Status::ok();
-    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
-        return unsupported_error("cuda linear: {}×{}×{} exceeds cuBLAS's int dimensions", m, n, k);
+    if (m > INT32_MAX || n > INT32_MAX || kx > INT32_MAX)
+        return unsupported_error("cuda linear: {}×{}×{} exceeds cuBLAS's int dimensions", m, n, kx);
     const bool bf16 = w.math() == LinearMath::bf16;
-    const LinearScratch s = linear_scratch(m, n, k, w.math());
+    const LinearScratch s = linear_scratch(m, n, kx, w.math());
     auto* base = static_cast<uint8_t*>(ws.data);
     // x is read in place when it already is the GEMM's dtype with rows cuBLAS can step over (a leading
     // dimension of at least k); otherwise it is staged (converted, and rounded to bf16 for bf16 math).
     const DType gemm_type = bf16 ? DType::bf16 : DType::f32;
-    const bool x_in_place = p.x_type == gemm_type && (m == 1 || p.x_row_stride >= k) && p.x_row_stride <= INT32_MAX;
+    const bool x_in_place = p.x_type == gemm_type && (m == 1 || p.x_row_stride >= kx) && p.x_row_stride <= INT32_MAX;
     const void* xs = x_in_place ? p.x : base;
-    const int64_t ldx = x_in_place ? std::max(p.x_row_stride, k) : k;
-    if (!x_in_place) SIEVE_RETURN_IF_ERROR(linear_stage_x(p.x, p.x_type, p.x_row_stride, m, k, bf16, base, stream));
+    const int64_t ldx = x_in_place ? std::max(p.x_row_stride, kx) : kx;
+    if (!x_in_place) SIEVE_RETURN_IF_ERROR(linear_stage_x(p.x, p.x_type, p.x_row_stride, m, kx, bf16, base, stream));
     // Without a bias the GEMM writes y itself (its fp32 sums cast once, as the finish would), where cuBLAS
     // has that output type (bf16 or fp32 for bf16 math, fp32 for fp32 math); otherwise into the fp32
     // accumulator, which the finish adds the bias to and casts.
@@ -123,11 +127,22 @@ Status linear_run(cublasHandle_t cublas, cudaStream_t stream, const CudaPrepared
     const float alpha = 1.0f, beta = 0.0f;
     const cudaDataType_t in_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasComputeType_t compute = bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
-    SIEVE_RETURN_IF_ERROR(cublas_status(
-        cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                     &alpha, w.weight(), in_type, static_cast<int>(k), xs, in_type, static_cast<int>(ldx), &beta, out,
-                     out_type, static_cast<int>(ldy), compute, CUBLAS_GEMM_DEFAULT),
-        fmt::format("linear {}×{}×{} GEMM", m, n, k)));
+    if (groups == 1) {
+        SIEVE_RETURN_IF_ERROR(cublas_status(
+            cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+                         &alpha, w.weight(), in_type, static_cast<int>(k), xs, in_type, static_cast<int>(ldx), &beta, out,
+                         out_type, static_cast<int>(ldy), compute, CUBLAS_GEMM_DEFAULT),
+            fmt::format("linear {}×{}×{} GEMM", m, n, k)));
+    } else {
+        // Group g: W's rows g·n_g … (n_g·k elements apart), x's columns g·k …, y's columns g·n_g ….
+        SIEVE_RETURN_IF_ERROR(cublas_status(
+            cublasGemmStridedBatchedEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_g), static_cast<int>(m),
+                                       static_cast<int>(k), &alpha, w.weight(), in_type, static_cast<int>(k),
+                                       static_cast<long long>(n_g * k), xs, in_type, static_cast<int>(ldx),
+                                       static_cast<long long>(k), &beta, out, out_type, static_cast<int>(ldy),
+                                       static_cast<long long>(n_g), static_cast<int>(groups), compute, CUBLAS_GEMM_DEFAULT),
+            fmt::format("linear {} groups × {}×{}×{} GEMM", groups, m, n_g, k)));
+    }
     if (y_direct) return Status::ok();
     return linear_finish(static_cast<const float*>(out), w.bias(), m, n, p.y, p.y_type, p.y_row_stride, stream);
 }

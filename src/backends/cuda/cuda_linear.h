@@ -3,7 +3,8 @@
 // weights with power-of-two block scales), then per call one cuBLAS GEMM with fp32 accumulation: x read in
 // place when it already has the GEMM's dtype (else staged as a dense matrix of it), y written by the GEMM
 // when there is no bias (else the fp32 sums go to the workspace and the bias add + cast + strided store
-// follow, linear_kernels.h). Tensor-core FP8 GEMMs with block scales come later.
+// follow, linear_kernels.h). A grouped linear (ops/linear.h "Groups") is one strided-batched GEMM, the groups
+// its batch. Tensor-core FP8 GEMMs with block scales come later.
 #pragma once
 
 #include <memory>

@@ -90,7 +90,7 @@ __host__ __device__ constexpr int e4m3_dim_column(int p) {
     return p - r + (s < 2 ? 2 * t + s : 8 + 2 * t + (s - 2));
 }
 
-// One token's key tiles through a ring of kStages shared-memory stages, as both kernels run them. start: the
+// One token's key tiles through a ring of kStages shared-memory stages, as the mma.sync kernel runs it. start: the
 // token's tiles this block takes, and the first kStages − 1 of them travelling (one cp.async group per tile
 // slot, empty or not, so that the wait_group counts stay uniform). arrive(), before tile `tile` is read
 // from stage read_stage: this thread's copies of it have landed and, after the barrier, everyone's (and

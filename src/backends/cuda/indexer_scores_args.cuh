@@ -1,6 +1,6 @@
 // The Lightning Indexer's kernel arguments and the per-head rules of ops/indexer_scores.h in device code,
-// shared by its two kernels (selection_kernels.cu: fp32 CUDA cores, any format; indexer_scores_mma.cu:
-// tensor cores for bf16 / e4m3 operands).
+// shared by its kernels (selection_kernels.cu: fp32 CUDA cores, any format; indexer_scores_mma.cu and
+// indexer_scores_wgmma.cu: tensor cores for bf16 / e4m3 operands).
 #pragma once
 
 #include <cstdint>

@@ -37,14 +37,15 @@ Expected<std::unique_ptr<PreparedLinear>> linear_prepare(const LinearWeights& w)
 }
 
 Status linear(const RefPreparedLinear& w, const LinearParams& p) {
-    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p, w.in_features(), w.out_features()));
-    const int64_t n_in = w.in_features(), n_out = w.out_features();
+    SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p, w.x_features(), w.out_features()));
+    const int64_t n_in = w.in_features(), n_out = w.out_features(), group_rows = n_out / w.groups();
     const float* weight = w.weight().data();
     for (int64_t t = 0; t < p.n_tokens; ++t) {
         for (int64_t o = 0; o < n_out; ++o) {
+            const int64_t x0 = (o / group_rows) * n_in;  // output o reads its group's x values (Groups)
             double acc = 0.0;  // fp32 × fp32 products are exact in double
             for (int64_t i = 0; i < n_in; ++i) {
-                float xv = load(p.x, p.x_type, t * p.x_row_stride + i);
+                float xv = load(p.x, p.x_type, t * p.x_row_stride + x0 + i);
                 if (w.math() == LinearMath::bf16) xv = round_to_bf16(xv);
                 acc += static_cast<double>(xv) * static_cast<double>(weight[o * n_in + i]);
             }

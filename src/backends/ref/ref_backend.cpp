@@ -19,7 +19,7 @@ public:
         return ref::linear_prepare(w);
     }
     Expected<LinearPlan> linear_plan(const PreparedLinear& w, const LinearParams& shape) override {
-        SIEVE_RETURN_IF_ERROR(validate(shape, w.in_features(), w.out_features(), /*check_pointers=*/false));
+        SIEVE_RETURN_IF_ERROR(validate(shape, w.x_features(), w.out_features(), /*check_pointers=*/false));
         LinearPlan plan;
         plan.n_tokens = shape.n_tokens;
         plan.x_row_stride = shape.x_row_stride;

@@ -41,7 +41,7 @@ inline void store(void* base, DType t, int64_t i, float v) {
 class RefPreparedLinear final : public PreparedLinear {
 public:
     RefPreparedLinear(const LinearWeights& w, std::vector<float> weight, std::vector<float> bias)
-        : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type),
+        : PreparedLinear(w.out_features, w.in_features, w.math, w.weight_type, w.groups),
           weight_(std::move(weight)), bias_(std::move(bias)) {}
     size_t bytes() const override { return (weight_.size() + bias_.size()) * sizeof(float); }
     std::string describe() const override { return "ref: dequantized f32 [out, in]"; }

@@ -150,7 +150,7 @@ Status AttentionLayer::forward(const StepBatch& batch, const StepPlan& plan, con
     const int64_t N = batch.n_tokens();
     if (N == 0) return Status::ok();
     const int64_t D = config_.hidden_size, H = config_.num_attention_heads, d = config_.head_dim;
-    const int64_t Rq = config_.q_lora_rank, G = config_.o_groups, Ro = config_.o_lora_rank, Hg = config_.heads_per_group;
+    const int64_t Rq = config_.q_lora_rank, G = config_.o_groups, Ro = config_.o_lora_rank;
     const float eps = static_cast<float>(config_.rms_norm_eps);  // every norm of the layer (§3.10)
     const int64_t* positions = plan.positions();
 
@@ -256,12 +256,9 @@ Status AttentionLayer::forward(const StepBatch& batch, const StepPlan& plan, con
     {
         ScopedStageTimer timer(times, Stage::output);
         // The inverse rotation in place over every head (only the rope dims change: nothing is copied, one
-        // launch); each wo_a GEMM then reads its group's heads as rows H·d apart (a backend that wants dense
-        // rows stages them, as it would any strided input).
+        // launch); the grouped wo_a then maps group g's heads to z's columns g·R_o … in one call.
         SIEVE_RETURN_IF_ERROR(rope(b.o, act_, b.o, act_, positions, N, H, d, true));  // undo the query position
-        for (int64_t g = 0; g < G; ++g)
-            SIEVE_RETURN_IF_ERROR(w_.wo_a[static_cast<size_t>(g)].run(at(b.o, g * Hg * d, act_), act_, H * d,
-                                                                       at(b.z, g * Ro, act_), act_, G * Ro, N, b.op));
+        SIEVE_RETURN_IF_ERROR(w_.wo_a.run(b.o, act_, H * d, b.z, act_, G * Ro, N, b.op));
         SIEVE_RETURN_IF_ERROR(w_.wo_b.run(b.z, act_, G * Ro, out, DType::f32, D, N, b.op));
     }
     return Status::ok();

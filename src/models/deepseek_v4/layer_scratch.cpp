@@ -20,7 +20,7 @@ constexpr int64_t kDeviceQueryNormTokens = 128;
 Expected<ScratchShape> AttentionLayer::scratch_shape(const StepBatch& batch, const StepPlan& plan,
                                                      bool observed) const {
     const int64_t N = plan.n_tokens(), D = config_.hidden_size, H = config_.num_attention_heads, d = config_.head_dim;
-    const int64_t Rq = config_.q_lora_rank, G = config_.o_groups, Ro = config_.o_lora_rank, Hg = config_.heads_per_group;
+    const int64_t Rq = config_.q_lora_rank, G = config_.o_groups, Ro = config_.o_lora_rank;
     ScratchShape sh;
     sh.act = act_;
     sh.n_tokens = N;
@@ -41,7 +41,7 @@ Expected<ScratchShape> AttentionLayer::scratch_shape(const StepBatch& batch, con
     SIEVE_RETURN_IF_ERROR(linear(w_.wq_a, DType::f32, D, act_, Rq));
     SIEVE_RETURN_IF_ERROR(linear(w_.wq_b, act_, Rq, act_, H * d));
     SIEVE_RETURN_IF_ERROR(linear(w_.wkv, DType::f32, D, act_, d));
-    for (const PlannedLinear& wo_a : w_.wo_a) SIEVE_RETURN_IF_ERROR(linear(wo_a, act_, Hg * d, act_, G * Ro));
+    SIEVE_RETURN_IF_ERROR(linear(w_.wo_a, act_, H * d, act_, G * Ro));
     SIEVE_RETURN_IF_ERROR(linear(w_.wo_b, act_, G * Ro, DType::f32, D));
 
     // The compressors run one after another and share their buffers.

@@ -22,7 +22,8 @@ public:
     // values are the same and the memory half).
     DType dense_type() const { return profile_ == NumericsProfile::exact ? DType::f32 : DType::bf16; }
 
-    Expected<PlannedLinear> linear(std::string_view leaf, int64_t rows, int64_t cols) {
+    // A [rows, cols] weight as a linear; `groups` > 1: a grouped one (ops/linear.h "Groups").
+    Expected<PlannedLinear> linear(std::string_view leaf, int64_t rows, int64_t cols, int64_t groups = 1) {
         SIEVE_ASSIGN_OR_RETURN(SafetensorsTensorView view, scope_.raw(leaf));
         const std::string name = scope_.canonical_name(leaf);
         if (view.dtype == DType::f8_e4m3) {
@@ -35,22 +36,25 @@ public:
             lw.block_scale = w.scale.as<float>();
             lw.out_features = rows;
             lw.in_features = cols;
+            lw.groups = groups;
             lw.weight_row_stride = cols;
             lw.weight_type = DType::f8_e4m3;
             lw.math = math();
             return PlannedLinear::prepare(backend_, lw, name);
         }
         SIEVE_ASSIGN_OR_RETURN(Tensor t, scope_.get(leaf, {rows, cols}, kWeightFloatDTypes, dense_type()));
-        return dense_linear(t, 0, rows, name);
+        return dense_linear(t, 0, rows, name, groups);
     }
 
-    // Rows [row0, row0 + rows) of a dense [*, cols] tensor as a linear.
-    Expected<PlannedLinear> dense_linear(const Tensor& t, int64_t row0, int64_t rows, const std::string& name) {
+    // Rows [row0, row0 + rows) of a dense [*, cols] tensor as a linear (of `groups` groups).
+    Expected<PlannedLinear> dense_linear(const Tensor& t, int64_t row0, int64_t rows, const std::string& name,
+                                         int64_t groups = 1) {
         const int64_t cols = t.dim(1);
         LinearWeights lw;
         lw.weight = static_cast<const uint8_t*>(t.data()) + row0 * cols * static_cast<int64_t>(dtype_size(t.dtype()));
         lw.out_features = rows;
         lw.in_features = cols;
+        lw.groups = groups;
         lw.weight_row_stride = cols;
         lw.weight_type = t.dtype();
         lw.math = math();
@@ -105,39 +109,18 @@ Expected<LayerWeights> load(WeightStore& store, const DeepseekV4Config& c, int64
     SIEVE_ASSIGN_OR_RETURN(w.wq_b, ld.linear("wq_b.weight", H * d, Rq));
     SIEVE_ASSIGN_OR_RETURN(w.wkv, ld.linear("wkv.weight", d, D));
     SIEVE_ASSIGN_OR_RETURN(w.kv_norm, ld.small_f32("kv_norm.weight", {d}));
-    // wo_a rows g·R_o + r, columns (h − g·H/G)·d + i (§6 layout conventions): one [R_o, (H/G)·d] linear per
-    // group. FP8 with R_o a multiple of 128 (the release: 1024): each group's rows are whole 128-row scale
-    // blocks, kept packed; otherwise dequantized like [ref] convert.py (fp32 in exact, bf16 in deployed —
-    // the same values, e4m3 · 2^k being exact in bf16).
+    // wo_a rows g·R_o + r, columns (h − g·H/G)·d + i (§6 layout conventions): one grouped linear of G groups
+    // of [R_o, (H/G)·d] (ops/linear.h "Groups"). FP8 with R_o a multiple of 128 (the release: 1024): each
+    // group's rows are whole 128-row scale blocks, kept packed; otherwise dequantized like [ref] convert.py
+    // (fp32 in exact, bf16 in deployed — the same values, e4m3 · 2^k being exact in bf16).
     {
         SIEVE_ASSIGN_OR_RETURN(SafetensorsTensorView view, ld.scope_.raw("wo_a.weight"));
-        const std::string name = ld.scope_.canonical_name("wo_a.weight");
         if (view.dtype == DType::f8_e4m3 && Ro % kLinearFp8Block == 0) {
-            SIEVE_ASSIGN_OR_RETURN(Fp8BlockWeight wa, ld.scope_.get_fp8_block("wo_a.weight", G * Ro, H / G * d));
-            if (wa.block_rows != kLinearFp8Block || wa.block_cols != kLinearFp8Block)
-                return unsupported_error("tensor {}: FP8 blocks of {}×{}, the linear op takes {}×{} (§2.7)", name,
-                                         wa.block_rows, wa.block_cols, kLinearFp8Block, kLinearFp8Block);
-            const int64_t cols = H / G * d, scale_cols = wa.scale.dim(1);
-            for (int64_t g = 0; g < G; ++g) {
-                LinearWeights lw;
-                lw.weight = wa.weight.data() + g * Ro * cols;
-                lw.block_scale = wa.scale.as<float>() + (g * Ro / kLinearFp8Block) * scale_cols;
-                lw.out_features = Ro;
-                lw.in_features = cols;
-                lw.weight_row_stride = cols;
-                lw.weight_type = DType::f8_e4m3;
-                lw.math = ld.math();
-                SIEVE_ASSIGN_OR_RETURN(PlannedLinear r, PlannedLinear::prepare(backend, lw, fmt::format("{} (group {})", name, g)));
-                w.wo_a.push_back(std::move(r));
-            }
+            SIEVE_ASSIGN_OR_RETURN(w.wo_a, ld.linear("wo_a.weight", G * Ro, H / G * d, G));
         } else {
             SIEVE_ASSIGN_OR_RETURN(Tensor wo_a, ld.scope_.get("wo_a.weight", {G * Ro, H / G * d},
                                                               kWeightFloatOrFp8DTypes, ld.dense_type()));
-            for (int64_t g = 0; g < G; ++g) {
-                SIEVE_ASSIGN_OR_RETURN(PlannedLinear r,
-                                       ld.dense_linear(wo_a, g * Ro, Ro, fmt::format("{} (group {})", name, g)));
-                w.wo_a.push_back(std::move(r));
-            }
+            SIEVE_ASSIGN_OR_RETURN(w.wo_a, ld.dense_linear(wo_a, 0, G * Ro, ld.scope_.canonical_name("wo_a.weight"), G));
         }
     }
     SIEVE_ASSIGN_OR_RETURN(w.wo_b, ld.linear("wo_b.weight", D, G * Ro));

@@ -35,7 +35,7 @@ struct LayerWeights {
     PlannedLinear wq_a;             // [q_lora_rank, D]
     PlannedLinear wq_b;             // [H·d, q_lora_rank]
     PlannedLinear wkv;              // [d, D]
-    std::vector<PlannedLinear> wo_a;  // [G] of [o_lora_rank, (H/G)·d]: row block g of wo_a (§3.9)
+    PlannedLinear wo_a;  // [G·o_lora_rank, (H/G)·d] in G groups: row block g reads heads g·H/G … (§3.9)
     PlannedLinear wo_b;             // [D, G·o_lora_rank]
     DeviceTensor q_norm;           // [q_lora_rank] f32
     DeviceTensor kv_norm;          // [d] f32
