@@ -56,12 +56,7 @@ LinearParams group_params(const GroupedPreparedLinear& w, const LinearParams& p,
 Expected<LinearPlan> grouped_linear_plan(Backend& backend, const GroupedPreparedLinear& w, const LinearParams& shape) {
     SIEVE_RETURN_IF_ERROR(validate(shape, w.x_features(), w.out_features(), /*check_pointers=*/false));
     auto plans = std::make_shared<GroupPlans>();
-    LinearPlan plan;
-    plan.n_tokens = shape.n_tokens;
-    plan.x_row_stride = shape.x_row_stride;
-    plan.y_row_stride = shape.y_row_stride;
-    plan.x_type = shape.x_type;
-    plan.y_type = shape.y_type;
+    LinearPlan plan = LinearPlan::of_shape(shape);
     for (int64_t g = 0; g < w.groups(); ++g) {
         SIEVE_ASSIGN_OR_RETURN(LinearPlan one, backend.linear_plan(w.group(g), group_params(w, shape, g)));
         plan.workspace_bytes = std::max(plan.workspace_bytes, one.workspace_bytes);

@@ -111,6 +111,17 @@ struct LinearPlan {
     size_t workspace_bytes = 0;
     std::string kernel;                 // what runs, e.g. "linear_fp8_avx512_bf16", "oneDNN matmul bf16 (avx512_core_bf16)"
     std::shared_ptr<const void> state;  // backend-specific (a oneDNN primitive, …); may be null
+
+    // A plan of shape's batch shape (what check_linear_plan compares); the rest is the backend's to fill.
+    static LinearPlan of_shape(const LinearParams& shape) {
+        LinearPlan plan;
+        plan.n_tokens = shape.n_tokens;
+        plan.x_row_stride = shape.x_row_stride;
+        plan.y_row_stride = shape.y_row_stride;
+        plan.x_type = shape.x_type;
+        plan.y_type = shape.y_type;
+        return plan;
+    }
 };
 
 // The checks every backend's linear() makes on its plan and workspace.

@@ -261,12 +261,7 @@ Expected<LinearPlan> cpu_linear_plan(const CpuLinearContext& c, const CpuPrepare
         state->x_offset = 0;
         if (state->convert_x) bytes = workspace_round_up(static_cast<size_t>(state->block_rows * state->x_stride) * 4);
     }
-    LinearPlan plan;
-    plan.n_tokens = m;
-    plan.x_row_stride = shape.x_row_stride;
-    plan.y_row_stride = shape.y_row_stride;
-    plan.x_type = shape.x_type;
-    plan.y_type = shape.y_type;
+    LinearPlan plan = LinearPlan::of_shape(shape);  // n_tokens = m
     plan.workspace_bytes = bytes;
     if (state->dnnl) {
 #ifdef SIEVE_HAS_DNNL

@@ -79,12 +79,7 @@ Expected<std::unique_ptr<PreparedLinear>> linear_prepare(Backend& backend, const
 
 Expected<LinearPlan> linear_plan(const CudaPreparedLinear& w, const LinearParams& shape) {
     SIEVE_RETURN_IF_ERROR(validate(shape, w.x_features(), w.out_features(), /*check_pointers=*/false));
-    LinearPlan plan;
-    plan.n_tokens = shape.n_tokens;
-    plan.x_row_stride = shape.x_row_stride;
-    plan.y_row_stride = shape.y_row_stride;
-    plan.x_type = shape.x_type;
-    plan.y_type = shape.y_type;
+    LinearPlan plan = LinearPlan::of_shape(shape);
     plan.workspace_bytes = shape.n_tokens == 0 ? 0 : linear_scratch(shape.n_tokens, w.out_features(), w.x_features(), w.math()).total;
     plan.kernel = w.math() == LinearMath::bf16 ? "cublas_gemm_bf16_f32acc" : "cublas_sgemm_pedantic";
     if (w.groups() > 1) plan.kernel += fmt::format(" (strided-batched over {} groups)", w.groups());

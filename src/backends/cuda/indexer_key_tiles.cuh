@@ -90,6 +90,21 @@ __host__ __device__ constexpr int e4m3_dim_column(int p) {
     return p - r + (s < 2 ? 2 * t + s : 8 + 2 * t + (s - 2));
 }
 
+// Token t's candidates n (n_keys[t] clamped to [0, n_cols]: at most INT32_MAX) and the tiles [tile0, tile1) of
+// kTileKeys columns that this block takes (the blockIdx.x-th run of tiles_per_block); false when it takes none.
+template <int kTileKeys>
+__device__ __forceinline__ bool token_tiles(const ScoresArgs& a, int64_t t, int tiles_per_block, uint32_t& n, int& tile0,
+                                            int& tile1) {
+    const int64_t nk = min(max(static_cast<int64_t>(a.n_keys[t]), int64_t{0}), a.n_cols);
+    const int64_t tiles = (nk + kTileKeys - 1) / kTileKeys;
+    const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * tiles_per_block;
+    if (first_tile >= tiles) return false;
+    n = static_cast<uint32_t>(nk);
+    tile0 = static_cast<int>(first_tile);
+    tile1 = static_cast<int>(min(first_tile + tiles_per_block, tiles));
+    return true;
+}
+
 // One token's key tiles through a ring of kStages shared-memory stages, as the mma.sync kernel runs it. start: the
 // token's tiles this block takes, and the first kStages − 1 of them travelling (one cp.async group per tile
 // slot, empty or not, so that the wait_group counts stay uniform). arrive(), before tile `tile` is read
@@ -124,17 +139,11 @@ struct KeyTileRing {
     // the block) when it takes none. The barrier first: the previous token's readers of the block's shared
     // memory are done.
     __device__ bool start(int64_t t, int tiles_per_block) {
-        const int64_t nk = min(max(static_cast<int64_t>(a.n_keys[t]), int64_t{0}), a.n_cols);  // ≤ INT32_MAX
-        const int64_t tiles = (nk + kTileKeys - 1) / kTileKeys;
-        const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * tiles_per_block;
-        if (first_tile >= tiles) return false;
-        tile0 = static_cast<int>(first_tile);
-        tile1 = static_cast<int>(min(first_tile + tiles_per_block, tiles));
+        if (!token_tiles<kTileKeys>(a, t, tiles_per_block, n, tile0, tile1)) return false;
         __syncthreads();
         const int64_t req = a.token_request[t];
         req_ok = req >= 0 && req < a.n_requests;  // inputs_ok: the host sends no other args here
         row = a.block_table + (req_ok ? req : 0) * a.block_table_stride;
-        n = static_cast<uint32_t>(nk);
         for (int s = 0; s < kStages - 1; ++s) {
             if (tile0 + s < tile1) stage_key<kFp8Keys>(a, lookup(tile0 + s), stage_of(s), key, part, granule);
             async_copy::commit();

@@ -127,13 +127,7 @@ struct KeyRing {
     // Token t's tiles of this block (the blockIdx.x-th run of tiles_per_block); false (uniform over the block)
     // when it takes none. The barrier first: the previous token's readers of the block's shared memory are done.
     __device__ bool start(int64_t t, int tiles_per_block) {
-        const int64_t nk = min(max(static_cast<int64_t>(a.n_keys[t]), int64_t{0}), a.n_cols);  // ≤ INT32_MAX
-        const int64_t tiles = (nk + kTileKeys - 1) / kTileKeys;
-        const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * tiles_per_block;
-        if (first_tile >= tiles) return false;
-        tile0 = static_cast<int>(first_tile);
-        tile1 = static_cast<int>(min(first_tile + tiles_per_block, tiles));
-        n = static_cast<uint32_t>(nk);
+        if (!token_tiles<kTileKeys>(a, t, tiles_per_block, n, tile0, tile1)) return false;
         __syncthreads();
         read_stage = 0, write_stage = kStages - 1;
         if (threadIdx.x != 0) return true;

@@ -20,12 +20,7 @@ public:
     }
     Expected<LinearPlan> linear_plan(const PreparedLinear& w, const LinearParams& shape) override {
         SIEVE_RETURN_IF_ERROR(validate(shape, w.x_features(), w.out_features(), /*check_pointers=*/false));
-        LinearPlan plan;
-        plan.n_tokens = shape.n_tokens;
-        plan.x_row_stride = shape.x_row_stride;
-        plan.y_row_stride = shape.y_row_stride;
-        plan.x_type = shape.x_type;
-        plan.y_type = shape.y_type;
+        LinearPlan plan = LinearPlan::of_shape(shape);
         plan.kernel = "linear_ref";
         return plan;
     }
