@@ -76,9 +76,9 @@ struct LinearParams {
     DType y_type = DType::f32;  // f32 | bf16
 };
 
-// Against the prepared weights' x_features (groups·in_features) and out_features. With check_pointers = false only the
-// shapes, strides and dtypes are checked (what a plan needs); x and y must not overlap. validate never
-// reads memory behind the pointers.
+// Against the prepared weights' x_features (groups·in_features) and out_features. With check_pointers =
+// false only the shapes, strides and dtypes are checked (what a plan needs); x and y must not overlap.
+// validate never reads memory behind the pointers.
 Status validate(const LinearParams& p, int64_t in_features, int64_t out_features, bool check_pointers = true);
 // Nothing to read: no index arrays.
 inline Status check_indices(const LinearParams&) { return Status::ok(); }

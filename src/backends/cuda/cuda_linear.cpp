@@ -102,7 +102,8 @@ Status linear_run(cublasHandle_t cublas, cudaStream_t stream, const CudaPrepared
     const LinearScratch s = linear_scratch(m, n, kx, w.math());
     auto* base = static_cast<uint8_t*>(ws.data);
     // x is read in place when it already is the GEMM's dtype with rows cuBLAS can step over (a leading
-    // dimension of at least k); otherwise it is staged (converted, and rounded to bf16 for bf16 math).
+    // dimension of at least its kx values); otherwise it is staged (converted, and rounded to bf16 for bf16
+    // math).
     const DType gemm_type = bf16 ? DType::bf16 : DType::f32;
     const bool x_in_place = p.x_type == gemm_type && (m == 1 || p.x_row_stride >= kx) && p.x_row_stride <= INT32_MAX;
     const void* xs = x_in_place ? p.x : base;
