@@ -34,15 +34,73 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // head, so that a warp's loads cover a contiguous span of the slice, and a thread issues all its loads of a
 // batch before its first store (the compiler may not move a load of x above a store to y: they may alias).
 // Dims outside the slice are copied first, in batches the same way (not when in place: validate() makes
-// y == x the same view, so they are already there). Each thread writes exactly the elements it read, so in
-// place needs no barrier.
+// y == x the same view, so they are already there), 4 elements a load and a store (16 or 8 bytes) where
+// every head's copied runs, strides and both bases allow (rope_copy_unit): enough bytes in flight to keep
+// the memory busy when most of a head is copied (DeepSeek-V4's q: 448 of 512 dims). Each thread writes
+// exactly the elements it read, so in place needs no barrier.
 
 constexpr int kRopeChunk = 128;        // pairs per c/s chunk = the largest block
 constexpr int kRopeHeadsPerBlock = 8;  // heads sharing one token's c/s, at most
 constexpr int kRopeBatch = 4;          // elements (copy) or pairs (rotation) a thread loads before storing
 constexpr int64_t kRopeTargetBlocks = 2 * 132;  // two blocks a multiprocessor of an H100 / H200 SXM
 
-__global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p, int heads_per_block) {
+// kUnit consecutive elements of an activation row at element offset i (kUnit = 4: the access is aligned).
+template <int kUnit>
+__device__ __forceinline__ void load_act_unit(const void* base, bool bf16, int64_t i, float (&v)[kUnit]) {
+    if constexpr (kUnit == 4) {
+        if (bf16) {
+            const uint2 r = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(base) + i);
+            v[0] = __uint_as_float(r.x << 16), v[1] = __uint_as_float(r.x & 0xffff0000u);
+            v[2] = __uint_as_float(r.y << 16), v[3] = __uint_as_float(r.y & 0xffff0000u);
+        } else {
+            const float4 r = *reinterpret_cast<const float4*>(static_cast<const float*>(base) + i);
+            v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
+        }
+    } else {
+        v[0] = load_act(base, bf16, i);
+    }
+}
+template <int kUnit>
+__device__ __forceinline__ void store_act_unit(void* base, bool bf16, int64_t i, const float (&v)[kUnit]) {
+    if constexpr (kUnit == 4) {
+        if (bf16) {
+            const uint2 r = make_uint2(f32_to_bf16_bits(v[0]) | static_cast<uint32_t>(f32_to_bf16_bits(v[1])) << 16,
+                                       f32_to_bf16_bits(v[2]) | static_cast<uint32_t>(f32_to_bf16_bits(v[3])) << 16);
+            *reinterpret_cast<uint2*>(static_cast<uint16_t*>(base) + i) = r;
+        } else {
+            *reinterpret_cast<float4*>(static_cast<float*>(base) + i) = make_float4(v[0], v[1], v[2], v[3]);
+        }
+    } else {
+        store_act(base, bf16, i, v[0]);
+    }
+}
+
+// The copy of the block's dims outside the slice, kUnit elements at a time: unit k is head k / per_head, its
+// (k % per_head)-th run of kUnit dims outside the slice (32-bit: the launch keeps heads_per_block · head_dim
+// below 2^31; a run never straddles the slice, rope_copy_unit).
+template <int kUnit>
+__device__ __forceinline__ void rope_copy_outside(const RopeParams& p, int64_t xt, int64_t yt, int nh) {
+    const bool xb = p.x_type == DType::bf16, yb = p.y_type == DType::bf16;
+    const int rot = static_cast<int>(p.rot_dim);
+    const int first_rotated = static_cast<int>(p.slice == RopeSlice::first ? 0 : p.head_dim - p.rot_dim);
+    const int per_head = static_cast<int>(p.head_dim - p.rot_dim) / kUnit, total = nh * per_head, step = static_cast<int>(blockDim.x);
+    for (int k0 = threadIdx.x; k0 < total; k0 += kRopeBatch * step) {
+        float v[kRopeBatch][kUnit];
+        int64_t yo[kRopeBatch];
+#pragma unroll
+        for (int j = 0; j < kRopeBatch; ++j) {
+            const int k = k0 + j * step, hh = k / per_head, i = (k % per_head) * kUnit;
+            const int d = i < first_rotated ? i : i + rot;
+            yo[j] = yt + hh * p.y_head_stride + d;
+            if (k < total) load_act_unit<kUnit>(p.x, xb, xt + hh * p.x_head_stride + d, v[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kRopeBatch; ++j)
+            if (k0 + j * step < total) store_act_unit<kUnit>(p.y, yb, yo[j], v[j]);
+    }
+}
+
+__global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p, int heads_per_block, int copy_unit) {
     wait_for_previous_kernel();
     __shared__ float cos_s[kRopeChunk], sin_s[kRopeChunk];
     const int64_t t = blockIdx.x;
@@ -59,25 +117,10 @@ __global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p, int head
     const int step = static_cast<int>(blockDim.x);
 
     if (p.x != p.y) {  // dims outside the slice are copied (ops/rope.h); cast once to y_type
-        // Element k of the block's copy: head k / n_copy, its (k % n_copy)-th dim outside the slice (32-bit:
-        // the launch keeps heads_per_block · head_dim below 2^31).
-        const int n_copy = static_cast<int>(p.head_dim - p.rot_dim), total = nh * n_copy;
-        const int rot = static_cast<int>(p.rot_dim), first_rotated = static_cast<int>(start);
-        int64_t xo[kRopeBatch], yo[kRopeBatch];
-        for (int k0 = threadIdx.x; k0 < total; k0 += kRopeBatch * step) {
-            float v[kRopeBatch];
-#pragma unroll
-            for (int j = 0; j < kRopeBatch; ++j) {
-                const int k = k0 + j * step, hh = k / n_copy, i = k % n_copy;
-                const int d = i < first_rotated ? i : i + rot;
-                xo[j] = xt + hh * p.x_head_stride + d;
-                yo[j] = yt + hh * p.y_head_stride + d;
-                if (k < total) v[j] = load_act(p.x, xb, xo[j]);
-            }
-#pragma unroll
-            for (int j = 0; j < kRopeBatch; ++j)
-                if (k0 + j * step < total) store_act(p.y, yb, yo[j], v[j]);
-        }
+        if (copy_unit == 4)
+            rope_copy_outside<4>(p, xt, yt, nh);
+        else
+            rope_copy_outside<1>(p, xt, yt, nh);
     }
 
     for (int64_t c0 = 0; c0 < half; c0 += kRopeChunk) {
@@ -126,6 +169,18 @@ __global__ void __launch_bounds__(kRopeChunk) rope_kernel(RopeParams p, int head
         }
         __syncthreads();  // cos_s / sin_s are refilled by the next chunk
     }
+}
+
+// 4 when every run of 4 copied dims is 4 aligned elements of x and of y (the bases, every stride and both
+// ends of the slice multiples of 4 elements, the bases aligned to 4 of theirs), else 1.
+int rope_copy_unit(const RopeParams& p) {
+    const auto aligned = [](const void* base, DType t) {
+        return reinterpret_cast<uintptr_t>(base) % (4 * (t == DType::bf16 ? 2u : 4u)) == 0;
+    };
+    const int64_t start = p.slice == RopeSlice::first ? 0 : p.head_dim - p.rot_dim;
+    const bool fours = p.head_dim % 4 == 0 && p.rot_dim % 4 == 0 && start % 4 == 0 && p.x_token_stride % 4 == 0 &&
+                       p.y_token_stride % 4 == 0 && p.x_head_stride % 4 == 0 && p.y_head_stride % 4 == 0;
+    return fours && aligned(p.x, p.x_type) && aligned(p.y, p.y_type) ? 4 : 1;
 }
 
 // Heads a block: kRopeHeadsPerBlock, halved while the grid has fewer than kRopeTargetBlocks blocks (a decode
@@ -351,12 +406,13 @@ Status rope(const RopeParams& p, cudaStream_t stream) {
                                  p.n_heads, kMaxGridY * heads_per_block);
     // Threads: enough for one chunk of pairs of every head of a block, or for one batch of the copy of its
     // dims outside the slice, in whole warps, at most kRopeChunk.
+    const int copy_unit = rope_copy_unit(p);
     const int64_t half = p.rot_dim / 2, heads = std::min<int64_t>(p.n_heads, heads_per_block);
     const int64_t work = std::max(heads * std::min<int64_t>(half, kRopeChunk),
-                                  p.x != p.y ? ceil_div(heads * (p.head_dim - p.rot_dim), kRopeBatch) : 0);
+                                  p.x != p.y ? ceil_div(heads * (p.head_dim - p.rot_dim) / copy_unit, kRopeBatch) : 0);
     const int threads = static_cast<int>(work >= kRopeChunk ? kRopeChunk : ceil_div(work, 32) * 32);
     const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(head_groups));
-    launch_after_previous(rope_kernel, grid, threads, 0, stream, p, heads_per_block);
+    launch_after_previous(rope_kernel, grid, threads, 0, stream, p, heads_per_block, copy_unit);
     return cuda_status(cudaGetLastError(), "rope launch");
 }
 
