@@ -277,6 +277,11 @@ struct AttnSoftmaxState {
 // subnormals as zero and writes fp32 subnormals as zero; the callers keep the values it reads normal (or
 // zero). Every tile here is 16 rows × 64 bytes: 16 × 32 bf16 (A: M × K; B: K/2 rows of N (k, k+1) pairs)
 // or 16 × 16 fp32 (C).
+//
+// The avx512_bf16 level (no AMX) runs the same path with the two tile products as vdpbf16ps register tiles
+// over the same buffers (attn_tile_logits_t_keys, attn_tile_pv below): the same exact products, summed in
+// fp32 in another order, inputs and outputs subnormal-flushed the same way.
+#if defined(__AVX512BF16__)
 #if defined(__AMX_BF16__)
 
 // Transposed logits of 16 heads over NK key tiles (16 keys each): lt[c·16 + h] = Σ_i kb[c, i]·q[h, i] for
@@ -365,6 +370,50 @@ inline void attn_tile_pv(const uint16_t* pb, int64_t ldp, int64_t n_steps, const
         _tile_stored(3, acc + r + 48, acc_stride);
     }
 }
+
+#else  // __AMX_BF16__
+
+// attn_tile_logits_t_keys (above) as register tiles: per 16 keys, one accumulator of the 16 heads' sums per key;
+// each (i, i+1) step loads the heads' q pairs once and takes each key's pair by broadcast. n_keys a multiple
+// of 16.
+inline void attn_tile_logits_t_keys(int64_t n_keys, const uint16_t* kb, int64_t d, const uint32_t* qt, float* lt) {
+    constexpr int kKeys = 16;
+    for (int64_t c0 = 0; c0 < n_keys; c0 += kKeys) {
+        __m512 acc[kKeys];
+        for (int k = 0; k < kKeys; ++k) acc[k] = _mm512_setzero_ps();
+        const uint16_t* keys = kb + c0 * d;
+        for (int64_t i = 0; i < d; i += 2) {
+            const __m512bh q = (__m512bh)_mm512_loadu_si512(qt + i / 2 * 16);
+            for (int k = 0; k < kKeys; ++k) {
+                int32_t pair;
+                __builtin_memcpy(&pair, keys + k * d + i, 4);
+                acc[k] = _mm512_dpbf16_ps(acc[k], q, (__m512bh)_mm512_set1_epi32(pair));
+            }
+        }
+        for (int k = 0; k < kKeys; ++k) _mm512_storeu_ps(lt + (c0 + k) * 16, acc[k]);
+    }
+}
+
+// attn_tile_pv (above) as register tiles: per 16 dims, the 16 heads' accumulators; each key pair loads its
+// values once and takes each head's weight pair by broadcast.
+inline void attn_tile_pv(const uint16_t* pb, int64_t ldp, int64_t n_steps, const uint16_t* kv, int64_t d, float* acc) {
+    const int64_t n_pairs = n_steps * 16;  // 32 keys a step, two a pair
+    for (int64_t r = 0; r < d; r += 16) {
+        __m512 a[16];
+        for (int h = 0; h < 16; ++h) a[h] = _mm512_loadu_ps(acc + h * d + r);
+        for (int64_t k2 = 0; k2 < n_pairs; ++k2) {
+            const __m512bh v = (__m512bh)_mm512_loadu_si512(kv + k2 * 2 * d + 2 * r);
+            for (int h = 0; h < 16; ++h) {
+                int32_t pair;
+                __builtin_memcpy(&pair, pb + h * ldp + 2 * k2, 4);
+                a[h] = _mm512_dpbf16_ps(a[h], (__m512bh)_mm512_set1_epi32(pair), v);
+            }
+        }
+        for (int h = 0; h < 16; ++h) _mm512_storeu_ps(acc + h * d + r, a[h]);
+    }
+}
+
+#endif  // __AMX_BF16__
 
 // o[2r + k] = (k ? y : x)[r] for r < d (a multiple of 32): two rows of bf16 values interleaved value by
 // value, the B operand's layout for P·V (y = nullptr: zeros). Exact: only moves.
@@ -490,7 +539,7 @@ void attn_tiles_chunk(int64_t nh, int64_t dqk, int64_t dv, int64_t nc, int64_t C
     }
 }
 
-#endif  // __AMX_BF16__
+#endif  // __AVX512BF16__
 
 }  // namespace
 }  // namespace sieve::cpu::SIEVE_CPU_ISA_NS

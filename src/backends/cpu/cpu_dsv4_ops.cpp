@@ -77,7 +77,7 @@ const CpuDsv4Kernels& dsv4_kernels_for(Isa isa) {
         case Isa::scalar: return kCpuDsv4KernelsScalar;
         case Isa::avx2: return kCpuDsv4KernelsAvx2;
         case Isa::avx512: return kCpuDsv4KernelsAvx512;
-        case Isa::avx512_bf16: return kCpuDsv4KernelsAvx512;  // no bf16 dot in these kernels
+        case Isa::avx512_bf16: return kCpuDsv4KernelsAvx512Bf16;
         case Isa::amx_bf16: return kCpuDsv4KernelsAmxBf16;
     }
     return kCpuDsv4KernelsScalar;

@@ -83,7 +83,7 @@ struct MqaShare {
 
 struct CpuDsv4Kernels {
     const char* isa_name;
-    bool tiles;  // sparse_mqa_block has the AMX tile path and uses its workspace parts (SparseMqaKernelArgs)
+    bool tiles;  // sparse_mqa_block has the tile path (AMX, or register tiles at avx512_bf16) and its workspace parts
     // One share of a token's attention; ws: the workspace described in the args, 64-aligned.
     void (*sparse_mqa_block)(const SparseMqaKernelArgs& a, const MqaShare& share, void* ws);
     // The output of token `token`, heads [head_begin, head_end), from the partial states of its n_splits row
@@ -96,6 +96,7 @@ struct CpuDsv4Kernels {
 extern const CpuDsv4Kernels kCpuDsv4KernelsScalar;
 extern const CpuDsv4Kernels kCpuDsv4KernelsAvx2;
 extern const CpuDsv4Kernels kCpuDsv4KernelsAvx512;
+extern const CpuDsv4Kernels kCpuDsv4KernelsAvx512Bf16;
 extern const CpuDsv4Kernels kCpuDsv4KernelsAmxBf16;
 
 }  // namespace sieve::cpu

@@ -165,8 +165,8 @@ inline void d4_chunk_fma(const float* qf, int64_t nh, int64_t d, float* kc, floa
     }
 }
 
-#if defined(__AMX_BF16__)
-// ---- the tile path (amx_bf16 level) ----------------------------------------------------------------
+#if defined(__AVX512BF16__)
+// ---- the tile path (amx_bf16 level; avx512_bf16: the same path on register tiles) --------------------
 //
 // With bf16 q and math bf16, both products of the attention take bf16 factors: q·K_j where K_j is exact in
 // bf16, and P_j·V_j with P_j = bf16(p_j) (ops/sparse_attention.h). An fp8_model1 value e4m3·2^(e − 127) is
@@ -233,7 +233,7 @@ struct D4NextRows {
     }
 };
 
-#endif  // __AMX_BF16__
+#endif  // __AVX512BF16__
 
 // Writes out[t, h] = acc / den for the heads [h0, h0 + nh) (acc [nh, d], den [nh]); 0 where the token had no
 // valid row or the head's sink is +inf.
@@ -284,19 +284,21 @@ void sparse_mqa_block(const SparseMqaKernelArgs& a, const MqaShare& share, void*
     const int32_t* mslots = main_end > 0 ? a.main_slots + t * a.main_stride : nullptr;
     const int32_t* xslots = extra_end > 0 ? a.extra_slots + t * a.extra_stride : nullptr;
     int64_t jm = s_min(share.row_begin, a.n_main), jx = s_max(int64_t{0}, share.row_begin - a.n_main), n_valid = 0;
-#if defined(__AMX_BF16__)
+#if defined(__AVX512BF16__)
     const bool tiles = a.tile_workspace && a.q_bf16 && a.p_bf16 && d % 64 == 0 && (!mslots || d4_tile_cache(a.main)) &&
                        (!xslots || d4_tile_cache(a.extra));
     const AttnTileBuffers tw{reinterpret_cast<uint32_t*>(w + a.ws_qt), reinterpret_cast<uint16_t*>(w + a.ws_kb),
                              reinterpret_cast<uint16_t*>(w + a.ws_kv), reinterpret_cast<uint16_t*>(w + a.ws_pb),
                              reinterpret_cast<float*>(w + a.ws_lt), reinterpret_cast<float*>(w + a.ws_pt)};
     if (tiles) {
+#if defined(__AMX_BF16__)
         amx_tiles_begin();
+#endif
         for (int64_t g = 0; g * 16 < nh; ++g) attn_q_pairs_t(qf + g * 16 * d, s_min(int64_t{16}, nh - g * 16), d, tw.qt + g * (d / 2) * 16);
     }
 #endif
     for (;;) {
-#if defined(__AMX_BF16__)
+#if defined(__AVX512BF16__)
         if (tiles) {
             const int64_t jm0 = jm, jx0 = jx;
             bool exact = true;
@@ -379,7 +381,7 @@ namespace sieve::cpu {
 
 extern const CpuDsv4Kernels SIEVE_CPU_DSV4_TABLE = {
     .isa_name = SIEVE_CPU_ISA_NAME,
-#if defined(__AMX_BF16__)
+#if defined(__AVX512BF16__)
     .tiles = true,
 #else
     .tiles = false,
