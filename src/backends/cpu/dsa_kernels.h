@@ -40,7 +40,8 @@ inline constexpr int64_t kHeadProjTokens = 64;
 #define SIEVE_HEAD_PROJ_SCRATCH_FLOATS(in) (4 * SIEVE_DSA_PAD16(in))
 struct DsaCpuKernels {
     const char* isa_name;
-    bool tiles;  // sparse_mla_heads has the AMX tile path (and its scratch the tile buffers)
+    bool tiles;  // sparse_mla_heads has the tile path (AMX, or register tiles at avx512_bf16), its scratch the
+                 // tile buffers
     // out rows of token t, heads [head_begin, head_end) over the main list (f32 | fp8_v32);
     // scratch: SIEVE_SPARSE_MLA_SCRATCH_FLOATS(head_end − head_begin, v_dim, qk_dim − v_dim), plus
     // SIEVE_SPARSE_MLA_TILE_SCRATCH_FLOATS of the same for a table with tiles

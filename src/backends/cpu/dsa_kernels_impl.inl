@@ -128,8 +128,9 @@ inline void mla_chunk_fma(const SparseAttentionParams& p, const float* sink, con
     }
 }
 
-#if defined(__AMX_BF16__)
-// ---- the tile path (amx_bf16 level; attention_kernels_impl.inl attn_tiles_chunk) ---------------------------
+#if defined(__AVX512BF16__)
+// ---- the tile path (amx_bf16 level; avx512_bf16: the same path on register tiles; attention_kernels_impl.inl
+// attn_tiles_chunk) ---------------------------------------------------------------------------------------
 //
 // With bf16 q and math bf16 over fp8_v32 entries: a value e4m3·s is exact in bf16, normal or zero, when its
 // group's fp32 scale s is a power of two 2^(e − 127) with e in [10, 246] (as the UE8M0 scales every cache
@@ -172,7 +173,7 @@ struct MlaNextRows {
         }
     }
 };
-#endif  // __AMX_BF16__
+#endif  // __AVX512BF16__
 
 // The MLA path of ops/sparse_attention.h: V = the first r = v_dim values of each entry, the main list only.
 void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int64_t h1, float* scratch) {
@@ -202,7 +203,7 @@ void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int
     const int64_t topk = p.main.width;
     const int32_t* row = topk > 0 ? p.main.slots + t * p.main.slots_stride : nullptr;
     int64_t n_valid = 0;
-#if defined(__AMX_BF16__)
+#if defined(__AVX512BF16__)
     const bool tiles = qb && p.math == AttentionMath::bf16 && p.main.format == CacheRecordFormat::fp8_v32 &&
                        dqk % 32 == 0 && r % 64 == 0 && (dqk - p.rope_dim) % 32 == 0 && p.rope_dim % 32 == 0;
     // The tile buffers after the state (SIEVE_SPARSE_MLA_TILE_SCRATCH_FLOATS's layout).
@@ -216,12 +217,14 @@ void sparse_mla_heads(const SparseAttentionParams& p, int64_t t, int64_t h0, int
     const AttnTileBuffers tw{reinterpret_cast<uint32_t*>(qt), reinterpret_cast<uint16_t*>(kb), reinterpret_cast<uint16_t*>(kv),
                              reinterpret_cast<uint16_t*>(pb), lt, pt};
     if (tiles) {
+#if defined(__AMX_BF16__)
         amx_tiles_begin();
+#endif
         for (int64_t g = 0; g * 16 < nh; ++g) attn_q_pairs_t(qf + g * 16 * dqk, s_min(int64_t{16}, nh - g * 16), dqk, tw.qt + g * (dqk / 2) * 16);
     }
 #endif
     for (int64_t j = 0; j < topk;) {
-#if defined(__AMX_BF16__)
+#if defined(__AVX512BF16__)
         if (tiles) {
             const int64_t j0 = j;
             bool exact = true;
@@ -350,7 +353,7 @@ namespace sieve::cpu {
 extern const DsaCpuKernels SIEVE_DSA_CPU_TABLE;
 const DsaCpuKernels SIEVE_DSA_CPU_TABLE = {
     SIEVE_CPU_ISA_NAME,
-#if defined(__AMX_BF16__)
+#if defined(__AVX512BF16__)
     true,
 #else
     false,
