@@ -382,9 +382,11 @@ Expected<std::vector<LayerPoint>> run_layer_bench(const LayerBenchOptions& o,
                 const AttentionLayerLayout& l = layer_layout(p.layer);
                 p.kind = l.kind;
                 SIEVE_ASSIGN_OR_RETURN(p.work, layer_step_work(config, l, *checkpoint, shape, variant == "dense"));
-                // At amx_bf16 the deployed attention forms its products as tile products (the cpu backend's
-                // tile paths): judged against the matrix peak there, as the indexer is everywhere.
-                if (isa == "amx_bf16") p.work[static_cast<size_t>(Stage::attention)].matrix_math = true;
+                // From avx512_bf16 up the deployed attention forms its products as bf16 products (the cpu
+                // backend's tile paths: AMX tiles, or vdpbf16ps register tiles and QSA's vdpbf16ps kernels at
+                // avx512_bf16): judged against the matrix peak there, as the indexer is everywhere.
+                if (isa == "amx_bf16" || isa == "avx512_bf16")
+                    p.work[static_cast<size_t>(Stage::attention)].matrix_math = true;
             }
             return timed;
         };
