@@ -45,6 +45,14 @@ std::vector<ScoreCase> score_cases() {
         {2, 8, 130, 1, 3, DType::f32, F::f32, false, true, 0.25f},
         {4, 2, 8, 1, 16, DType::f32, F::f32, false, false, -3.0f},        // nearly all heads ≤ 0: rows of 0s
         {3, 4, 128, 2, 64, DType::bf16, F::bf16, false, false, 0.0f},     // several key tiles per request
+        // Several bf16 tokens per request (the cpu backend's keys-in-lanes path at avx512_bf16: 16 / heads
+        // tokens a group): a prefill chunk over several key tiles, odd dims and head counts that leave
+        // accumulators unused, one head, and more heads than a group of two tokens holds.
+        {20, 4, 128, 1, 16, DType::bf16, F::bf16, false, false, 0.0f, 1100, true},
+        {24, 3, 37, 2, 5, DType::bf16, F::bf16, false, true, -1.0f, 300},
+        {17, 1, 3, 1, 4, DType::bf16, F::bf16, false, true, 0.0f},
+        {21, 5, 64, 3, 8, DType::bf16, F::bf16, true, true, -0.25f, 400},
+        {12, 9, 40, 2, 16, DType::bf16, F::bf16, true, false, 0.0f},
         // Few heads with weights (the dims-in-lanes kernel with per-head weights, both dot paths).
         {6, 4, 128, 2, 16, DType::bf16, F::bf16, true, false, 0.0f},
         {6, 4, 64, 2, 8, DType::f32, F::f32, true, true, -0.25f},

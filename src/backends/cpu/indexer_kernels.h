@@ -20,7 +20,9 @@ inline constexpr int32_t kIdxKeyF32 = 0, kIdxKeyBf16 = 1, kIdxKeyFp8RowScale = 2
 //                   vectors of heads: no horizontal sums, for the many-head indexers (V4, DSA: 64 heads);
 //                   every q and key format, vdpbf16ps on e4m3 / bf16 q with fp8 keys at avx512_bf16.
 //   dims_in_lanes   one dot per (head, key) along the dims: for few heads (QSA: 4), where padding heads to
-//                   the lanes would waste most of them; f32 / bf16 q and keys only.
+//                   the lanes would waste most of them; f32 / bf16 q and keys only. At avx512_bf16 a unit
+//                   with bf16 q and keys and tokens enough to fill 16 (token, head) accumulators puts keys
+//                   in the lanes instead (keys_in_lanes, indexer_kernels_impl.inl).
 inline constexpr int32_t kIdxHeadsInLanes = 0, kIdxDimsInLanes = 1;
 
 struct IndexerKernelArgs {
@@ -55,9 +57,11 @@ struct IndexerKernelArgs {
     // most key_tile keys, heads padded to heads_pad (a multiple of 16) and dims to dim_pad (a multiple of 16
     // above head_dim):
     //   ws_qt    the token's q, transposed: [dim_pad, heads_pad] f32, or [dim_pad/2, heads_pad] bf16 pairs
-    //            (dims_in_lanes: the token's q widened, [n_heads, head_dim] f32)
-    //   ws_w     the token's head weights [heads_pad] f32 (zeros past n_heads)
+    //            (dims_in_lanes: the token's q widened, [n_heads, head_dim] f32; keys_in_lanes: a token
+    //            group's q pairs, [dim_pad/2, 16])
+    //   ws_w     the token's head weights [heads_pad] f32 (zeros past n_heads; keys_in_lanes: the group's)
     //   ws_tile  the tile's keys converted once: [key_tile, dim_pad] f32, or [key_tile, dim_pad/2] bf16 pairs
+    //            (keys_in_lanes: transposed, [key_tile/16][dim_pad/2][16] bf16 pairs)
     //   ws_rows  [key_tile] pointers to each key's row (ws_tile, or the cache itself for f32 keys)
     //   ws_scale [key_tile] f32 key scales
     //   ws_zero  [dim_pad] f32 zeros (the rows of a partial register block)

@@ -572,12 +572,121 @@ void scores_tile_dims_dpbf16(const IndexerKernelArgs& a, const IdxScratch& S, co
         if (pair) out[g + 1 - c0] = post * total1;
     }
 }
+
+// keys_in_lanes, the dims_in_lanes layout's path for several tokens of a row (prefill chunks, speculative
+// steps) with bf16 q and keys: the tile's keys are transposed once into dim pairs of 16 keys, kt
+// [key blocks][pairs][16], and each (token, head) of up to 16 / n_heads tokens takes one accumulator
+// whose q pair is broadcast per step, so one vdpbf16ps forms 16 keys' dots and a token's score is
+// Σ_h w_h·ReLU(dot_h) lane by lane, with no horizontal sums. The transposition (scalar: a few pair moves
+// per key) is shared by every token of the unit.
+inline constexpr int kIdxLaneAccs = 16;  // accumulators: the (token, head) pairs of a token group
+
+// Whether a unit of nt tokens takes keys_in_lanes: bf16 q and keys, heads ≤ the accumulators, and tokens
+// enough to fill them (fewer, a decode token alone, stay on the per-token dims path, which transposes nothing).
+inline bool idx_keys_in_lanes_fits(const IndexerKernelArgs& a, int64_t nt) {
+    return a.q_format == kIdxQBf16 && a.key_format == kIdxKeyBf16 && a.n_heads >= 1 && a.n_heads <= kIdxLaneAccs &&
+           nt * a.n_heads >= kIdxLaneAccs;
+}
+
+// The (k[2i], k[2i+1]) pair of a bf16 row of n values as a 32-bit word (even dim low), zero past n.
+inline uint32_t idx_bf16_pair(const uint16_t* row, int64_t n, int64_t i) {
+    const uint32_t lo = row[2 * i], hi = 2 * i + 1 < n ? row[2 * i + 1] : 0u;
+    return lo | hi << 16;
+}
+
+// acc[a] = Σ_i qg[i·NA + a] · kb[i] (bf16 pairs) for the 16 keys of one block kb [np][16].
+template <int NA>
+inline void idx_lanes_block(const uint32_t* kb, int64_t np, const uint32_t* qg, __m512* acc) {
+    for (int n = 0; n < NA; ++n) acc[n] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < np; ++i) {
+        const __m512bh kv = (__m512bh)_mm512_loadu_si512(kb + i * 16);
+        for (int n = 0; n < NA; ++n)
+            acc[n] = _mm512_dpbf16_ps(acc[n], (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(qg[i * NA + n])), kv);
+    }
+}
+
+// One token group of keys_in_lanes over the key blocks [0, n_blocks): group token g (of the unit's list
+// position pos[g]) has its heads at accumulators g·H …, its weights in wg, its scores up to column end[g].
+template <int NA>
+void idx_lanes_group(const IndexerKernelArgs& a, const uint32_t* kt, int64_t np, int64_t n_blocks, const uint32_t* qg,
+                     const float* wg, int ng, const int64_t* pos, const int64_t* end, int64_t k0, const int32_t* toks) {
+    const int64_t H = a.n_heads, col0 = a.scores_tile_rows ? k0 : 0;
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        const int64_t j = k0 + 16 * b;
+        __m512 acc[NA];
+        idx_lanes_block<NA>(kt + b * np * 16, np, qg, acc);
+        for (int g = 0; g < ng; ++g) {
+            if (end[g] <= j) continue;
+            __m512 s = zero;
+            for (int64_t h = 0; h < H; ++h)
+                s = _mm512_fmadd_ps(_mm512_set1_ps(wg[g * H + h]), _mm512_max_ps(acc[g * H + h], zero), s);
+            const int64_t n = end[g] - j < 16 ? end[g] - j : 16;
+            float* out = a.scores + (a.scores_tile_rows ? pos[g] : toks[pos[g]]) * a.scores_row_stride + j - col0;
+            _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n) - 1u), s);
+        }
+    }
+}
+
+void scores_tile_keys_dpbf16(const IndexerKernelArgs& a, const IdxScratch& S, const int32_t* table, const int32_t* toks,
+                             int64_t nt, int64_t k0, int64_t k1) {
+    const int64_t H = a.n_heads, D = a.head_dim, np = (D + 1) / 2;
+    int64_t kmax = k0;  // the tile's keys that some token scores
+    for (int64_t ti = 0; ti < nt; ++ti) kmax = s_max(kmax, s_min(k1, a.n_keys[toks[ti]]));
+    if (kmax <= k0) return;
+    const int64_t n_blocks = (kmax - k0 + 15) / 16;
+    uint32_t* kt = reinterpret_cast<uint32_t*>(S.tile);  // [n_blocks][np][16]
+    float unused;
+    for (int64_t c = 0; c < n_blocks * 16; ++c) {
+        uint32_t* dst = kt + (c / 16) * np * 16 + c % 16;
+        if (k0 + c < kmax) {
+            const uint16_t* row = reinterpret_cast<const uint16_t*>(idx_key(a, table, k0 + c, &unused));
+            for (int64_t i = 0; i < np; ++i) dst[i * 16] = idx_bf16_pair(row, D, i);
+        } else {
+            for (int64_t i = 0; i < np; ++i) dst[i * 16] = 0u;
+        }
+    }
+    const int T = static_cast<int>(kIdxLaneAccs / H), NA = static_cast<int>(T * H);
+    uint32_t* qg = reinterpret_cast<uint32_t*>(S.qt);  // [np][NA] the group's q pairs
+    float* wg = S.w;                                   // [NA] their head weights
+    int64_t pos[kIdxLaneAccs], end[kIdxLaneAccs];
+    for (int64_t ti = 0; ti < nt;) {
+        int ng = 0;  // the group: the next T tokens that score a key of the tile
+        for (; ti < nt && ng < T; ++ti) {
+            const int64_t t = toks[ti], e = s_min(k1, a.n_keys[t]);
+            if (e <= k0) continue;
+            pos[ng] = ti, end[ng] = e;
+            const uint16_t* q = static_cast<const uint16_t*>(a.q) + t * a.q_token_stride;
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t i = 0; i < np; ++i) qg[i * NA + ng * H + h] = idx_bf16_pair(q + h * a.q_head_stride, D, i);
+            idx_token_weights(a, wg + ng * H, t, H);
+            ++ng;
+        }
+        if (ng == 0) break;
+        for (int64_t n = ng * H; n < NA; ++n)  // the accumulators of absent tokens: zero q, never stored
+            for (int64_t i = 0; i < np; ++i) qg[i * NA + n] = 0u;
+        switch (NA) {  // T·H: 9 … 16 for 1 ≤ H ≤ 16
+            case 9: idx_lanes_group<9>(a, kt, np, n_blocks, qg, wg, ng, pos, end, k0, toks); break;
+            case 10: idx_lanes_group<10>(a, kt, np, n_blocks, qg, wg, ng, pos, end, k0, toks); break;
+            case 11: idx_lanes_group<11>(a, kt, np, n_blocks, qg, wg, ng, pos, end, k0, toks); break;
+            case 12: idx_lanes_group<12>(a, kt, np, n_blocks, qg, wg, ng, pos, end, k0, toks); break;
+            case 13: idx_lanes_group<13>(a, kt, np, n_blocks, qg, wg, ng, pos, end, k0, toks); break;
+            case 14: idx_lanes_group<14>(a, kt, np, n_blocks, qg, wg, ng, pos, end, k0, toks); break;
+            case 15: idx_lanes_group<15>(a, kt, np, n_blocks, qg, wg, ng, pos, end, k0, toks); break;
+            default: idx_lanes_group<16>(a, kt, np, n_blocks, qg, wg, ng, pos, end, k0, toks); break;
+        }
+    }
+    *S.tag = -1;  // qt and w no longer hold a token's q and weights
+}
 #endif
 
 void scores_tile_dims(const IndexerKernelArgs& a, int64_t row, const int32_t* toks, int64_t nt, int64_t k0, int64_t k1,
                       void* ws) {
     const IdxScratch S = idx_scratch(a, ws);
     const int32_t* table = a.block_table + row * a.block_table_stride;
+#if defined(__AVX512BF16__)
+    if (idx_keys_in_lanes_fits(a, nt)) return scores_tile_keys_dpbf16(a, S, table, toks, nt, k0, k1);
+#endif
     const bool qb = a.q_format == kIdxQBf16, kb = a.key_format == kIdxKeyBf16;
     float* qf = reinterpret_cast<float*>(S.qt);
     for (int64_t ti = 0; ti < nt; ++ti) {
