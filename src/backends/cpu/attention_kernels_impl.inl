@@ -384,11 +384,7 @@ inline void attn_tile_logits_t_keys(int64_t n_keys, const uint16_t* kb, int64_t 
         const uint16_t* keys = kb + c0 * d;
         for (int64_t i = 0; i < d; i += 2) {
             const __m512bh q = (__m512bh)_mm512_loadu_si512(qt + i / 2 * 16);
-            for (int k = 0; k < kKeys; ++k) {
-                int32_t pair;
-                __builtin_memcpy(&pair, keys + k * d + i, 4);
-                acc[k] = _mm512_dpbf16_ps(acc[k], q, (__m512bh)_mm512_set1_epi32(pair));
-            }
+            for (int k = 0; k < kKeys; ++k) acc[k] = dp_bf16_broadcast(acc[k], q, keys + k * d + i);
         }
         for (int k = 0; k < kKeys; ++k) _mm512_storeu_ps(lt + (c0 + k) * 16, acc[k]);
     }
@@ -403,11 +399,7 @@ inline void attn_tile_pv(const uint16_t* pb, int64_t ldp, int64_t n_steps, const
         for (int h = 0; h < 16; ++h) a[h] = _mm512_loadu_ps(acc + h * d + r);
         for (int64_t k2 = 0; k2 < n_pairs; ++k2) {
             const __m512bh v = (__m512bh)_mm512_loadu_si512(kv + k2 * 2 * d + 2 * r);
-            for (int h = 0; h < 16; ++h) {
-                int32_t pair;
-                __builtin_memcpy(&pair, pb + h * ldp + 2 * k2, 4);
-                a[h] = _mm512_dpbf16_ps(a[h], (__m512bh)_mm512_set1_epi32(pair), v);
-            }
+            for (int h = 0; h < 16; ++h) a[h] = dp_bf16_broadcast(a[h], v, pb + h * ldp + 2 * k2);
         }
         for (int h = 0; h < 16; ++h) _mm512_storeu_ps(acc + h * d + r, a[h]);
     }
