@@ -3,7 +3,6 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "backends/cpu/cpu_cache_ops.h"
 #include "backends/cpu/cpu_dsv4_ops.h"
@@ -14,6 +13,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/qsa_cpu.h"
+#include "backends/cpu/row_topk.h"
 #include "backends/grouped_linear.h"
 #include "backends/host/host_memory.h"
 #include "core/assert.h"
@@ -65,15 +65,6 @@ std::string_view gemm_name(CpuGemm g) {
         case CpuGemm::own: return "nodnnl";
     }
     return "?";
-}
-
-// Top-k stream buffer entries per row: 2k + slack, but never more than the row can fill.
-int64_t topk_capacity(const TopkParams& p) {
-    return std::min(2 * p.k + cpu::kTopkStreamSlack, p.n_cols + 16);
-}
-size_t topk_slot_bytes(const TopkParams& p) {
-    const size_t array = workspace_round_up(static_cast<size_t>(topk_capacity(p)) * 4);
-    return 2 * array;  // keys + indices
 }
 
 class CpuBackend final : public HostMemoryBackend {
@@ -149,8 +140,7 @@ public:
     }
 
     size_t topk_workspace_size(const TopkParams& p) const override {
-        if (p.n_rows <= 0 || p.k <= 0) return 0;
-        return static_cast<size_t>(std::min<int64_t>(pool_->size(), p.n_rows)) * topk_slot_bytes(p);
+        return cpu::row_topk_workspace_size(*pool_, p.n_rows, p.n_cols, p.k);
     }
     Status qsa_pool(const QsaPoolParams& p) override { return cpu::qsa_pool_run(*qsa_, *pool_, p); }
     Status qsa_expand(const QsaExpandParams& p) override { return cpu::qsa_expand_run(*pool_, p); }
@@ -169,32 +159,17 @@ public:
     Status topk(const TopkParams& p, Workspace ws) override {
         SIEVE_RETURN_IF_ERROR(validate_and_check_indices(p));
         SIEVE_RETURN_IF_ERROR(check_workspace("cpu topk", ws, topk_workspace_size(p)));
-        if (p.n_rows == 0) return Status::ok();
-        const CpuKernels& k = *kernels_;
-        const size_t slot_bytes = topk_slot_bytes(p);
-        const int64_t capacity = topk_capacity(p);
-        const int64_t n_slots = std::min<int64_t>(pool_->size(), p.n_rows);
-        std::atomic<int64_t> next_slot{0};  // each chunk claims one workspace slot (≤ one chunk per thread)
-        parallel_chunks(*pool_, p.n_rows, min_chunk_for(std::max<int64_t>(p.n_cols, 1), 16384), [&](int64_t b, int64_t e) {
-            const int64_t slot = next_slot.fetch_add(1);
-            SIEVE_ASSERT(slot < n_slots, "topk: more chunks than workspace slots");
-            char* base = static_cast<char*>(ws.data) + static_cast<size_t>(slot) * slot_bytes;
-            cpu::TopkStream s;
-            s.keys = reinterpret_cast<int32_t*>(base);
-            s.idx = reinterpret_cast<int32_t*>(base + slot_bytes / 2);
-            s.capacity = capacity;
-            s.k = p.k;
-            for (int64_t r = b; r < e; ++r) {
-                const int64_t n = p.valid_len ? p.valid_len[r] : p.n_cols;
-                int32_t* out = p.out + r * p.out_row_stride;
-                s.count = 0;
-                s.threshold = INT32_MIN;
-                k.topk_stream_push(&s, p.scores + r * p.scores_row_stride, n, 0);
-                const int64_t picks = k.topk_stream_finish(&s, out);
-                for (int64_t j = picks; j < p.k; ++j) out[j] = -1;
-                if (p.out_count) p.out_count[r] = static_cast<int32_t>(picks);
-            }
-        });
+        cpu::RowTopk r;
+        r.scores = p.scores;
+        r.scores_row_stride = p.scores_row_stride;
+        r.valid_len = p.valid_len;
+        r.n_rows = p.n_rows;
+        r.n_cols = p.n_cols;
+        r.k = p.k;
+        r.out = p.out;
+        r.out_row_stride = p.out_row_stride;
+        r.out_count = p.out_count;
+        cpu::row_topk(*kernels_, *pool_, r, ws.data);
         return Status::ok();
     }
 
