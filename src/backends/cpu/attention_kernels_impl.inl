@@ -426,12 +426,26 @@ inline void attn_interleave_pairs(const uint16_t* kb, int64_t ldk, int64_t n_key
     for (int64_t k = 0; k < n_keys; k += 2) attn_interleave_row_pair(kb + k * ldk, kb + (k + 1) * ldk, d, kv + k * d);
 }
 
-// dst[i] = bf16(e4m3(src[i]) · s) for i < n (a multiple of 32): exact where the caller has checked that every
-// product is a bf16 value, normal or zero (s a power of two in range); NaN codes give bf16 NaNs.
-inline void attn_e4m3_to_bf16(const uint8_t* src, VF s, uint16_t* dst, int64_t n) {
+// dst[i] = bf16(e4m3(src[i]) · 2^(scale_exp − 127)) for i < n (a multiple of 32), exactly: the callers have
+// checked scale_exp ∈ [10, 246], which keeps every product a normal bf16 value or zero. Built in the bf16
+// bit fields, 32 codes a step: a normal code's exponent and mantissa fields (code & 0x7F) << 4 plus
+// (scale_exp − 7) << 7 (e4m3's bias 7 against bf16's 127); the e = 0 codes (zero, subnormals m · 2^-9) from
+// a table of m · 2^-9 as bf16, scaled the same way where m ≠ 0; then the sign. NaN codes give the quiet
+// bf16 NaN with their sign, as rounding the widened NaN would.
+inline void attn_e4m3_to_bf16(const uint8_t* src, int scale_exp, uint16_t* dst, int64_t n) {
+    const __m512i mask = _mm512_set1_epi16(static_cast<int16_t>(0x07f0)), exp_bits = _mm512_set1_epi16(0x78);
+    const __m512i bias = _mm512_set1_epi16(static_cast<int16_t>((scale_exp - 7) << 7));
+    const __m512i sign = _mm512_set1_epi16(static_cast<int16_t>(0x8000)), low7 = _mm512_set1_epi16(0x7f);
+    const __m512i nan = _mm512_set1_epi16(0x7fc0);
+    // m · 2^-9 as bf16 for m = 0 … 7 (16-bit lanes 0 … 7), times 2^(scale_exp − 127) for m ≠ 0
+    const __m512i sub1 = _mm512_setr_epi32(0x3b000000, 0x3bc03b80, 0x3c203c00, 0x3c603c40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i sub = _mm512_mask_add_epi16(sub1, 0xfe, sub1, _mm512_set1_epi16(static_cast<int16_t>((scale_exp - 127) << 7)));
     for (int64_t i = 0; i < n; i += 32) {
-        const VF x = vf_mul(vf_e4m3_values(src + i), s), y = vf_mul(vf_e4m3_values(src + i + 16), s);
-        _mm512_storeu_si512(dst + i, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(y.v, x.v)));
+        const __m512i sx = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+        __m512i v = _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(sx, 4), mask), bias);
+        v = _mm512_mask_permutexvar_epi16(v, _mm512_testn_epi16_mask(sx, exp_bits), sx, sub);  // e = 0: index m
+        v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(_mm512_and_si512(sx, low7), low7), nan);
+        _mm512_storeu_si512(dst + i, _mm512_ternarylogic_epi32(v, sx, sign, 0xf8));  // v | (sx & sign)
     }
 }
 

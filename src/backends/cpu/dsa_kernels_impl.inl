@@ -149,8 +149,7 @@ inline bool mla_entry_bf16(const SparseAttentionParams& p, int64_t slot, uint16_
         __builtin_memcpy(&bits, scales + 4 * k, 4);
         const uint32_t ex = bits >> 23;  // a positive power of two has no sign and no mantissa bits
         if ((bits & 0x007fffffu) != 0 || ex < 10 || ex > 246) return false;
-        const VF vs = {_mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(bits)))};
-        attn_e4m3_to_bf16(e + k * g, vs, out + k * g, g);
+        attn_e4m3_to_bf16(e + k * g, static_cast<int>(ex), out + k * g, g);
     }
     const uint8_t* rope = scales + 4 * (r / g);
     for (int64_t j = 0; j < dr; j += 32) _mm512_storeu_si512(out + r + j, _mm512_loadu_si512(rope + 2 * j));

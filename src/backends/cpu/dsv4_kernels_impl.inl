@@ -188,8 +188,7 @@ inline bool d4_record_row_bf16(const RecordCache& c, int32_t slot, uint16_t* dst
     for (int64_t g = 0; g * 64 < c.nope; ++g) {
         const uint8_t e = scales[g];
         if (e < kTileScaleMin || e > kTileScaleMax) return false;
-        const VF s = {_mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(e) << 23))};
-        attn_e4m3_to_bf16(data + g * 64, s, dst + g * 64, 64);
+        attn_e4m3_to_bf16(data + g * 64, e, dst + g * 64, 64);
     }
     const uint16_t* rope = reinterpret_cast<const uint16_t*>(data + c.nope);
     for (int64_t i = c.nope; i < c.dim; i += 32)
