@@ -9,9 +9,9 @@
 //   * streaming (fewer tokens than threads: a decode token): a unit's scores go to its slot's tile buffer
 //     and from there into the streaming top-k of fused_topk.h; no score row is written unless the caller
 //     also asks for scores;
-//   * whole rows (a token or more per thread): the scores go to whole rows (the caller's, else the
-//     workspace's), then each row is selected at once (row_topk.h, what the topk op runs), a thread per
-//     row. Once every thread has a row, the streams' repeated cuts and their merge cost more than one
+//   * whole rows (a token or more per thread, and rows of the workspace's that fit kWholeRowsMaxBytes):
+//     the scores go to whole rows (the caller's, else the workspace's), then each row is selected at once
+//     (row_topk.h, what the topk op runs), a thread per row. Once every thread has a row, the streams' repeated cuts and their merge cost more than one
 //     selection per row: measured on 2 threads (sieve bench, the index stage), whole rows took 25–40 %
 //     less for the 2048-token prefill chunks of QSA and Hy4 and for QSA's 16 decode tokens, and no more
 //     elsewhere. Both select exactly the top-k of ops/topk.h over the same scores.
@@ -37,6 +37,9 @@ constexpr int64_t kMinKeyTile = 64;
 // Heads below which a head vector would be mostly padding: such indexers (QSA: 4 heads) take the
 // dims_in_lanes kernel when their formats allow it (indexer_kernels.h).
 constexpr int64_t kHeadsInLanesMin = 16;
+// The most score-row bytes a fused selection may keep in its workspace (the layers' own score budget: a
+// long-context prefill chunk streams instead).
+constexpr int64_t kWholeRowsMaxBytes = int64_t{64} << 20;
 
 struct ScoresPlan {
     int64_t key_tile = 0, heads_pad = 0, dim_pad = 0;
@@ -81,7 +84,8 @@ ScoresPlan scores_plan(const ThreadPool& pool, const IndexerScoresParams& p) {
     s.slots = std::min<int64_t>(threads, max_units);
     s.units = key_tile_units_plan(n, std::max<int64_t>(p.tables.n_requests, 0));
     s.shared_bytes = workspace_round_up(s.units.bytes);
-    s.whole_rows = p.selected != nullptr && p.k > 0 && n >= threads;
+    s.whole_rows = p.selected != nullptr && p.k > 0 && n >= threads &&
+                   (p.scores != nullptr || n * cols * 4 <= kWholeRowsMaxBytes);
     if (s.whole_rows) {
         s.row_scores = s.shared_bytes;
         if (p.scores == nullptr) s.shared_bytes += workspace_round_up(n * cols * 4);
