@@ -416,6 +416,81 @@ TEST(SparseAttentionKnownValues, MqaSinkDuplicatesAndEmptyLists) {
     }
 }
 
+// One fp8_model1 row by hand, every finite e4m3 code under scale bytes 10 … 246 (the range the tile paths
+// take as exact bf16: dsv4_kernels_impl.inl; they decode in the bf16 bit fields, attention_kernels_impl.inl
+// attn_e4m3_to_bf16). q = 0 gives the one listed row weight 1, so the output is the row: code · 2^(e − 127)
+// exactly, for bf16 and f32 math alike, on every backend.
+TEST(SparseAttentionKnownValues, MqaOneFp8RowIsItsDecodedValuesForEveryCode) {
+    const std::unique_ptr<Backend> ref = ref_backend();
+    const std::vector<NamedBackend> host = host_backends_under_test();
+    const CacheRecordLayout l{CacheRecordFormat::fp8_model1, 512, 64};  // 7 groups of 64 e4m3 + 64 bf16
+    const uint8_t scale_bytes[7] = {10, 60, 127, 100, 200, 246, 127};
+    const int64_t H = 16, d = l.dim, nope = d - l.rope_dim;
+    std::vector<double> want(static_cast<size_t>(d));
+    for (int round = 0; round < 2; ++round) {  // the codes in two orders: every code sees two scales
+        PagedTestCache cache(1, 1, l.entry_bytes());
+        uint8_t* data = cache_record_data(cache.view(), l, 0);
+        uint8_t* scales = cache_record_scales(cache.view(), l, 0);
+        for (int64_t i = 0, c = round * 101; i < nope; ++i, ++c) {
+            uint8_t code = static_cast<uint8_t>(c % 256);
+            if ((code & 0x7f) == 0x7f) code = static_cast<uint8_t>(code ^ 0x01);  // not NaN: 0x7E / 0xFE
+            data[i] = code;
+            const int e = scale_bytes[i / 64];
+            const int exp = (code >> 3) & 15, man = code & 7;
+            const double v = exp == 0 ? std::ldexp(man, -9) : std::ldexp(1.0 + man / 8.0, exp - 7);
+            want[static_cast<size_t>(i)] = std::ldexp(code & 0x80 ? -v : v, e - 127);
+        }
+        std::memcpy(scales, scale_bytes, 7);
+        uint16_t* rope = reinterpret_cast<uint16_t*>(cache_record_bf16_tail(cache.view(), l, 0));
+        for (int64_t i = 0; i < l.rope_dim; ++i) {
+            rope[i] = f32_to_bf16(static_cast<float>(i - 20) / 8.0f);
+            want[static_cast<size_t>(nope + i)] = (i - 20) / 8.0;
+        }
+        std::vector<uint16_t> q(static_cast<size_t>(H * d), 0);  // bf16 zeros
+        const int32_t slot = 0;
+        std::vector<Backend*> all = {ref.get()};
+        for (const NamedBackend& nb : host) all.push_back(nb.backend.get());
+        for (Backend* b : all)
+            for (AttentionMath math : {AttentionMath::bf16, AttentionMath::f32}) {
+                SCOPED_TRACE(fmt::format("{} math {} round {}", b->name(), math == AttentionMath::bf16 ? "bf16" : "f32", round));
+                std::vector<float> out(static_cast<size_t>(H * d), 99.0f);
+                SparseAttentionParams p;
+                p.q = q.data();
+                p.q_type = DType::bf16;
+                p.q_token_stride = H * d;
+                p.q_head_stride = d;
+                p.main.cache = cache.view();
+                p.main.format = l.format;
+                p.main.n_slots = cache.n_slots();
+                p.main.slots = &slot;
+                p.main.width = 1;
+                p.main.slots_stride = 1;
+                p.scale = 0.05f;
+                p.math = math;
+                p.out = out.data();
+                p.out_type = DType::f32;
+                p.out_token_stride = H * d;
+                p.out_head_stride = d;
+                p.n_tokens = 1;
+                p.n_heads = H;
+                p.qk_dim = p.v_dim = d;
+                p.rope_dim = l.rope_dim;
+                const size_t need = b->sparse_attention_workspace_size(p);
+                GuardedBuffer w(std::max<size_t>(need, 1));
+                const Status st = b->sparse_attention(p, Workspace{w.data(), need});
+                ASSERT_TRUE(st.is_ok()) << st.to_string();
+                int64_t wrong = 0;
+                for (int64_t h = 0; h < H; ++h)
+                    for (int64_t i = 0; i < d; ++i)
+                        if (out[static_cast<size_t>(h * d + i)] != static_cast<float>(want[static_cast<size_t>(i)]) && wrong++ < 5)
+                            ADD_FAILURE() << "head " << h << " dim " << i << " (code 0x" << std::hex
+                                          << (i < nope ? static_cast<int>(data[i]) : -1) << std::dec << "): "
+                                          << out[static_cast<size_t>(h * d + i)] << " != " << want[static_cast<size_t>(i)];
+                EXPECT_EQ(wrong, 0);
+            }
+    }
+}
+
 // Math bf16 by hand: rows v0 (logit 0.5) and v3 (logit −2), sink 0. The weights relative to the max 0.5 are
 // p0 = 1 and p3 = e^-2.5 = 0.0820850, whose bf16 is 0.08203125; the denominator takes p unrounded:
 //   o = (v0 + bf16(e^-2.5)·v3) / (1 + e^-2.5 + e^-0.5).
