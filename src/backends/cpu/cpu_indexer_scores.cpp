@@ -6,12 +6,12 @@
 // threads. Threads claim units dynamically (units differ in tokens and keys).
 //
 // Fused selection (p.selected), two ways:
-//   * streaming (fewer tokens than threads: a decode token): a unit's scores go to its slot's tile buffer
-//     and from there into the streaming top-k of fused_topk.h; no score row is written unless the caller
-//     also asks for scores;
-//   * whole rows (a token or more per thread, and rows of the workspace's that fit kWholeRowsMaxBytes):
-//     the scores go to whole rows (the caller's, else the workspace's), then each row is selected at once
-//     (row_topk.h, what the topk op runs), a thread per row. Once every thread has a row, the streams' repeated cuts and their merge cost more than one
+//   * streaming (fewer tokens than threads, e.g. a decode token, or workspace rows past
+//     kWholeRowsMaxBytes): a unit's scores go to its slot's tile buffer and from there into the streaming
+//     top-k of fused_topk.h; no score row is written unless the caller also asks for scores;
+//   * whole rows (a token or more per thread): the scores go to whole rows (the caller's, else the
+//     workspace's), then each row is selected at once (row_topk.h, what the topk op runs), a thread per
+//     row. Once every thread has a row, the streams' repeated cuts and their merge cost more than one
 //     selection per row: measured on 2 threads (sieve bench, the index stage), whole rows took 25–40 %
 //     less for the 2048-token prefill chunks of QSA and Hy4 and for QSA's 16 decode tokens, and no more
 //     elsewhere. Both select exactly the top-k of ops/topk.h over the same scores.
@@ -158,7 +158,7 @@ Status indexer_scores(const CpuIndexerKernels& k, const CpuKernels& base, Thread
     a.n_keys = p.n_keys;
     char* shared = static_cast<char*>(ws.data);
     const bool fused = selects && !s.whole_rows;  // streaming selection
-    const bool own_rows = selects && s.whole_rows && p.scores == nullptr;
+    const bool own_rows = s.whole_rows && p.scores == nullptr;
     a.scores = own_rows ? reinterpret_cast<float*>(shared + s.row_scores) : p.scores;
     a.scores_row_stride = own_rows ? p.n_cols : p.scores_row_stride;
     a.n_heads = p.n_heads;
@@ -218,7 +218,7 @@ Status indexer_scores(const CpuIndexerKernels& k, const CpuKernels& base, Thread
             }
         });
     if (fused) topk->finish(base, pool, p.selected, p.selected_row_stride);
-    if (selects && s.whole_rows) {
+    if (s.whole_rows) {
         RowTopk r;
         r.scores = a.scores;
         r.scores_row_stride = a.scores_row_stride;
